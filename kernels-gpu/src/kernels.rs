@@ -1,0 +1,135 @@
+//! The `extern "ptx-kernel"` entry points. Parameters are scalars and raw pointers only:
+//! that is the ABI the driver sees, and what `cuLaunchKernel`'s argument array carries.
+//! Every element-wise kernel is a grid-stride loop, so any grid covers any `n`.
+use crate::math;
+use crate::thread::{clock64, globaltimer, grid_size_1d, index_1d, thread_idx_x};
+
+/// Spins until `cycles` clock ticks of this multiprocessor have passed (the tutorials'
+/// SleepKernel). Occupies its block without touching memory.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn sleep_kernel(cycles: u64) {
+    let start = clock64();
+    while clock64().wrapping_sub(start) < cycles {}
+}
+
+/// `sleep_kernel`, plus thread 0 of block 0 writes `%globaltimer` at its start and its end
+/// to `stamps[0]` and `stamps[1]`: when the kernel really ran, as the GPU saw it.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn sleep_stamped_kernel(cycles: u64, stamps: *mut u64) {
+    let first = index_1d() == 0;
+    if first {
+        *stamps = globaltimer();
+    }
+    let start = clock64();
+    while clock64().wrapping_sub(start) < cycles {}
+    if first {
+        *stamps.add(1) = globaltimer();
+    }
+}
+
+/// In place: `data[i] = compute_element(data[i], iters)` for `i < n`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn compute_kernel(data: *mut f32, n: u32, iters: u32) {
+    compute_slice(data, n, iters);
+}
+
+/// The same work on one slice `data[offset .. offset + len]` (the tutorials' processChunk).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn chunk_kernel(data: *mut f32, offset: u32, len: u32, iters: u32) {
+    compute_slice(data.add(offset as usize), len, iters);
+}
+
+#[inline(always)]
+unsafe fn compute_slice(data: *mut f32, n: u32, iters: u32) {
+    let mut i = index_1d();
+    while i < n {
+        let p = data.add(i as usize);
+        *p = math::compute_element(*p, iters);
+        i += grid_size_1d();
+    }
+}
+
+/// `c[i] = a[i] + b[i]`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn vector_add_kernel(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    n: u32,
+) {
+    let mut i = index_1d();
+    while i < n {
+        let k = i as usize;
+        *c.add(k) = math::add_element(*a.add(k), *b.add(k));
+        i += grid_size_1d();
+    }
+}
+
+/// A DAG producer: `output[i] = scale * sin(input[i]) + 1`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn produce_kernel(
+    input: *const f32,
+    output: *mut f32,
+    n: u32,
+    scale: f32,
+) {
+    let mut i = index_1d();
+    while i < n {
+        let k = i as usize;
+        *output.add(k) = math::produce_element(*input.add(k), scale);
+        i += grid_size_1d();
+    }
+}
+
+/// The DAG combiner: `out[i] = a[i] * b[i] + a[i]`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn combine_kernel(
+    a: *const f32,
+    b: *const f32,
+    out: *mut f32,
+    n: u32,
+) {
+    let mut i = index_1d();
+    while i < n {
+        let k = i as usize;
+        *out.add(k) = math::combine_element(*a.add(k), *b.add(k));
+        i += grid_size_1d();
+    }
+}
+
+/// In place: `data[i] = data[i] * factor + offset`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn scale_kernel(data: *mut f32, n: u32, factor: f32, offset: f32) {
+    let mut i = index_1d();
+    while i < n {
+        let p = data.add(i as usize);
+        *p = math::scale_element(*p, factor, offset);
+        i += grid_size_1d();
+    }
+}
+
+/// `output[i] = input[i] * factor`, but each thread first spins `cycles` clock ticks: a
+/// deliberately slow producer, so that a consumer that forgets to wait for it reads stale data.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn slow_scale_kernel(
+    input: *const f32,
+    output: *mut f32,
+    n: u32,
+    factor: f32,
+    cycles: u64,
+) {
+    let start = clock64();
+    while clock64().wrapping_sub(start) < cycles {}
+    let mut i = index_1d();
+    while i < n {
+        let k = i as usize;
+        *output.add(k) = math::scale_element(*input.add(k), factor, 0.0);
+        i += grid_size_1d();
+    }
+}
+
+/// Does nothing: what is left of a launch is its overhead.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn empty_kernel() {
+    let _ = thread_idx_x();
+}
