@@ -64,6 +64,18 @@ impl Gpu {
     /// Initialises the driver, makes device `ordinal`'s primary context current and loads the
     /// PTX (the driver JIT-compiles it for this GPU here).
     pub fn new(ordinal: u32) -> Result<Gpu> {
+        Self::with_module(ordinal, None)
+    }
+
+    /// Like [`Gpu::new`], but the kernels come from `path` (a cubin, fatbin or PTX file)
+    /// instead of the embedded PTX. `cuda-reference/kernels.cu` built by nvcc defines the same
+    /// kernels with the same signatures, so any demo or bench can run CUDA C++'s machine code
+    /// through the very same host code: the fairest Rust-vs-nvcc comparison.
+    pub fn with_kernels_from(ordinal: u32, path: &std::path::Path) -> Result<Gpu> {
+        Self::with_module(ordinal, Some(path))
+    }
+
+    fn with_module(ordinal: u32, path: Option<&std::path::Path>) -> Result<Gpu> {
         // cuInit fails on a machine without a driver or GPU: that is `NoDevice`, not a crash.
         // SAFETY: cuInit takes flags 0 and may be called more than once.
         let status = unsafe { cu::cuInit(0) };
@@ -83,8 +95,19 @@ impl Gpu {
         }
         let device = Device::get_device(ordinal).context("cuDeviceGet")?;
         let context = CuContext::new(device).context("cuDevicePrimaryCtxRetain")?;
-        let module = Module::from_ptx(PTX, &[])
-            .context("cuModuleLoadData (JIT-compiling the embedded PTX)")?;
+        let module = match path {
+            None => Module::from_ptx(PTX, &[])
+                .context("cuModuleLoadData (JIT-compiling the embedded PTX)")?,
+            Some(p) => {
+                if !p.is_file() {
+                    return Err(Error::InvalidInput(format!(
+                        "kernel module {} does not exist",
+                        p.display()
+                    )));
+                }
+                Module::from_file(p).context(&format!("cuModuleLoad({})", p.display()))?
+            }
+        };
         let info = Self::read_info(ordinal, device)?;
         let kernels = crate::kernels::Kernels::load(&module)?;
         Ok(Gpu {

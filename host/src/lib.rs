@@ -10,12 +10,16 @@ pub mod data;
 pub mod demos;
 pub mod error;
 pub mod gpu;
+pub mod graph;
 pub mod kernels;
 pub mod memory;
 pub mod report;
 pub mod stream;
 pub mod timeline;
 pub mod timing;
+
+/// The per-element arithmetic the kernels run, compiled for the host: the CPU reference.
+pub use kernels_gpu::math;
 
 pub use error::{Error, Result};
 pub use gpu::{Gpu, LaunchConfig};

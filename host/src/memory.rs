@@ -75,6 +75,29 @@ pub fn copy_to_host_sync<T: DeviceCopy>(src: &DeviceSlice<T>, dst: &mut [T]) -> 
 }
 
 impl Stream {
+    /// Enqueues a device-to-device copy (`cudaMemcpyAsync(..., cudaMemcpyDeviceToDevice, s)`).
+    /// Safe: both sides are device memory that the borrow keeps allocated, and freeing device
+    /// memory waits for the device.
+    pub fn copy_on_device<T: DeviceCopy>(
+        &self,
+        src: &DeviceSlice<T>,
+        dst: &DeviceSlice<T>,
+    ) -> Result<()> {
+        check_lengths(src.len(), dst.len(), "cuMemcpyDtoDAsync")?;
+        self.enqueue(OpKind::CopyOnDevice, "copy on device", || {
+            // SAFETY: lengths match and both pointers are live device allocations.
+            let status = unsafe {
+                cu::cuMemcpyDtoDAsync_v2(
+                    dst.as_device_ptr().as_raw(),
+                    src.as_device_ptr().as_raw(),
+                    std::mem::size_of::<T>() * src.len(),
+                    self.as_raw(),
+                )
+            };
+            self.check(status, "cuMemcpyDtoDAsync")
+        })
+    }
+
     /// Enqueues a host-to-device copy (`cudaMemcpyAsync`). From pinned memory it returns at
     /// once; from pageable memory the driver first stages the data, and returns after that.
     ///

@@ -22,6 +22,7 @@ pub enum OpKind {
     CopyToDevice,
     Kernel,
     CopyToHost,
+    CopyOnDevice,
     HostFn,
 }
 
@@ -32,6 +33,7 @@ impl OpKind {
             OpKind::CopyToDevice => 'H',
             OpKind::Kernel => 'K',
             OpKind::CopyToHost => 'D',
+            OpKind::CopyOnDevice => 'd',
             OpKind::HostFn => 'f',
         }
     }
@@ -129,7 +131,7 @@ pub fn render(spans: &[Span], width: usize) -> String {
         w = width.saturating_sub(3)
     ));
     out.push_str(&format!(
-        "{:>name_width$}  H copy to device, K kernel, D copy to host, f host function\n",
+        "{:>name_width$}  H copy to device, K kernel, D copy to host, d copy on device, f host function\n",
         ""
     ));
     out

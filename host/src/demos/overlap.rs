@@ -34,6 +34,10 @@ use crate::stream::{Event, Stream};
 use crate::timeline::{render, Timeline};
 use crate::timing::Stats;
 
+pub const SUMMARY: &str =
+    "one stream vs K streams each copying in, computing and copying out its chunk";
+pub const FLAGS: &str = "--elements (16777216) --streams (8) --iters (100) --reps --timeline";
+
 pub const DEFAULT_ELEMENTS: usize = 16 << 20;
 pub const DEFAULT_STREAMS: usize = 8;
 pub const DEFAULT_ITERS: u32 = 100;

@@ -1,0 +1,2 @@
+//! (placeholder: being written; replaced before this lands)
+fn main() {}

@@ -1,0 +1,1 @@
+//! CUDA graphs (placeholder: being written; replaced before this lands).
