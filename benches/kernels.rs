@@ -73,6 +73,17 @@ fn main() {
         },
         None => println!("compute_kernel/nvcc: not run: set STREAMLAB_NVCC_KERNELS to a cubin of cuda-reference/kernels.cu"),
     }
+    // Experiments: STREAMLAB_EXTRA_KERNELS="label=path,label=path" adds other builds
+    // (another STREAMLAB_GPU_ARCH, another unroll) to the same group.
+    let extra = std::env::var("STREAMLAB_EXTRA_KERNELS").unwrap_or_default();
+    for (label, path) in extra.split(',').filter_map(|kv| kv.split_once('=')) {
+        let outcome = Gpu::with_kernels_from(0, std::path::Path::new(path))
+            .and_then(|g| bench_compute(&mut c, label, &g));
+        if let Err(e) = outcome {
+            eprintln!("kernels bench ({label}): {e}");
+            failed = true;
+        }
+    }
     c.final_summary();
     if failed {
         std::process::exit(1);

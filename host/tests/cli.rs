@@ -2,8 +2,12 @@
 //! everywhere; where a GPU is present the device branch is asserted instead.
 use std::process::{Command, Output};
 
+/// The binary cargo built, or `STREAMLAB_BIN` when the test executable was copied to a GPU
+/// machine without the build tree.
 fn streamlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_streamlab"))
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    Command::new(bin)
         .args(args)
         .output()
         .expect("run streamlab")

@@ -1,0 +1,117 @@
+// CUDA C++ reference for `streamlab run overlap`: the same work, the same chunking, the same
+// event placement, so the Rust figures can be compared with C++ in one GPU run.
+//   nvcc -O3 -arch=sm_90 overlap.cu -o overlap && ./overlap 16777216 8 100 10
+// Prints `name: median_ms` lines.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CHECK(x)                                                                    \
+  do {                                                                              \
+    cudaError_t e = (x);                                                            \
+    if (e != cudaSuccess) {                                                         \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      exit(1);                                                                      \
+    }                                                                               \
+  } while (0)
+
+__global__ void chunk_kernel(float* data, unsigned offset, unsigned len, unsigned iters) {
+  data += offset;
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
+    float x = data[i];
+    for (unsigned k = 0; k < iters; ++k) x = sinf(x) * cosf(x);
+    data[i] = x;
+  }
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char** argv) {
+  size_t n = argc > 1 ? strtoull(argv[1], 0, 10) : 16777216;
+  int k = argc > 2 ? atoi(argv[2]) : 8;
+  unsigned iters = argc > 3 ? atoi(argv[3]) : 100;
+  int reps = argc > 4 ? atoi(argv[4]) : 10;
+  size_t bytes = n * sizeof(float);
+  float *in, *out_one, *out_multi, *d;
+  CHECK(cudaMallocHost(&in, bytes));
+  CHECK(cudaMallocHost(&out_one, bytes));
+  CHECK(cudaMallocHost(&out_multi, bytes));
+  CHECK(cudaMalloc(&d, bytes));
+  for (size_t i = 0; i < n; ++i) in[i] = (float)((i * 2654435761u) % 6283) / 1000.0f - 3.14f;
+  std::vector<cudaStream_t> s(k);
+  for (auto& x : s) CHECK(cudaStreamCreate(&x));
+  cudaEvent_t m[4], fork;
+  for (auto& e : m) CHECK(cudaEventCreate(&e));
+  CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  std::vector<cudaEvent_t> joins(k);
+  for (auto& e : joins) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  // Chunks as streamlab makes them: the first n % k get one more element.
+  std::vector<size_t> off(k), len(k);
+  for (int i = 0, start = 0; i < k; ++i) {
+    len[i] = n / k + (i < (int)(n % k));
+    off[i] = start;
+    start += len[i];
+  }
+  auto one = [&](double* h, double* c, double* dd) {
+    CHECK(cudaEventRecord(m[0], s[0]));
+    CHECK(cudaMemcpyAsync(d, in, bytes, cudaMemcpyHostToDevice, s[0]));
+    CHECK(cudaEventRecord(m[1], s[0]));
+    chunk_kernel<<<(n + 255) / 256, 256, 0, s[0]>>>(d, 0, n, iters);
+    CHECK(cudaEventRecord(m[2], s[0]));
+    CHECK(cudaMemcpyAsync(out_one, d, bytes, cudaMemcpyDeviceToHost, s[0]));
+    CHECK(cudaEventRecord(m[3], s[0]));
+    CHECK(cudaEventSynchronize(m[3]));
+    float a, b, e;
+    cudaEventElapsedTime(&a, m[0], m[1]);
+    cudaEventElapsedTime(&b, m[1], m[2]);
+    cudaEventElapsedTime(&e, m[2], m[3]);
+    *h = a, *c = b, *dd = e;
+    return (double)a + b + e;
+  };
+  auto multi = [&]() {
+    CHECK(cudaEventRecord(m[0], s[0]));
+    CHECK(cudaEventRecord(fork, s[0]));
+    for (int i = 1; i < k; ++i) CHECK(cudaStreamWaitEvent(s[i], fork, 0));
+    for (int i = 0; i < k; ++i) {
+      CHECK(cudaMemcpyAsync(d + off[i], in + off[i], len[i] * 4, cudaMemcpyHostToDevice, s[i]));
+      chunk_kernel<<<(len[i] + 255) / 256, 256, 0, s[i]>>>(d, off[i], len[i], iters);
+      CHECK(cudaMemcpyAsync(out_multi + off[i], d + off[i], len[i] * 4, cudaMemcpyDeviceToHost, s[i]));
+    }
+    for (int i = 1; i < k; ++i) {
+      CHECK(cudaEventRecord(joins[i], s[i]));
+      CHECK(cudaStreamWaitEvent(s[0], joins[i], 0));
+    }
+    CHECK(cudaEventRecord(m[3], s[0]));
+    CHECK(cudaEventSynchronize(m[3]));
+    float t;
+    cudaEventElapsedTime(&t, m[0], m[3]);
+    return (double)t;
+  };
+  double h, c, dd;
+  one(&h, &c, &dd);
+  multi();
+  std::vector<double> ones, multis, hs, cs, ds;
+  for (int r = 0; r < reps; ++r) {
+    ones.push_back(one(&h, &c, &dd));
+    hs.push_back(h), cs.push_back(c), ds.push_back(dd);
+    multis.push_back(multi());
+  }
+  CHECK(cudaGetLastError());
+  if (memcmp(out_one, out_multi, bytes) != 0) {
+    fprintf(stderr, "one-stream and multi-stream outputs differ\n");
+    return 1;
+  }
+  double H = median(hs), C = median(cs), D = median(ds);
+  double bound = (H + C + D) / k + (double)(k - 1) / k * std::max(H, std::max(C, D));
+  printf("cuda_overlap_H: %.4f\ncuda_overlap_C: %.4f\ncuda_overlap_D: %.4f\n", H, C, D);
+  printf("cuda_overlap_one_stream: %.4f\ncuda_overlap_%d_streams: %.4f\ncuda_overlap_bound: %.4f\n", median(ones), k,
+         median(multis), bound);
+  return 0;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds everything a GPU run needs on this (GPU-less) machine and copies it into .gpu/
+# (ignored by git): the streamlab binary, every test and bench executable, the CUDA C++
+# references and scripts/gpu-run.sh. A GPU machine without Rust then runs `bash .gpu/gpu-run.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .gpu && mkdir -p .gpu/tests .gpu/benches
+cargo build --release --bin streamlab
+cp target/release/streamlab .gpu/
+# Test and bench executables, named by cargo's JSON messages.
+# Test and bench executables, named by cargo's JSON messages: tests/<kind>-<name>, benches/<name>.
+pick() { python3 -c '
+import json, sys
+want = sys.argv[1]
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    kind = m["target"]["kind"][0]
+    if want == "bench" and kind == "bench":
+        print(m["target"]["name"], m["executable"])
+    elif want == "test" and kind != "bench":
+        print(kind + "-" + m["target"]["name"], m["executable"])' "$1"; }
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null | pick test | while read -r name exe; do
+  cp "$exe" ".gpu/tests/$name"
+done
+cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench | while read -r name exe; do
+  cp "$exe" ".gpu/benches/$name"
+done
+cp -r cuda-reference scripts/gpu-run.sh .gpu/
+du -sh .gpu
+ls .gpu .gpu/tests .gpu/benches

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs a bundle made by scripts/gpu-bundle.sh on a GPU machine (no Rust or cargo needed there;
+# nvcc is used for the CUDA C++ references when present). Usage, from the repository root:
+#   bash .gpu/gpu-run.sh [stage ...]     stages: info refs demos tests benches (default: all)
+# Full logs go to $LOGS (default: $OUT if set, else ./gpu-logs); the end of stdout is a summary.
+set -uo pipefail
+G=$(cd "$(dirname "$0")" && pwd)
+LOGS=${LOGS:-${OUT:-./gpu-logs}}
+mkdir -p "$LOGS" "$G/ref"
+stages=${*:-info refs demos tests benches}
+status=0
+note() { echo "== $*" | tee -a "$LOGS/summary.txt"; }
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+if has info; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$LOGS/nvidia-smi.txt"
+  "$G/streamlab" info 2>&1 | tee "$LOGS/info.txt" || status=1
+fi
+if has refs && command -v nvcc >/dev/null; then
+  (cd "$G/cuda-reference" && for f in *.cu; do
+     if [[ $f == kernels.cu ]]; then nvcc -O3 -arch=sm_90 -cubin kernels.cu -o "$G/ref/kernels.cubin"
+     else nvcc -O3 -arch=sm_90 "$f" -o "$G/ref/${f%.cu}"; fi || echo "nvcc failed on $f"
+   done) 2>&1 | tee "$LOGS/nvcc.txt"
+  for exe in "$G"/ref/*; do
+    [[ -x $exe && ! $exe == *.cubin ]] || continue
+    echo "--- $(basename "$exe")"; "$exe" 2>&1
+  done | tee "$LOGS/refs.txt"
+fi
+if has demos; then
+  for d in ${DEMOS:-all}; do
+    "$G/streamlab" run "$d" ${DEMO_ARGS:-} 2>&1 | tee -a "$LOGS/demos.txt"
+    rc=${PIPESTATUS[0]}; note "streamlab run $d ${DEMO_ARGS:-}: exit $rc"; [[ $rc == 0 ]] || status=1
+  done
+fi
+if has tests; then
+  export STREAMLAB_BIN="$G/streamlab"
+  for t in "$G"/tests/*; do
+    "$t" --include-ignored --test-threads=1 >"$LOGS/test-$(basename "$t").txt" 2>&1
+    rc=$?; note "test $(basename "$t"): exit $rc, $(grep -h '^test result' "$LOGS/test-$(basename "$t").txt" | tail -1)"
+    [[ $rc == 0 ]] || { status=1; grep -E "FAILED|panicked" -A4 "$LOGS/test-$(basename "$t").txt" | head -30; }
+  done
+fi
+if has benches; then
+  export STREAMLAB_NVCC_KERNELS=${STREAMLAB_NVCC_KERNELS:-$G/ref/kernels.cubin}
+  for b in ${BENCHES:-$(ls "$G/benches")}; do
+    "$G/benches/$b" --bench ${BENCH_ARGS:-} >"$LOGS/bench-$b.txt" 2>&1
+    rc=$?; note "bench $b: exit $rc"; [[ $rc == 0 ]] || status=1
+    grep -E "^[a-z_]+/|time:" "$LOGS/bench-$b.txt" | paste - - | sed 's/  */ /g' | tee -a "$LOGS/summary.txt"
+  done
+fi
+exit $status
