@@ -11,9 +11,9 @@
 
 #define CHECK(x)                                                                    \
   do {                                                                              \
-    cudaError_t e = (x);                                                            \
-    if (e != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+    cudaError_t check_err_ = (x);                                                            \
+    if (check_err_ != cudaSuccess) {                                                       \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(check_err_)); \
       exit(1);                                                                      \
     }                                                                               \
   } while (0)
