@@ -1,6 +1,7 @@
 //! The `extern "ptx-kernel"` entry points. Parameters are scalars and raw pointers only:
 //! that is the ABI the driver sees, and what `cuLaunchKernel`'s argument array carries.
-//! Every element-wise kernel is a grid-stride loop, so any grid covers any `n`.
+//! Every element-wise kernel is a grid-stride loop ([`for_each_index`]), so any grid covers
+//! any `n`; the pointers' validity for `n` elements is the host's typed launches' job.
 use crate::math;
 use crate::thread::{clock64, globaltimer, grid_size_1d, index_1d, thread_idx_x};
 
@@ -39,14 +40,23 @@ pub unsafe extern "ptx-kernel" fn chunk_kernel(data: *mut f32, offset: u32, len:
     compute_slice(data.add(offset as usize), len, iters);
 }
 
+/// Calls `f(i)` for every `i < n` this thread owns in a grid-stride loop: thread `t` takes
+/// `t`, `t + grid size`, `t + 2 * grid size`, ... so any grid covers any `n`.
 #[inline(always)]
-unsafe fn compute_slice(data: *mut f32, n: u32, iters: u32) {
+fn for_each_index(n: u32, mut f: impl FnMut(usize)) {
     let mut i = index_1d();
     while i < n {
-        let p = data.add(i as usize);
-        *p = math::compute_element(*p, iters);
+        f(i as usize);
         i += grid_size_1d();
     }
+}
+
+#[inline(always)]
+unsafe fn compute_slice(data: *mut f32, n: u32, iters: u32) {
+    for_each_index(n, |k| {
+        let p = data.add(k);
+        *p = math::compute_element(*p, iters);
+    });
 }
 
 /// `c[i] = a[i] + b[i]`.
@@ -57,12 +67,7 @@ pub unsafe extern "ptx-kernel" fn vector_add_kernel(
     c: *mut f32,
     n: u32,
 ) {
-    let mut i = index_1d();
-    while i < n {
-        let k = i as usize;
-        *c.add(k) = math::add_element(*a.add(k), *b.add(k));
-        i += grid_size_1d();
-    }
+    for_each_index(n, |k| *c.add(k) = math::add_element(*a.add(k), *b.add(k)));
 }
 
 /// A DAG producer: `output[i] = scale * sin(input[i]) + 1`.
@@ -73,12 +78,9 @@ pub unsafe extern "ptx-kernel" fn produce_kernel(
     n: u32,
     scale: f32,
 ) {
-    let mut i = index_1d();
-    while i < n {
-        let k = i as usize;
-        *output.add(k) = math::produce_element(*input.add(k), scale);
-        i += grid_size_1d();
-    }
+    for_each_index(n, |k| {
+        *output.add(k) = math::produce_element(*input.add(k), scale)
+    });
 }
 
 /// The DAG combiner: `out[i] = a[i] * b[i] + a[i]`.
@@ -89,23 +91,18 @@ pub unsafe extern "ptx-kernel" fn combine_kernel(
     out: *mut f32,
     n: u32,
 ) {
-    let mut i = index_1d();
-    while i < n {
-        let k = i as usize;
-        *out.add(k) = math::combine_element(*a.add(k), *b.add(k));
-        i += grid_size_1d();
-    }
+    for_each_index(n, |k| {
+        *out.add(k) = math::combine_element(*a.add(k), *b.add(k))
+    });
 }
 
 /// In place: `data[i] = data[i] * factor + offset`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn scale_kernel(data: *mut f32, n: u32, factor: f32, offset: f32) {
-    let mut i = index_1d();
-    while i < n {
-        let p = data.add(i as usize);
+    for_each_index(n, |k| {
+        let p = data.add(k);
         *p = math::scale_element(*p, factor, offset);
-        i += grid_size_1d();
-    }
+    });
 }
 
 /// `output[i] = input[i] * factor`, but each thread first spins `cycles` clock ticks: a
@@ -120,12 +117,9 @@ pub unsafe extern "ptx-kernel" fn slow_scale_kernel(
 ) {
     let start = clock64();
     while clock64().wrapping_sub(start) < cycles {}
-    let mut i = index_1d();
-    while i < n {
-        let k = i as usize;
-        *output.add(k) = math::scale_element(*input.add(k), factor, 0.0);
-        i += grid_size_1d();
-    }
+    for_each_index(n, |k| {
+        *output.add(k) = math::scale_element(*input.add(k), factor, 0.0)
+    });
 }
 
 /// Does nothing: what is left of a launch is its overhead.
