@@ -129,7 +129,12 @@ pub fn is_capture_code(code: u32) -> bool {
 /// `cuStreamSynchronize on stream "dag-c"`.
 pub fn capture_cause(op: &str, code: u32) -> String {
     let call = op.split_whitespace().next().unwrap_or(op);
+    let legacy = "the legacy default stream was used while a blocking stream is being captured: the legacy stream implicitly waits for every blocking stream, and captured work cannot be waited on; use a stream that joined the capture, or capture on non-blocking streams";
     let why = match code {
+        // Whatever code the driver picks for it, a legacy-stream call has one cause.
+        900 | 906 if op.contains("legacy default stream") && !op.contains("BeginCapture") => {
+            legacy.to_string()
+        }
         DriverCode::STREAM_CAPTURE_UNSUPPORTED => {
             if op.contains("cuStreamBeginCapture") {
                 "this stream cannot be captured: the legacy default stream never can (capture a stream you created), and a stream already in a capture cannot begin another".to_string()
@@ -152,7 +157,7 @@ pub fn capture_cause(op: &str, code: u32) -> String {
         903 => "the capture was not begun on this stream: end a capture on the stream that began it".to_string(),
         DriverCode::STREAM_CAPTURE_UNJOINED => "a stream forked into the capture was not joined back: after its last work, record an event on every side stream and make the capturing stream wait for it before the capture ends".to_string(),
         DriverCode::STREAM_CAPTURE_ISOLATION => "a dependency would cross the capture boundary: a capturing stream waited on an event recorded outside the capture (record it inside, on a stream that joined the capture), or a stream outside the capture waited on a captured event".to_string(),
-        DriverCode::STREAM_CAPTURE_IMPLICIT => "the legacy default stream was used while a blocking stream is being captured: the legacy stream implicitly waits for every blocking stream, and captured work cannot be waited on; use a stream that joined the capture, or capture on non-blocking streams".to_string(),
+        DriverCode::STREAM_CAPTURE_IMPLICIT => legacy.to_string(),
         907 => "this event was last recorded inside a capture, so it stands for no real work: it cannot be queried, synchronized or timed until it is recorded again outside the capture".to_string(),
         908 => "a global or thread-local capture must be ended on the thread that began it (a relaxed capture may be ended anywhere)".to_string(),
         _ => "not a stream-capture error".to_string(),
@@ -506,6 +511,14 @@ mod tests {
     fn each_capture_code_has_its_own_cause() {
         let legacy = capture_cause("cuLaunchKernel(empty_kernel) on stream \"x\"", 906);
         assert!(legacy.contains("legacy default stream"), "{legacy}");
+        let on_legacy = "cuLaunchKernel(empty_kernel) on stream \"legacy default stream\"";
+        for code in [900, 906] {
+            let cause = capture_cause(on_legacy, code);
+            assert!(
+                cause.starts_with("the legacy default stream was used"),
+                "{cause}"
+            );
+        }
         let outside = capture_cause("cuStreamWaitEvent on stream \"x\"", 905);
         assert!(outside.contains("outside the capture"), "{outside}");
         let unjoined = capture_cause("cuStreamEndCapture on stream \"x\"", 904);
