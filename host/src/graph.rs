@@ -226,7 +226,13 @@ pub fn capture(
         .check(status, "cuStreamBeginCapture")
         .map_err(|e| to_capture_error(e, CaptureStatus::None))?;
 
+    // Should `enqueue` panic, the guard still ends the capture while unwinding.
+    let mut guard = EndOnUnwind {
+        stream,
+        armed: true,
+    };
     let enqueued = enqueue(stream);
+    guard.armed = false;
     // Read the status before ending: "invalidated" tells the learner the capture was broken.
     let status_before_end = capture_status(stream).unwrap_or(CaptureStatus::Unknown(u32::MAX));
     let (end_status, graph) = end_capture(stream);
@@ -247,6 +253,22 @@ pub fn capture(
             status: status_before_end.to_string(),
             cause: "the driver returned no graph".into(),
         }),
+    }
+}
+
+/// Ends a capture that `capture` began if its closure panicked, so that a caught panic does
+/// not leave the stream in capture mode.
+struct EndOnUnwind<'a> {
+    stream: &'a Stream,
+    armed: bool,
+}
+
+impl Drop for EndOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // The graph, if any, is dropped (destroyed) at once.
+            let _ = end_capture(self.stream);
+        }
     }
 }
 
