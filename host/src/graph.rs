@@ -1,1 +1,632 @@
-//! CUDA graphs (placeholder: being written; replaced before this lands).
+//! CUDA graphs from stream capture: record what a function enqueues on streams into a graph,
+//! instantiate it once, and replay it with one call per replay.
+//!
+//! | CUDA C++ (runtime)                                   | streamlab                                  |
+//! |------------------------------------------------------|--------------------------------------------|
+//! | `cudaStreamBeginCapture(s, mode)` ... `cudaStreamEndCapture(s, &g)` | `graph::capture(&s, mode, \|s\| ...)` |
+//! | `cudaStreamIsCapturing(s, &status)`                  | `graph::capture_status(&s)`                |
+//! | `cudaGraphInstantiate(&exec, g, 0)`                  | `g.instantiate()`                          |
+//! | `cudaGraphLaunch(exec, s)`                           | `unsafe { exec.launch(&s) }`               |
+//! | `cudaGraphExecUpdate(exec, g2, &info)`               | `exec.update_from(&g2)` (re-instantiates when refused) |
+//! | `cudaGraphGetNodes` / `cudaGraphNodeGetType`         | `g.node_counts()`                          |
+//! | `cudaGraphDestroy` / `cudaGraphExecDestroy`          | `Drop`                                     |
+//!
+//! cust 0.3.2 can build a graph node by node but cannot capture, instantiate or launch one,
+//! so this module calls the driver (`cust::sys`, bindings from the CUDA 11.4 headers) itself.
+//! Every symbol used here is also exported, with the 11.4 signature, by CUDA 12 and 13
+//! drivers (`cuGraphExecUpdate` is the pre-12 entry point; CUDA 12 headers rename the new
+//! one `_v2`, and the old symbol stays for binaries built against older headers).
+//!
+//! Capture errors are the ones learners meet first: synchronizing inside a capture, touching
+//! the legacy default stream while a blocking stream is captured, waiting on an event recorded
+//! outside the capture, forgetting to join a forked stream. [`capture`] always ends the
+//! capture (so the stream leaves capture mode and stays usable), discards the partial graph,
+//! and turns the driver's code into an [`Error::Capture`] naming the call, the capture status
+//! and the cause in words.
+use cust::sys as cu;
+
+use crate::error::{check, DriverCode, Error, Result};
+use crate::stream::{Stream, StreamKind};
+
+/// Which API calls other than the captured ones are refused while a capture is active
+/// (`cudaStreamCaptureMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureMode {
+    /// Potentially unsafe calls (ones that may synchronize implicitly, e.g. `cuMemAlloc`)
+    /// are refused on every thread while this capture is active. The default, and the safest.
+    Global,
+    /// Unsafe calls are refused only on the thread that began this capture.
+    ThreadLocal,
+    /// Nothing extra is refused; the programmer promises not to race the capture.
+    Relaxed,
+}
+
+impl CaptureMode {
+    fn raw(self) -> cu::CUstreamCaptureMode {
+        use cu::CUstreamCaptureMode_enum as M;
+        match self {
+            CaptureMode::Global => M::CU_STREAM_CAPTURE_MODE_GLOBAL,
+            CaptureMode::ThreadLocal => M::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            CaptureMode::Relaxed => M::CU_STREAM_CAPTURE_MODE_RELAXED,
+        }
+    }
+}
+
+/// Whether a stream is being captured (`CUstreamCaptureStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureStatus {
+    /// Not capturing: work runs when enqueued.
+    None,
+    /// Capturing: work is recorded into a graph, nothing runs.
+    Active,
+    /// Capturing, but an illegal operation broke the capture; ending it yields no graph.
+    Invalidated,
+    /// A value this crate does not know (a newer driver).
+    Unknown(u32),
+}
+
+impl CaptureStatus {
+    /// The status from the driver's raw value.
+    pub fn from_raw(value: u32) -> CaptureStatus {
+        match value {
+            0 => CaptureStatus::None,
+            1 => CaptureStatus::Active,
+            2 => CaptureStatus::Invalidated,
+            other => CaptureStatus::Unknown(other),
+        }
+    }
+}
+
+impl std::fmt::Display for CaptureStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CaptureStatus::None => write!(f, "not capturing"),
+            CaptureStatus::Active => write!(f, "active"),
+            CaptureStatus::Invalidated => write!(f, "invalidated"),
+            CaptureStatus::Unknown(v) => write!(f, "unknown status {v}"),
+        }
+    }
+}
+
+/// Is `stream` being captured (`cuStreamIsCapturing`)?
+pub fn capture_status(stream: &Stream) -> Result<CaptureStatus> {
+    let mut raw: u32 = 0;
+    // SAFETY: the stream handle is live; the driver writes one 4-byte enum value, and we read
+    // it as a u32 (not as the Rust enum) so that a value newer than the bindings is no UB.
+    let status = unsafe {
+        cu::cuStreamIsCapturing(
+            stream.as_raw(),
+            &mut raw as *mut u32 as *mut cu::CUstreamCaptureStatus,
+        )
+    };
+    stream.check(status, "cuStreamIsCapturing")?;
+    Ok(CaptureStatus::from_raw(raw))
+}
+
+/// The name of a stream-capture driver code (900 to 908), without asking the driver.
+pub fn capture_code_name(code: u32) -> Option<&'static str> {
+    Some(match code {
+        900 => "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+        901 => "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+        902 => "CUDA_ERROR_STREAM_CAPTURE_MERGE",
+        903 => "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
+        904 => "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+        905 => "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+        906 => "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+        907 => "CUDA_ERROR_CAPTURED_EVENT",
+        908 => "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+        _ => return None,
+    })
+}
+
+/// `true` for the driver codes that mean "this broke the rules of stream capture".
+pub fn is_capture_code(code: u32) -> bool {
+    capture_code_name(code).is_some()
+}
+
+/// A learner-readable cause for capture code `code` returned by the call `op`, ending with
+/// the code's name. `op` is the failing call as streamlab names it, e.g.
+/// `cuStreamSynchronize on stream "dag-c"`.
+pub fn capture_cause(op: &str, code: u32) -> String {
+    let call = op.split_whitespace().next().unwrap_or(op);
+    let legacy = "the legacy default stream was used while a blocking stream is being captured: the legacy stream implicitly waits for every blocking stream, and captured work cannot be waited on; use a stream that joined the capture, or capture on non-blocking streams";
+    let why = match code {
+        // Whatever code the driver picks for it, a legacy-stream call has one cause.
+        900 | 906 if op.contains("legacy default stream") && !op.contains("BeginCapture") => {
+            legacy.to_string()
+        }
+        DriverCode::STREAM_CAPTURE_UNSUPPORTED => {
+            if op.contains("cuStreamBeginCapture") {
+                "this stream cannot be captured: the legacy default stream never can (capture a stream you created), and a stream already in a capture cannot begin another".to_string()
+            } else if op.contains("Synchronize") || op.contains("Query") {
+                format!("{call} is not allowed while the stream is being captured: captured work does not run until the graph is launched, so there is nothing to wait for yet; synchronize after launching the graph instead")
+            } else if op.contains("cuMemAlloc")
+                || op.contains("cuMemFree")
+                || op.contains("cuMemcpyHtoD ")
+                || op.contains("cuMemcpyDtoH ")
+                || op == "cuMemcpyHtoD"
+                || op == "cuMemcpyDtoH"
+            {
+                format!("{call} may synchronize implicitly, so it is refused during a global (any thread) or thread-local (this thread) capture: do it before capturing, or capture in relaxed mode")
+            } else {
+                format!("{call} is not supported while a stream is being captured")
+            }
+        }
+        901 => "the capture had already been invalidated by an earlier illegal operation in it (look for the first error); the partial graph was discarded".to_string(),
+        902 => "two independent captures would be merged: a stream waited on an event captured by a different capture".to_string(),
+        903 => "the capture was not begun on this stream: end a capture on the stream that began it".to_string(),
+        DriverCode::STREAM_CAPTURE_UNJOINED => "a stream forked into the capture was not joined back: after its last work, record an event on every side stream and make the capturing stream wait for it before the capture ends".to_string(),
+        DriverCode::STREAM_CAPTURE_ISOLATION => "a dependency would cross the capture boundary: a capturing stream waited on an event recorded outside the capture (record it inside, on a stream that joined the capture), or a stream outside the capture waited on a captured event".to_string(),
+        DriverCode::STREAM_CAPTURE_IMPLICIT => legacy.to_string(),
+        907 => "this event was last recorded inside a capture, so it stands for no real work: it cannot be queried, synchronized or timed until it is recorded again outside the capture".to_string(),
+        908 => "a global or thread-local capture must be ended on the thread that began it (a relaxed capture may be ended anywhere)".to_string(),
+        _ => "not a stream-capture error".to_string(),
+    };
+    match capture_code_name(code) {
+        Some(name) => format!("{why} [{name} ({code})]"),
+        None => format!("{why} [CUDA error {code}]"),
+    }
+}
+
+/// Turns a driver error from inside a capture into `Error::Capture` when its code is a
+/// capture code, or when the capture ended up invalidated (cust maps codes it does not know,
+/// such as the capture codes, to 999, so its calls are recognised this way); other errors
+/// pass through unchanged.
+pub fn to_capture_error(error: Error, status: CaptureStatus) -> Error {
+    match error {
+        Error::Cuda { op, stream, code }
+            if is_capture_code(code.0) || status == CaptureStatus::Invalidated =>
+        {
+            let op = match stream {
+                Some(s) => format!("{op} on stream \"{s}\""),
+                None => op,
+            };
+            let cause = if is_capture_code(code.0) {
+                capture_cause(&op, code.0)
+            } else {
+                let call = op.split_whitespace().next().unwrap_or(&op);
+                format!(
+                    "{call} failed (CUDA error {}) while the stream was being captured and invalidated the capture: most calls that wait for or query GPU work are not allowed during a capture; the partial graph was discarded",
+                    code.0
+                )
+            };
+            Error::Capture {
+                cause,
+                status: status.to_string(),
+                op,
+            }
+        }
+        other => other,
+    }
+}
+
+/// Records everything `enqueue` puts on `stream` (and on streams that join the capture by
+/// waiting on an event recorded on it) into a graph, without running any of it.
+///
+/// The capture always ends, success or not: on an error inside `enqueue` or at the end, the
+/// partial graph is destroyed and the stream is out of capture mode, ready for normal work.
+/// Capture-rule violations come back as [`Error::Capture`]. Side streams must be joined back
+/// (`stream::join`) before `enqueue` returns.
+pub fn capture(
+    stream: &Stream,
+    mode: CaptureMode,
+    enqueue: impl FnOnce(&Stream) -> Result<()>,
+) -> Result<Graph> {
+    if stream.kind() == StreamKind::LegacyDefault {
+        let op = format!("cuStreamBeginCapture on stream \"{}\"", stream.name());
+        return Err(Error::Capture {
+            cause: capture_cause(&op, DriverCode::STREAM_CAPTURE_UNSUPPORTED),
+            status: CaptureStatus::None.to_string(),
+            op,
+        });
+    }
+    // SAFETY: the stream handle is live and `mode` is a valid enum value.
+    let status = unsafe { cu::cuStreamBeginCapture_v2(stream.as_raw(), mode.raw()) };
+    stream
+        .check(status, "cuStreamBeginCapture")
+        .map_err(|e| to_capture_error(e, CaptureStatus::None))?;
+
+    // Should `enqueue` panic, the guard still ends the capture while unwinding.
+    let mut guard = EndOnUnwind {
+        stream,
+        armed: true,
+    };
+    let enqueued = enqueue(stream);
+    guard.armed = false;
+    // Read the status before ending: "invalidated" tells the learner the capture was broken.
+    let status_before_end = capture_status(stream).unwrap_or(CaptureStatus::Unknown(u32::MAX));
+    let (end_status, graph) = end_capture(stream);
+
+    if let Err(e) = enqueued {
+        // The first error is the one to report; the end of an invalidated capture fails too.
+        drop(graph);
+        return Err(to_capture_error(e, status_before_end));
+    }
+    let end = stream
+        .check(end_status, "cuStreamEndCapture")
+        .map_err(|e| to_capture_error(e, status_before_end));
+    match (end, graph) {
+        (Ok(()), Some(graph)) => Ok(graph),
+        (Err(e), _) => Err(e),
+        (Ok(()), None) => Err(Error::Capture {
+            op: format!("cuStreamEndCapture on stream \"{}\"", stream.name()),
+            status: status_before_end.to_string(),
+            cause: "the driver returned no graph".into(),
+        }),
+    }
+}
+
+/// Ends a capture that `capture` began if its closure panicked, so that a caught panic does
+/// not leave the stream in capture mode.
+struct EndOnUnwind<'a> {
+    stream: &'a Stream,
+    armed: bool,
+}
+
+impl Drop for EndOnUnwind<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            // The graph, if any, is dropped (destroyed) at once.
+            let _ = end_capture(self.stream);
+        }
+    }
+}
+
+/// `cuStreamEndCapture`: the status and, when there is one, the graph (owned, so it is
+/// destroyed even when the status is an error).
+fn end_capture(stream: &Stream) -> (cu::CUresult, Option<Graph>) {
+    let mut raw: cu::CUgraph = std::ptr::null_mut();
+    // SAFETY: live stream, valid out-pointer. The driver hands us ownership of the graph it
+    // writes (NULL when the capture was invalidated).
+    let status = unsafe { cu::cuStreamEndCapture(stream.as_raw(), &mut raw) };
+    let graph = (!raw.is_null()).then_some(Graph { raw });
+    (status, graph)
+}
+
+/// How many nodes of each kind a graph holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NodeCounts {
+    pub kernels: usize,
+    pub memcpys: usize,
+    pub memsets: usize,
+    pub host_fns: usize,
+    pub empty: usize,
+    pub events: usize,
+    pub other: usize,
+}
+
+impl NodeCounts {
+    pub fn total(&self) -> usize {
+        self.kernels
+            + self.memcpys
+            + self.memsets
+            + self.host_fns
+            + self.empty
+            + self.events
+            + self.other
+    }
+
+    fn add(&mut self, node_type: u32) {
+        match node_type {
+            0 => self.kernels += 1,
+            1 => self.memcpys += 1,
+            2 => self.memsets += 1,
+            3 => self.host_fns += 1,
+            5 => self.empty += 1,
+            6 | 7 => self.events += 1,
+            _ => self.other += 1,
+        }
+    }
+}
+
+impl std::fmt::Display for NodeCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} nodes: {} kernels, {} copies",
+            self.total(),
+            self.kernels,
+            self.memcpys
+        )?;
+        let rest = self.total() - self.kernels - self.memcpys;
+        if rest > 0 {
+            write!(f, ", {rest} other")?;
+        }
+        Ok(())
+    }
+}
+
+/// A graph: a DAG of GPU operations, recorded but not runnable until instantiated.
+pub struct Graph {
+    raw: cu::CUgraph,
+}
+
+impl Graph {
+    pub fn as_raw(&self) -> cu::CUgraph {
+        self.raw
+    }
+
+    /// The graph's nodes by kind (`cuGraphGetNodes` + `cuGraphNodeGetType`).
+    pub fn node_counts(&self) -> Result<NodeCounts> {
+        let mut count = 0usize;
+        // SAFETY: live graph; a NULL node array asks only for the count.
+        let status = unsafe { cu::cuGraphGetNodes(self.raw, std::ptr::null_mut(), &mut count) };
+        check(status, "cuGraphGetNodes (count)", None)?;
+        let mut nodes: Vec<cu::CUgraphNode> = vec![std::ptr::null_mut(); count];
+        // SAFETY: `nodes` has room for `count` handles, the number we pass.
+        let status = unsafe { cu::cuGraphGetNodes(self.raw, nodes.as_mut_ptr(), &mut count) };
+        check(status, "cuGraphGetNodes", None)?;
+        let mut counts = NodeCounts::default();
+        for &node in nodes.iter().take(count) {
+            let mut node_type: u32 = 0;
+            // SAFETY: `node` belongs to this live graph; the driver writes a 4-byte enum value,
+            // read as u32 so that node kinds newer than the 11.4 bindings are no UB.
+            let status = unsafe {
+                cu::cuGraphNodeGetType(node, &mut node_type as *mut u32 as *mut cu::CUgraphNodeType)
+            };
+            check(status, "cuGraphNodeGetType", None)?;
+            counts.add(node_type);
+        }
+        Ok(counts)
+    }
+
+    /// Turns the graph into an executable graph (`cuGraphInstantiateWithFlags`, flags 0):
+    /// the driver validates it and prepares the whole DAG's launch work once. The graph may
+    /// be dropped afterwards; the executable graph does not depend on it.
+    pub fn instantiate(&self) -> Result<GraphExec> {
+        let mut raw: cu::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: live graph, valid out-pointer, flags 0 (no auto-free, no upload).
+        let status = unsafe { cu::cuGraphInstantiateWithFlags(&mut raw, self.raw, 0) };
+        check(status, "cuGraphInstantiateWithFlags", None)?;
+        Ok(GraphExec { raw })
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: we own `raw`; executable graphs instantiated from it do not need it.
+        unsafe { cu::cuGraphDestroy(self.raw) };
+    }
+}
+
+/// How [`GraphExec::update_from`] brought the executable graph up to date.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdatePath {
+    /// `cuGraphExecUpdate` patched the node parameters in place.
+    InPlace,
+    /// The driver refused the update (why, in words); the graph was re-instantiated.
+    Reinstantiated { reason: String },
+}
+
+impl std::fmt::Display for UpdatePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpdatePath::InPlace => write!(f, "updated in place (cuGraphExecUpdate)"),
+            UpdatePath::Reinstantiated { reason } => {
+                write!(
+                    f,
+                    "re-instantiated: the in-place update was refused ({reason})"
+                )
+            }
+        }
+    }
+}
+
+/// Why `cuGraphExecUpdate` refused an update, from its `CUgraphExecUpdateResult`.
+pub fn update_refusal_reason(result: u32) -> &'static str {
+    match result {
+        0 => "no refusal reported",
+        1 => "invalid value",
+        2 => "the topology changed: nodes or edges were added or removed",
+        3 => "a node's type changed",
+        4 => "a kernel node's function changed",
+        5 => "a node's parameters changed in a way that cannot be updated",
+        6 => "something in the graph does not support updates",
+        7 => "a kernel node's function changed in an unsupported way",
+        8 => "a node's attributes changed in a way that cannot be updated",
+        _ => "a reason newer than these bindings",
+    }
+}
+
+/// An executable graph: instantiated once, launched any number of times.
+pub struct GraphExec {
+    raw: cu::CUgraphExec,
+}
+
+impl GraphExec {
+    pub fn as_raw(&self) -> cu::CUgraphExec {
+        self.raw
+    }
+
+    /// Enqueues the whole graph on `stream` (`cuGraphLaunch`): one call, however many nodes.
+    /// Later work on `stream` waits for the entire graph.
+    ///
+    /// # Safety
+    /// The graph replays exactly what was captured, with the same pointers: every buffer the
+    /// captured copies and kernels touch must still be allocated, and host buffers written
+    /// by its copies must not be used by the host until the launch has completed.
+    pub unsafe fn launch(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: live handles; what the graph touches is the caller's contract.
+        let status = unsafe { cu::cuGraphLaunch(self.raw, stream.as_raw()) };
+        stream.check(status, "cuGraphLaunch")
+    }
+
+    /// Brings this executable graph up to date with `graph`, a graph of the same shape whose
+    /// node parameters (kernel arguments, copy addresses) differ, typically a re-capture.
+    /// Tries `cuGraphExecUpdate` (no new instantiation: cheap); if the driver refuses (the
+    /// topology or a kernel function changed, ...), instantiates `graph` instead and replaces
+    /// this one. Returns which path was taken. Launches already enqueued keep the old
+    /// parameters; the next launch uses the new ones.
+    pub fn update_from(&mut self, graph: &Graph) -> Result<UpdatePath> {
+        let mut error_node: cu::CUgraphNode = std::ptr::null_mut();
+        let mut result: u32 = 0;
+        // SAFETY: live handles and valid out-pointers. This is the CUDA 11.x signature of
+        // `cuGraphExecUpdate`, which CUDA 12+ drivers still export under this name; the result
+        // is a 4-byte enum read as u32 so that newer values are no UB.
+        let status = unsafe {
+            cu::cuGraphExecUpdate(
+                self.raw,
+                graph.raw,
+                &mut error_node,
+                &mut result as *mut u32 as *mut cu::CUgraphExecUpdateResult,
+            )
+        };
+        let code = status as u32;
+        if code == 0 {
+            return Ok(UpdatePath::InPlace);
+        }
+        let reason = if result != 0 {
+            update_refusal_reason(result).to_string()
+        } else {
+            format!("cuGraphExecUpdate: {}", DriverCode(code))
+        };
+        *self = graph.instantiate()?;
+        Ok(UpdatePath::Reinstantiated { reason })
+    }
+
+    /// Uploads the graph's work to the device ahead of its first launch (`cuGraphUpload`),
+    /// so that the first launch costs what every later one does.
+    pub fn upload(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: live handles; an upload runs nothing.
+        let status = unsafe { cu::cuGraphUpload(self.raw, stream.as_raw()) };
+        stream.check(status, "cuGraphUpload")
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // SAFETY: we own `raw`; the driver lets launches already enqueued finish.
+        unsafe { cu::cuGraphExecDestroy(self.raw) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_status_from_raw_values() {
+        assert_eq!(CaptureStatus::from_raw(0), CaptureStatus::None);
+        assert_eq!(CaptureStatus::from_raw(1), CaptureStatus::Active);
+        assert_eq!(CaptureStatus::from_raw(2), CaptureStatus::Invalidated);
+        assert_eq!(CaptureStatus::from_raw(7), CaptureStatus::Unknown(7));
+        assert_eq!(CaptureStatus::Invalidated.to_string(), "invalidated");
+    }
+
+    #[test]
+    fn synchronize_inside_capture_names_the_call() {
+        let cause = capture_cause("cuStreamSynchronize on stream \"c\"", 900);
+        assert!(
+            cause.starts_with(
+                "cuStreamSynchronize is not allowed while the stream is being captured"
+            ),
+            "{cause}"
+        );
+        assert!(cause.ends_with("[CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900)]"));
+        let ctx = capture_cause("cuCtxSynchronize", 900);
+        assert!(ctx.starts_with("cuCtxSynchronize is not allowed"), "{ctx}");
+        let query = capture_cause("cuEventQuery", 900);
+        assert!(query.starts_with("cuEventQuery is not allowed"), "{query}");
+    }
+
+    #[test]
+    fn each_capture_code_has_its_own_cause() {
+        let legacy = capture_cause("cuLaunchKernel(empty_kernel) on stream \"x\"", 906);
+        assert!(legacy.contains("legacy default stream"), "{legacy}");
+        let on_legacy = "cuLaunchKernel(empty_kernel) on stream \"legacy default stream\"";
+        for code in [900, 906] {
+            let cause = capture_cause(on_legacy, code);
+            assert!(
+                cause.starts_with("the legacy default stream was used"),
+                "{cause}"
+            );
+        }
+        let outside = capture_cause("cuStreamWaitEvent on stream \"x\"", 905);
+        assert!(outside.contains("outside the capture"), "{outside}");
+        let unjoined = capture_cause("cuStreamEndCapture on stream \"x\"", 904);
+        assert!(unjoined.contains("not joined back"), "{unjoined}");
+        let alloc = capture_cause("cuMemAlloc", 900);
+        assert!(alloc.contains("relaxed mode"), "{alloc}");
+        let begin = capture_cause("cuStreamBeginCapture on stream \"legacy\"", 900);
+        assert!(begin.contains("cannot be captured"), "{begin}");
+        // Every code 900..=908 has a distinct explanation.
+        let causes: std::collections::HashSet<String> = (900..=908)
+            .map(|c| capture_cause("cuSomething", c))
+            .collect();
+        assert_eq!(causes.len(), 9);
+        assert!((900..=908).all(is_capture_code));
+        assert!(!is_capture_code(1) && !is_capture_code(909));
+    }
+
+    #[test]
+    fn only_capture_codes_become_capture_errors() {
+        let capture = to_capture_error(
+            Error::Cuda {
+                op: "cuStreamSynchronize".into(),
+                stream: Some("dag-c".into()),
+                code: DriverCode(900),
+            },
+            CaptureStatus::Invalidated,
+        );
+        match capture {
+            Error::Capture { op, status, cause } => {
+                assert_eq!(op, "cuStreamSynchronize on stream \"dag-c\"");
+                assert_eq!(status, "invalidated");
+                assert!(cause.contains("not allowed while the stream is being captured"));
+            }
+            other => panic!("expected a capture error, got {other:?}"),
+        }
+        let plain = to_capture_error(
+            Error::Cuda {
+                op: "cuLaunchKernel".into(),
+                stream: None,
+                code: DriverCode(1),
+            },
+            CaptureStatus::Active,
+        );
+        assert!(matches!(plain, Error::Cuda { .. }));
+        // A code cust could not name (999) that broke the capture is still a capture error.
+        let unknown = to_capture_error(
+            Error::Cuda {
+                op: "cuCtxSynchronize".into(),
+                stream: None,
+                code: DriverCode(999),
+            },
+            CaptureStatus::Invalidated,
+        );
+        match unknown {
+            Error::Capture { op, cause, .. } => {
+                assert_eq!(op, "cuCtxSynchronize");
+                assert!(
+                    cause.starts_with("cuCtxSynchronize failed (CUDA error 999)"),
+                    "{cause}"
+                );
+            }
+            other => panic!("expected a capture error, got {other:?}"),
+        }
+        let input = to_capture_error(Error::InvalidInput("x".into()), CaptureStatus::Active);
+        assert!(matches!(input, Error::InvalidInput(_)));
+    }
+
+    #[test]
+    fn update_refusals_are_explained() {
+        assert!(update_refusal_reason(2).contains("topology"));
+        assert!(update_refusal_reason(4).contains("function"));
+        assert!(update_refusal_reason(99).contains("newer"));
+        let path = UpdatePath::Reinstantiated {
+            reason: update_refusal_reason(2).into(),
+        };
+        assert!(path.to_string().starts_with("re-instantiated"));
+    }
+
+    #[test]
+    fn node_counts_sort_kinds() {
+        let mut c = NodeCounts::default();
+        for t in [0, 0, 0, 1, 1, 1, 6, 13] {
+            c.add(t);
+        }
+        assert_eq!((c.kernels, c.memcpys, c.events, c.other), (3, 3, 1, 1));
+        assert_eq!(c.total(), 8);
+        assert_eq!(c.to_string(), "8 nodes: 3 kernels, 3 copies, 2 other");
+    }
+}
