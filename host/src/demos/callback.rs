@@ -1,15 +1,516 @@
-//! # callback (placeholder: being written; replaced before this lands)
+//! # Host callbacks: the GPU tells the host "batch i is done"
+//!
+//! The concept: a host function enqueued on a stream (`cuLaunchHostFunc`) runs on a driver
+//! thread as soon as everything queued before it on that stream has finished. Enqueue one
+//! after each batch's copy-out and it becomes a doorbell: the host thread does not poll or
+//! synchronize, it sleeps on a channel until the GPU rings, and in the meantime it prepares
+//! the next batch. The host's work and the GPU's work overlap: a two-stage pipeline.
+//!
+//! The seed technique is the `cudaLaunchHostFunc` (formerly `cudaStreamAddCallback`) pattern
+//! of the CUDA C++ Programming Guide and the `simpleCallback` sample:
+//!
+//! ```text
+//! void CUDART_CB done(void* data) { signal(((Batch*)data)->index); }   // no CUDA calls here!
+//! for (int i = 0; i < B; ++i) {
+//!   prepare(h_in[i % 2], i);                                            // host work
+//!   cudaMemcpyAsync(d, h_in[i % 2], bytes, cudaMemcpyHostToDevice, s);
+//!   kernel<<<grid, 256, 0, s>>>(d, n, iters);
+//!   cudaMemcpyAsync(h_out[i % 2], d, bytes, cudaMemcpyDeviceToHost, s);
+//!   cudaLaunchHostFunc(s, done, &batch[i]);
+//!   wait_for_signal(i - 1); consume(h_out[(i - 1) % 2]);
+//! }
+//! ```
+//!
+//! | CUDA C++                          | streamlab                                         |
+//! |-----------------------------------|---------------------------------------------------|
+//! | `cudaLaunchHostFunc(s, fn, data)` | `stream.launch_host_fn(move \|\| tx.send(i))`     |
+//! | `cudaMallocHost` (×2, rotating)   | `memory::pinned(n)` (×2 staging, ×2 results)      |
+//! | `cudaStreamSynchronize(s)`        | `stream.synchronize()` (the sequential version)   |
+//!
+//! Two rules of host functions, both from the driver documentation: the function must not
+//! call CUDA (it runs on a driver thread; a CUDA call there may deadlock or fail with
+//! `CUDA_ERROR_NOT_PERMITTED`), and later work on its stream waits until it returns, so it
+//! should only signal (here: one `mpsc` send) and leave the real work to the host thread.
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cust::memory::{DeviceBuffer, LockedBuffer};
+use kernels_gpu::math::compute_element;
+use serde::Serialize;
+
+use crate::data::{ensure_bitwise_equal, ensure_close_to_reference};
 use crate::demos::Options;
-use crate::error::{Error, Result};
+use crate::error::{ensure, Error, Result};
 use crate::gpu::Gpu;
+use crate::memory::{device, pinned};
 use crate::report::Report;
+use crate::stream::{Event, Stream};
+use crate::timeline::{render, Timeline};
+use crate::timing::{host_ms, Stats};
 
 pub const SUMMARY: &str =
     "host functions (cuLaunchHostFunc) wake the host to prepare the next batch: a pipeline";
-pub const FLAGS: &str = "";
+pub const FLAGS: &str =
+    "--batches (8) --elements (1048576, per batch) --iters (500) --reps --timeline";
 
-pub fn run(_gpu: &Gpu, _opts: &Options) -> Result<Report> {
-    Err(Error::InvalidInput(
-        "demo `callback` is not written yet".into(),
+pub const DEFAULT_BATCHES: usize = 8;
+pub const DEFAULT_ELEMENTS: usize = 1 << 20;
+/// Chosen so one batch's GPU work (copy in, compute, copy out) takes about as long as the
+/// host's preparation of a batch on a server CPU (~1 ms each): the pipeline then hides one
+/// behind the other almost completely.
+pub const DEFAULT_ITERS: u32 = 500;
+/// Staging buffers in rotation: batch i+1 is prepared in one while the GPU reads the other.
+pub const SLOTS: usize = 2;
+/// How long the host waits for a callback before declaring the pipeline stuck.
+const CALLBACK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Element `j` of batch `batch`: what the host "prepares", a splitmix64 hash of
+/// (seed, batch, j) mapped to [-π, π). Deterministic, so both versions and the CPU reference
+/// see the same data, and costly enough (~1 ns an element) to be real host work.
+pub fn batch_value(seed: u64, batch: usize, j: usize) -> f32 {
+    let mut z = seed
+        ^ (batch as u64).wrapping_mul(0xA24B_AED4_963E_E407)
+        ^ (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let bits = (z >> 40) as f32; // 24 random bits: exactly representable
+    bits / (1u32 << 24) as f32 * 2.0 * std::f32::consts::PI - std::f32::consts::PI
+}
+
+/// The host's preparation of one batch: fills `out` with [`batch_value`]s.
+pub fn prepare_batch(seed: u64, batch: usize, out: &mut [f32]) {
+    for (j, x) in out.iter_mut().enumerate() {
+        *x = batch_value(seed, batch, j);
+    }
+}
+
+/// The pipelined time a perfect overlap of host preparation `p` and GPU work `g` (both per
+/// batch, ms) allows for `b` batches: the first preparation, then the slower stage for the
+/// other b-1 batches, then the last batch's GPU work.
+pub fn pipeline_estimate(p: f64, g: f64, b: usize) -> f64 {
+    p + (b.saturating_sub(1)) as f64 * p.max(g) + g
+}
+
+/// One thing that happened on the host side of the pipelined run, in ms since its start.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostEvent {
+    pub ms: f64,
+    /// "prepared i", "enqueued i", "callback i" (stamped on the driver thread) or "consumed i".
+    pub what: String,
+}
+
+impl HostEvent {
+    fn new(ms: f64, what: &str, batch: usize) -> HostEvent {
+        HostEvent {
+            ms,
+            what: format!("{what} {batch}"),
+        }
+    }
+}
+
+/// Checks the order a pipelined run's events must have: every batch was prepared, enqueued,
+/// called back and consumed in that order, and the callbacks came in batch order (a stream
+/// runs its host functions in the order they were enqueued).
+pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<String> {
+    let at = |what: &str, i: usize| -> Result<f64> {
+        let name = format!("{what} {i}");
+        events
+            .iter()
+            .find(|e| e.what == name)
+            .map(|e| e.ms)
+            .ok_or_else(|| Error::Verification(format!("no event \"{name}\" was recorded")))
+    };
+    let mut last_callback = f64::NEG_INFINITY;
+    for i in 0..batches {
+        let (p, e, c, u) = (
+            at("prepared", i)?,
+            at("enqueued", i)?,
+            at("callback", i)?,
+            at("consumed", i)?,
+        );
+        if !(p <= e && e <= c && c <= u) {
+            return Err(Error::Verification(format!(
+                "batch {i}: prepared {p:.3}, enqueued {e:.3}, callback {c:.3}, consumed {u:.3} ms are out of order"
+            )));
+        }
+        if c < last_callback {
+            return Err(Error::Verification(format!(
+                "callback {i} at {c:.3} ms came before the previous batch's at {last_callback:.3} ms"
+            )));
+        }
+        last_callback = c;
+    }
+    Ok(format!(
+        "{batches} batches: prepared <= enqueued <= callback <= consumed, callbacks in batch order"
     ))
+}
+
+/// Validates sizes before anything is allocated.
+pub fn validate(gpu: &Gpu, n: usize, batches: usize) -> Result<()> {
+    ensure(n > 0, || "--elements must be at least 1".into())?;
+    ensure(n <= u32::MAX as usize, || {
+        format!("--elements {n} is more than the kernels' u32 index allows")
+    })?;
+    ensure(batches > 0, || "--batches must be at least 1".into())?;
+    ensure(n.checked_mul(batches).is_some_and(|t| t <= 1 << 28), || {
+        format!("--batches {batches} x --elements {n} is more than 2^28 floats of results")
+    })?;
+    gpu.ensure_device_memory(
+        n * std::mem::size_of::<f32>(),
+        &format!("a batch of {n} floats"),
+    )
+}
+
+/// Per-batch timings of the sequential version, in ms (sums over batches are B times these).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SequentialTimes {
+    /// Host wall time of the whole run.
+    pub total_ms: f64,
+    /// Host time spent preparing, summed over batches.
+    pub prepare_ms: f64,
+    /// GPU time (events) of copy-in + compute + copy-out, summed over batches.
+    pub gpu_ms: f64,
+}
+
+/// Both versions' buffers, allocated once (allocation synchronizes the device).
+pub struct CallbackPipeline {
+    pub n: usize,
+    pub batches: usize,
+    pub iters: u32,
+    pub seed: u64,
+    /// Every batch's result, in order, from the sequential version.
+    pub out_sequential: Vec<f32>,
+    /// The same from the pipelined version.
+    pub out_pipelined: Vec<f32>,
+    stream: Stream,
+    staging: [LockedBuffer<f32>; SLOTS],
+    results: [LockedBuffer<f32>; SLOTS],
+    dev: DeviceBuffer<f32>,
+    gpu_start: Event,
+    gpu_end: Event,
+}
+
+/// On an error the stream may still be copying into or out of our pinned buffers: wait for it
+/// before they can be dropped.
+fn drain_on_error<T>(stream: &Stream, result: Result<T>) -> Result<T> {
+    if result.is_err() {
+        let _ = stream.synchronize();
+    }
+    result
+}
+
+impl CallbackPipeline {
+    pub fn new(gpu: &Gpu, n: usize, batches: usize, iters: u32, seed: u64) -> Result<Self> {
+        validate(gpu, n, batches)?;
+        Ok(CallbackPipeline {
+            n,
+            batches,
+            iters,
+            seed,
+            out_sequential: vec![0.0; n * batches],
+            out_pipelined: vec![0.0; n * batches],
+            stream: Stream::new("callback")?,
+            staging: [pinned(n)?, pinned(n)?],
+            results: [pinned(n)?, pinned(n)?],
+            dev: device(n)?,
+            gpu_start: Event::new()?,
+            gpu_end: Event::new()?,
+        })
+    }
+
+    /// Copy in, compute, copy out of `slot`'s buffers on the stream.
+    fn enqueue_batch(&mut self, gpu: &Gpu, slot: usize) -> Result<()> {
+        // SAFETY: `staging[slot]` and `results[slot]` belong to `self`, borrowed mutably by
+        // the caller, which does not touch them (nor return) until a host function or a
+        // synchronize enqueued after these copies has reported the batch done.
+        unsafe { self.stream.copy_to_device(&self.staging[slot], &self.dev)? };
+        gpu.compute(&self.stream, &self.dev, self.iters)?;
+        // SAFETY: as above.
+        unsafe {
+            self.stream
+                .copy_to_host(&self.dev, &mut self.results[slot])?
+        };
+        Ok(())
+    }
+
+    /// Prepare, run, synchronize, consume; batch after batch. Host and GPU take turns.
+    pub fn run_sequential(&mut self, gpu: &Gpu) -> Result<SequentialTimes> {
+        let result = self.sequential_inner(gpu);
+        drain_on_error(&self.stream, result)
+    }
+
+    fn sequential_inner(&mut self, gpu: &Gpu) -> Result<SequentialTimes> {
+        let (mut prepare_ms, mut gpu_ms) = (0.0, 0.0);
+        let start = Instant::now();
+        for i in 0..self.batches {
+            let ((), ms) = host_ms(|| prepare_batch(self.seed, i, &mut self.staging[0]));
+            prepare_ms += ms;
+            self.gpu_start.record(&self.stream)?;
+            self.enqueue_batch(gpu, 0)?;
+            self.gpu_end.record(&self.stream)?;
+            self.stream.synchronize()?;
+            gpu_ms += self.gpu_end.elapsed_ms(&self.gpu_start)?;
+            self.out_sequential[i * self.n..(i + 1) * self.n].copy_from_slice(&self.results[0]);
+        }
+        Ok(SequentialTimes {
+            total_ms: start.elapsed().as_secs_f64() * 1e3,
+            prepare_ms,
+            gpu_ms,
+        })
+    }
+
+    /// The pipeline: while the GPU works on batch i, the host prepares batch i+1 in the other
+    /// staging buffer and queues it behind batch i, then sleeps until batch i's host function
+    /// rings. Returns the host wall time and the timestamped events.
+    pub fn run_pipelined(&mut self, gpu: &Gpu) -> Result<(f64, Vec<HostEvent>)> {
+        let result = self.pipelined_inner(gpu);
+        drain_on_error(&self.stream, result)
+    }
+
+    fn pipelined_inner(&mut self, gpu: &Gpu) -> Result<(f64, Vec<HostEvent>)> {
+        let (tx, rx) = mpsc::channel::<(usize, f64)>();
+        let start = Instant::now();
+        let since = move || start.elapsed().as_secs_f64() * 1e3;
+        let mut events = Vec::with_capacity(4 * self.batches);
+
+        // Prepare and queue batch `i` in slot i % 2, followed by its doorbell.
+        let submit = |me: &mut Self, i: usize, events: &mut Vec<HostEvent>| -> Result<()> {
+            let slot = i % SLOTS;
+            prepare_batch(me.seed, i, &mut me.staging[slot]);
+            events.push(HostEvent::new(since(), "prepared", i));
+            me.enqueue_batch(gpu, slot)?;
+            // Stamped before the host function is enqueued: it may run at once.
+            events.push(HostEvent::new(since(), "enqueued", i));
+            let tx = tx.clone();
+            // The host function only stamps the time and sends; no CUDA call (see the module
+            // documentation), and it returns at once so the stream is not held up.
+            me.stream.launch_host_fn(move || {
+                let _ = tx.send((i, since()));
+            })?;
+            Ok(())
+        };
+
+        submit(self, 0, &mut events)?;
+        for i in 0..self.batches {
+            if i + 1 < self.batches {
+                // Slot (i+1) % 2 last held batch i-1, consumed at the end of the previous
+                // iteration: free to refill while the GPU works on batch i.
+                submit(self, i + 1, &mut events)?;
+            }
+            let (done, at) = rx.recv_timeout(CALLBACK_TIMEOUT).map_err(|_| {
+                Error::Verification(format!(
+                    "the host function of batch {i} did not run within {CALLBACK_TIMEOUT:?}"
+                ))
+            })?;
+            if done != i {
+                return Err(Error::Verification(format!(
+                    "expected the callback of batch {i}, got batch {done}'s"
+                )));
+            }
+            events.push(HostEvent::new(at, "callback", i));
+            // The callback ran after the copy-out of batch i completed: its results are in.
+            let slot = i % SLOTS;
+            self.out_pipelined[i * self.n..(i + 1) * self.n].copy_from_slice(&self.results[slot]);
+            events.push(HostEvent::new(since(), "consumed", i));
+        }
+        let total = since();
+        // Callbacks are stamped on the driver thread and arrive late: order by time.
+        events.sort_by(|a, b| a.ms.total_cmp(&b.ms));
+        Ok((total, events))
+    }
+
+    pub fn check_bitwise(&self) -> Result<String> {
+        ensure_bitwise_equal(
+            "pipelined vs sequential output",
+            &self.out_pipelined,
+            &self.out_sequential,
+        )?;
+        Ok(format!(
+            "all {} elements identical",
+            self.out_pipelined.len()
+        ))
+    }
+
+    pub fn check_reference(&self, samples: usize) -> Result<String> {
+        let n = self.n;
+        let checked = ensure_close_to_reference(
+            "pipelined output vs CPU",
+            &self.out_pipelined,
+            samples,
+            |k| compute_element(batch_value(self.seed, k / n, k % n), self.iters),
+        )?;
+        Ok(format!("{checked} sampled elements within tolerance"))
+    }
+
+    /// One more pipelined run with a timeline on the stream (the host functions themselves
+    /// do not appear: they are not copies or kernels).
+    pub fn timeline(&mut self, gpu: &Gpu) -> Result<String> {
+        let timeline = std::rc::Rc::new(Timeline::new());
+        self.gpu_start.record(&self.stream)?;
+        self.stream.attach_timeline(&timeline);
+        let result = self.run_pipelined(gpu);
+        self.stream.detach_timeline();
+        result?;
+        self.stream.synchronize()?;
+        Ok(render(&timeline.resolve(&self.gpu_start)?, 72))
+    }
+}
+
+/// Medians over `reps` interleaved runs of both versions, after one warm-up of each.
+pub struct Measured {
+    pub sequential: Stats,
+    pub pipelined: Stats,
+    /// Per batch, ms.
+    pub prepare_per_batch: f64,
+    pub gpu_per_batch: f64,
+    /// The events of the last pipelined run.
+    pub events: Vec<HostEvent>,
+}
+
+pub fn measure(gpu: &Gpu, p: &mut CallbackPipeline, reps: usize) -> Result<Measured> {
+    p.run_sequential(gpu)?;
+    p.run_pipelined(gpu)?;
+    let (mut seq, mut pipe, mut prep, mut g) = (vec![], vec![], vec![], vec![]);
+    let mut events = Vec::new();
+    for _ in 0..reps.max(1) {
+        let s = p.run_sequential(gpu)?;
+        seq.push(s.total_ms);
+        prep.push(s.prepare_ms / p.batches as f64);
+        g.push(s.gpu_ms / p.batches as f64);
+        let (ms, ev) = p.run_pipelined(gpu)?;
+        pipe.push(ms);
+        events = ev;
+    }
+    Ok(Measured {
+        sequential: Stats::of(&seq),
+        pipelined: Stats::of(&pipe),
+        prepare_per_batch: Stats::of(&prep).median,
+        gpu_per_batch: Stats::of(&g).median,
+        events,
+    })
+}
+
+pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
+    let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
+    let batches = opts.batches.unwrap_or(DEFAULT_BATCHES);
+    let iters = opts.iters.unwrap_or(DEFAULT_ITERS);
+    let mut p = CallbackPipeline::new(gpu, n, batches, iters, opts.seed)?;
+    let m = measure(gpu, &mut p, opts.reps)?;
+    let estimate = pipeline_estimate(m.prepare_per_batch, m.gpu_per_batch, batches);
+
+    let mut r = Report::new(
+        "callback",
+        "host callbacks (cuLaunchHostFunc) pipeline host and GPU work",
+        &gpu.info.name,
+    );
+    r.param("batches", batches)
+        .param("elements_per_batch", n)
+        .param("iters", iters)
+        .param("reps", opts.reps);
+    r.figure("host prepare, per batch", m.prepare_per_batch, "ms")
+        .figure(
+            "GPU copy-in + compute + copy-out, per batch",
+            m.gpu_per_batch,
+            "ms",
+        )
+        .figure(
+            "sequential (prepare, run, synchronize), median",
+            m.sequential.median,
+            "ms",
+        )
+        .figure("pipelined with callbacks, median", m.pipelined.median, "ms")
+        .figure("speed-up", m.sequential.median / m.pipelined.median, "x")
+        .figure("perfect-overlap estimate", estimate, "ms");
+    // The first events of the last pipelined run, as a few readable lines.
+    for e in m.events.iter().take(10) {
+        r.figure(&format!("at: {}", e.what), e.ms, "ms");
+    }
+    r.detail("sequential_ms", m.sequential)
+        .detail("pipelined_ms", m.pipelined)
+        .detail("events", &m.events);
+    if opts.timeline {
+        r.timeline = Some(p.timeline(gpu)?);
+    }
+    r.check("pipelined == sequential, bit for bit", p.check_bitwise());
+    r.check("GPU vs CPU reference (approx)", p.check_reference(4096));
+    r.check(
+        "event order (prepared, enqueued, callback, consumed)",
+        check_event_order(&m.events, batches),
+    );
+    r.explain(format!(
+        "Sequentially the host prepares ({:.3} ms a batch) while the GPU idles, then waits while the GPU works ({:.3} ms): {batches} x the sum. Pipelined, a host function after each batch's copy-out wakes the host, which has already prepared and queued the next batch: about {estimate:.3} ms at best, measured {:.3} ms.",
+        m.prepare_per_batch, m.gpu_per_batch, m.pipelined.median
+    ));
+    let order: Vec<String> = m
+        .events
+        .iter()
+        .take(8)
+        .map(|e| format!("{} ({:.2})", e.what, e.ms))
+        .collect();
+    r.explain(format!(
+        "Order of events (ms): {} ... : batch i+1 is prepared while batch i is on the GPU.",
+        order.join(", ")
+    ));
+    r.explain("The host function runs on a driver thread: it must not call CUDA (that may deadlock or fail), and later work on its stream waits until it returns, so it only sends a message; the host thread does the rest.");
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ms: f64, what: &str) -> HostEvent {
+        HostEvent {
+            ms,
+            what: what.into(),
+        }
+    }
+
+    #[test]
+    fn batch_values_are_deterministic_distinct_and_in_range() {
+        let mut a = vec![0.0; 1000];
+        let mut b = vec![0.0; 1000];
+        prepare_batch(7, 3, &mut a);
+        prepare_batch(7, 3, &mut b);
+        assert_eq!(a, b);
+        prepare_batch(7, 4, &mut b);
+        assert_ne!(a, b, "batches must differ");
+        let pi = std::f32::consts::PI;
+        assert!(a.iter().all(|x| (-pi..pi).contains(x)));
+        assert!(a.iter().any(|&x| x < -1.0) && a.iter().any(|&x| x > 1.0));
+    }
+
+    #[test]
+    fn estimate_is_sum_for_one_batch_and_the_slow_stage_for_many() {
+        assert_eq!(pipeline_estimate(1.0, 2.0, 1), 3.0);
+        assert_eq!(pipeline_estimate(1.0, 2.0, 8), 1.0 + 7.0 * 2.0 + 2.0);
+        assert_eq!(pipeline_estimate(3.0, 1.0, 4), 3.0 + 9.0 + 1.0);
+    }
+
+    #[test]
+    fn event_order_accepts_a_pipeline_and_rejects_disorder() {
+        let good = [
+            ev(1.0, "prepared 0"),
+            ev(1.1, "enqueued 0"),
+            ev(2.0, "prepared 1"),
+            ev(2.1, "enqueued 1"),
+            ev(2.5, "callback 0"),
+            ev(2.6, "consumed 0"),
+            ev(3.5, "callback 1"),
+            ev(3.6, "consumed 1"),
+        ];
+        assert!(check_event_order(&good, 2).is_ok());
+        // A callback before its batch was enqueued.
+        let mut bad = good.to_vec();
+        bad[4].ms = 1.05;
+        assert!(check_event_order(&bad, 2).is_err());
+        // Callbacks out of batch order.
+        let mut swapped = good.to_vec();
+        swapped[6].ms = 2.4;
+        swapped[7].ms = 2.45;
+        assert!(check_event_order(&swapped, 2).is_err());
+        // A missing event.
+        assert!(check_event_order(&good[..7], 2).is_err());
+    }
 }

@@ -1,15 +1,302 @@
-//! # sync-methods (placeholder: being written; replaced before this lands)
+//! # Four ways to wait for the GPU, and what each one waits for
+//!
+//! The concept: the host can wait for the whole device, for one stream, for one event, or
+//! not wait at all and ask (poll). They differ in *what* they wait for, and so in how long
+//! the host is held, and in *how* the host waits (spinning, yielding or sleeping).
+//!
+//! The setup, identical for every method: a long `sleep_kernel` of T ms on stream A and a
+//! short one of T/10 on stream B, issued back to back so both run at once; then one method:
+//!
+//! | method                    | CUDA C++                      | streamlab                 | waits for          |
+//! |---------------------------|-------------------------------|---------------------------|--------------------|
+//! | device synchronize        | `cudaDeviceSynchronize()`     | `gpu.synchronize()`       | everything: ~T     |
+//! | stream A synchronize      | `cudaStreamSynchronize(a)`    | `a.synchronize()`         | stream A: ~T       |
+//! | stream B synchronize      | `cudaStreamSynchronize(b)`    | `b.synchronize()`         | stream B: ~T/10    |
+//! | event synchronize         | `cudaEventSynchronize(e)` with `cudaEventBlockingSync` | `Event::blocking_sync()`, `e.synchronize()` | the point e was recorded (after B's kernel): ~T/10, host thread asleep |
+//! | event polling             | `while (cudaEventQuery(e) == cudaErrorNotReady) {}` | `while !e.is_complete()? {}` | the same point, the CPU busy all along |
+//!
+//! The lesson: synchronize on the narrowest thing that covers what you need. A device
+//! synchronize after stream B's work holds the host for stream A's long kernel too.
+use serde::Serialize;
+
 use crate::demos::Options;
-use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::error::{ensure, Error, Result};
+use crate::gpu::{Gpu, LaunchConfig};
 use crate::report::Report;
+use crate::stream::{Event, Stream};
+use crate::timing::{host_ms, Stats};
 
 pub const SUMMARY: &str =
-    "device, stream and event synchronize, and event polling: what each blocks";
-pub const FLAGS: &str = "";
+    "device vs stream vs event synchronize vs polling: what each waits for, and for how long";
+pub const FLAGS: &str = "--sleep-us (10000: the long kernel on stream A; B's is a tenth) --reps";
 
-pub fn run(_gpu: &Gpu, _opts: &Options) -> Result<Report> {
-    Err(Error::InvalidInput(
-        "demo `sync-methods` is not written yet".into(),
-    ))
+pub const DEFAULT_SLEEP_US: f64 = 10_000.0;
+/// The short kernel on stream B runs this fraction of the long one.
+pub const SHORT_FRACTION: f64 = 0.1;
+
+/// The ways of waiting this demo compares, in table order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Method {
+    DeviceSynchronize,
+    StreamLongSynchronize,
+    StreamShortSynchronize,
+    EventSynchronize,
+    EventPolling,
+}
+
+pub const METHODS: [Method; 5] = [
+    Method::DeviceSynchronize,
+    Method::StreamLongSynchronize,
+    Method::StreamShortSynchronize,
+    Method::EventSynchronize,
+    Method::EventPolling,
+];
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::DeviceSynchronize => "device synchronize",
+            Method::StreamLongSynchronize => "stream A synchronize",
+            Method::StreamShortSynchronize => "stream B synchronize",
+            Method::EventSynchronize => "event synchronize (blocking-sync event after B)",
+            Method::EventPolling => "event polling (is_complete loop, event after B)",
+        }
+    }
+
+    pub fn waits_for(self) -> &'static str {
+        match self {
+            Method::DeviceSynchronize => "all work on the device: A's long kernel and B's",
+            Method::StreamLongSynchronize => "stream A's long kernel",
+            Method::StreamShortSynchronize => "stream B's short kernel only",
+            Method::EventSynchronize => "the event after B's kernel; the host thread sleeps",
+            Method::EventPolling => "the event after B's kernel; the host thread spins",
+        }
+    }
+
+    /// Whether this method waits for the long kernel (true) or only the short one.
+    pub fn waits_for_long(self) -> bool {
+        matches!(
+            self,
+            Method::DeviceSynchronize | Method::StreamLongSynchronize
+        )
+    }
+}
+
+/// Whether a method's measured wait fits what it waits for: at least 90% of the kernel it
+/// waits for (the sleep kernels count clock ticks at the rated clock, so they never run
+/// shorter), and, for the short ones, under half the long kernel.
+pub fn check_wait(method: Method, measured_ms: f64, long_ms: f64, short_ms: f64) -> Result<String> {
+    let (floor, what) = if method.waits_for_long() {
+        (0.9 * long_ms, "the long kernel")
+    } else {
+        (0.9 * short_ms, "the short kernel")
+    };
+    if measured_ms < floor {
+        return Err(Error::Verification(format!(
+            "{}: returned after {measured_ms:.3} ms, before {what} ({floor:.3} ms) could have finished",
+            method.name()
+        )));
+    }
+    if !method.waits_for_long() && measured_ms >= 0.5 * long_ms {
+        return Err(Error::Verification(format!(
+            "{}: held the host {measured_ms:.3} ms, as if it waited for the long kernel ({long_ms:.3} ms)",
+            method.name()
+        )));
+    }
+    Ok(format!("{measured_ms:.3} ms: waited for {what}"))
+}
+
+pub fn validate(sleep_us: f64) -> Result<()> {
+    ensure(
+        sleep_us.is_finite() && (1000.0..=1e6).contains(&sleep_us),
+        || format!("--sleep-us must be from 1000 to 1000000 for this demo, not {sleep_us}"),
+    )
+}
+
+/// The two streams and two events every measurement uses.
+pub struct SyncSetup {
+    pub long_us: f64,
+    pub short_us: f64,
+    long_cycles: u64,
+    short_cycles: u64,
+    stream_long: Stream,
+    stream_short: Stream,
+    blocking_event: Event,
+    polled_event: Event,
+}
+
+/// One measurement: how long the host was held, and how many times it polled.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Wait {
+    pub host_ms: f64,
+    pub polls: u64,
+}
+
+impl SyncSetup {
+    pub fn new(gpu: &Gpu, long_us: f64) -> Result<SyncSetup> {
+        validate(long_us)?;
+        let short_us = long_us * SHORT_FRACTION;
+        Ok(SyncSetup {
+            long_us,
+            short_us,
+            long_cycles: gpu.cycles_for_micros(long_us),
+            short_cycles: gpu.cycles_for_micros(short_us),
+            stream_long: Stream::new("A (long)")?,
+            stream_short: Stream::new("B (short)")?,
+            blocking_event: Event::blocking_sync()?,
+            polled_event: Event::without_timing()?,
+        })
+    }
+
+    /// Issues both kernels, waits with `method`, and returns the host time from just before
+    /// the first launch to the moment the method returned. Leaves the device idle.
+    pub fn measure(&self, gpu: &Gpu, method: Method) -> Result<Wait> {
+        let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+        let (result, ms) = host_ms(|| -> Result<u64> {
+            gpu.sleep(&self.stream_long, one, self.long_cycles)?;
+            gpu.sleep(&self.stream_short, one, self.short_cycles)?;
+            self.blocking_event.record(&self.stream_short)?;
+            self.polled_event.record(&self.stream_short)?;
+            let mut polls = 0;
+            match method {
+                Method::DeviceSynchronize => gpu.synchronize()?,
+                Method::StreamLongSynchronize => self.stream_long.synchronize()?,
+                Method::StreamShortSynchronize => self.stream_short.synchronize()?,
+                Method::EventSynchronize => self.blocking_event.synchronize()?,
+                Method::EventPolling => loop {
+                    polls += 1;
+                    if self.polled_event.is_complete()? {
+                        break;
+                    }
+                },
+            }
+            Ok(polls)
+        });
+        // Whatever the method left running finishes before the next measurement.
+        let idle = gpu.synchronize();
+        let polls = result?;
+        idle?;
+        Ok(Wait { host_ms: ms, polls })
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodRow {
+    pub method: Method,
+    pub name: &'static str,
+    pub waits_for: &'static str,
+    pub host_ms: Stats,
+    /// Polls of the polling loop (zero for the other methods).
+    pub polls: Stats,
+}
+
+/// Every method `reps` times after a warm-up, interleaved.
+pub fn measure_all(gpu: &Gpu, setup: &SyncSetup, reps: usize) -> Result<Vec<MethodRow>> {
+    for m in METHODS {
+        setup.measure(gpu, m)?;
+    }
+    let mut samples: Vec<(Vec<f64>, Vec<f64>)> = vec![(vec![], vec![]); METHODS.len()];
+    for _ in 0..reps.max(1) {
+        for (k, m) in METHODS.into_iter().enumerate() {
+            let w = setup.measure(gpu, m)?;
+            samples[k].0.push(w.host_ms);
+            samples[k].1.push(w.polls as f64);
+        }
+    }
+    Ok(METHODS
+        .into_iter()
+        .zip(samples)
+        .map(|(m, (ms, polls))| MethodRow {
+            method: m,
+            name: m.name(),
+            waits_for: m.waits_for(),
+            host_ms: Stats::of(&ms),
+            polls: Stats::of(&polls),
+        })
+        .collect())
+}
+
+pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
+    let long_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);
+    let setup = SyncSetup::new(gpu, long_us)?;
+    let rows = measure_all(gpu, &setup, opts.reps)?;
+    let (long_ms, short_ms) = (setup.long_us / 1e3, setup.short_us / 1e3);
+
+    let mut r = Report::new(
+        "sync-methods",
+        "device, stream and event synchronization, and polling",
+        &gpu.info.name,
+    );
+    r.param("long_kernel_us", setup.long_us)
+        .param("short_kernel_us", setup.short_us)
+        .param("reps", opts.reps);
+    r.figure("long kernel on stream A (nominal)", long_ms, "ms")
+        .figure("short kernel on stream B (nominal)", short_ms, "ms");
+    for row in &rows {
+        r.figure(
+            &format!("{}: host waited", row.name),
+            row.host_ms.median,
+            "ms",
+        );
+    }
+    if let Some(p) = rows.iter().find(|r| r.method == Method::EventPolling) {
+        r.figure(
+            "event polling: polls until complete",
+            p.polls.median,
+            "polls",
+        );
+    }
+    r.detail("methods", &rows);
+    for row in &rows {
+        r.check(
+            &format!("{} waited for {}", row.name, row.waits_for),
+            check_wait(row.method, row.host_ms.median, long_ms, short_ms),
+        );
+    }
+    let get = |m: Method| {
+        rows.iter()
+            .find(|r| r.method == m)
+            .map_or(0.0, |r| r.host_ms.median)
+    };
+    r.explain(format!(
+        "A device synchronize holds the host until every stream is idle ({:.3} ms, the long kernel), even when only stream B's result is needed; stream B's synchronize returns after B's short kernel ({:.3} ms).",
+        get(Method::DeviceSynchronize),
+        get(Method::StreamShortSynchronize)
+    ));
+    r.explain(format!(
+        "An event marks one point in a stream: synchronizing on the event recorded after B's kernel returns at that point ({:.3} ms). Created with BLOCKING_SYNC, the host thread sleeps in the driver instead of spinning.",
+        get(Method::EventSynchronize)
+    ));
+    r.explain(format!(
+        "Polling is_complete() returns at the same point ({:.3} ms) but keeps a CPU core busy the whole time ({:.0} polls); it pays off only when the host has other work to do between polls.",
+        get(Method::EventPolling),
+        rows.iter().find(|r| r.method == Method::EventPolling).map_or(0.0, |r| r.polls.median)
+    ));
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_judged_against_the_kernel_each_method_covers() {
+        // Device sync: must have waited for the long kernel.
+        assert!(check_wait(Method::DeviceSynchronize, 10.2, 10.0, 1.0).is_ok());
+        assert!(check_wait(Method::DeviceSynchronize, 1.1, 10.0, 1.0).is_err());
+        // Stream B: at least the short kernel, well under the long one.
+        assert!(check_wait(Method::StreamShortSynchronize, 1.1, 10.0, 1.0).is_ok());
+        assert!(check_wait(Method::StreamShortSynchronize, 0.2, 10.0, 1.0).is_err());
+        assert!(check_wait(Method::EventPolling, 9.9, 10.0, 1.0).is_err());
+    }
+
+    #[test]
+    fn every_method_has_a_distinct_name() {
+        let mut names: Vec<&str> = METHODS.iter().map(|m| m.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), METHODS.len());
+        assert_eq!(METHODS.iter().filter(|m| m.waits_for_long()).count(), 2);
+    }
 }
