@@ -19,7 +19,7 @@ for line in sys.stdin:
     kind = m["target"]["kind"][0]
     if want == "bench" and kind == "bench":
         print(m["target"]["name"], m["executable"])
-    elif want == "test" and kind != "bench":
+    elif want == "test" and kind != "bench" and m["profile"]["test"]:
         print(kind + "-" + m["target"]["name"], m["executable"])' "$1"; }
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null | pick test | while read -r name exe; do
   cp "$exe" ".gpu/tests/$name"

@@ -184,13 +184,21 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     r.check("GPU vs CPU reference (approx)", vs_cpu);
     let last = rows.last().unwrap_or(&top);
     r.explain(format!(
-        "The bound falls with K towards the slowest stage, and the measured time follows it at first: best K = {} at {:.3} ms ({:.2}x the bound).",
+        "The bound falls with K towards the slowest stage, and the measured time follows it: best K = {} at {:.3} ms ({:.2}x the bound).",
         top.streams, top.ms, top.measured_over_bound
     ));
-    r.explain(format!(
-        "Past the best K, chunks get small and each copy and launch pays its fixed cost: at K = {} the time is {:.3} ms, {:.2}x its bound.",
-        last.streams, last.ms, last.measured_over_bound
-    ));
+    r.explain(if top.streams == last.streams {
+        format!(
+            "The time was still falling at the largest K tried ({}): chunks of {} elements are still large enough that each copy's and launch's fixed cost stays small; smaller --elements or more streams show where it turns.",
+            last.streams,
+            n / last.streams
+        )
+    } else {
+        format!(
+            "Past the best K, chunks get small and each copy and launch pays its fixed cost: at K = {} the time is {:.3} ms, {:.2}x its bound.",
+            last.streams, last.ms, last.measured_over_bound
+        )
+    });
     r.explain("The best K depends on the size, the iteration count and the GPU: rerun with other --elements and --iters to see it move.");
     Ok(r)
 }
