@@ -22,19 +22,6 @@ use streamlab::report::Report;
 use streamlab::Error;
 use testkit::gpu;
 
-/// libtest runs tests on parallel threads of one process, all sharing the device: these
-/// tests time overlap, so each holds this lock for its whole run.
-static GPU_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// The GPU, held exclusively among this file's tests. Bind as `let (_lock, gpu) = ...`:
-/// `gpu` is dropped before the lock is released.
-fn exclusive_gpu() -> (std::sync::MutexGuard<'static, ()>, streamlab::Gpu) {
-    let lock = GPU_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    (lock, gpu())
-}
-
 fn quick(f: impl FnOnce(&mut Options)) -> Options {
     let mut o = Options {
         reps: 3,
@@ -70,7 +57,7 @@ fn assert_invalid_input(result: streamlab::Result<Report>, mentions: &str) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn basics_async_equals_blocking_bit_for_bit() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     for n in [1, 1000, 1_000_003] {
         let mut b = Basics::new(&gpu, n, 50, n as u64).unwrap();
         b.run_blocking(&gpu).unwrap();
@@ -84,7 +71,7 @@ fn basics_async_equals_blocking_bit_for_bit() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn basics_async_matches_cpu_reference_within_tolerance() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let (n, iters) = (50_000, 300);
     let mut b = Basics::new(&gpu, n, iters, 42).unwrap();
     b.run_async(&gpu).unwrap();
@@ -106,7 +93,7 @@ fn basics_async_matches_cpu_reference_within_tolerance() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn basics_report_shows_the_host_free_only_when_async() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let r = basics::run(&gpu, &quick(|_| {})).unwrap();
     assert!(r.passed(), "{}", r.to_text());
     let ratio = figure(&r, "async / blocking GPU time");
@@ -140,7 +127,7 @@ fn basics_report_shows_the_host_free_only_when_async() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sleep_streams_copies_round_trip_bit_for_bit() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     for (n, k) in [(1_000_003, 4), (4097, 3), (5, 5), (1, 1), (100_000, 8)] {
         let mut s = SleepStreams::new(&gpu, n, k, 20.0, n as u64).unwrap();
         for grid in [Grid::Small, Grid::Full] {
@@ -155,7 +142,7 @@ fn sleep_streams_copies_round_trip_bit_for_bit() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn sleep_streams_small_grid_overlaps_and_full_grid_barely() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let opts = quick(|o| {
         o.elements = Some(1 << 16);
         o.sleep_us = Some(1000.0);
@@ -180,7 +167,7 @@ fn sleep_streams_small_grid_overlaps_and_full_grid_barely() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn pinned_and_pageable_copies_round_trip_bit_for_bit() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     for n in [1, 4097, 3_000_001] {
         let mut p = PinnedVsPageable::new(&gpu, n, n as u64).unwrap();
         for (memory, direction) in KINDS {
@@ -194,7 +181,7 @@ fn pinned_and_pageable_copies_round_trip_bit_for_bit() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn pageable_copy_holds_the_host_pinned_does_not() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let mut p = PinnedVsPageable::new(&gpu, 8 << 20, 1).unwrap();
     let stats = pinned_vs_pageable::measure(&mut p, 3).unwrap();
     let get = |m, d| {
@@ -221,7 +208,7 @@ fn pageable_copy_holds_the_host_pinned_does_not() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn pinned_vs_pageable_report_passes() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let r = pinned_vs_pageable::run(&gpu, &quick(|o| o.elements = Some(4 << 20))).unwrap();
     assert!(r.passed(), "{}", r.to_text());
     assert!(
@@ -236,7 +223,7 @@ fn pinned_vs_pageable_report_passes() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn legacy_default_stream_serializes_blocking_but_not_non_blocking() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let mut d = DefaultStream::new(&gpu, 2000.0).unwrap();
     let blocking = d.run_pair(&gpu, Second::Blocking).unwrap();
     let non_blocking = d.run_pair(&gpu, Second::NonBlocking).unwrap();
@@ -250,7 +237,7 @@ fn legacy_default_stream_serializes_blocking_but_not_non_blocking() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn default_stream_report_passes() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let r = default_stream::run(&gpu, &quick(|o| o.sleep_us = Some(2000.0))).unwrap();
     assert!(r.passed(), "{}", r.to_text());
     assert!(
@@ -265,7 +252,7 @@ fn default_stream_report_passes() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn high_priority_kernel_finishes_first_equal_priority_does_not() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let mut p = Priority::new(&gpu, 4, 200.0).unwrap();
     p.run_case(&gpu, true).unwrap();
     let prioritized = p.run_case(&gpu, true).unwrap();
@@ -277,7 +264,7 @@ fn high_priority_kernel_finishes_first_equal_priority_does_not() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn priority_report_passes() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let r = priority::run(&gpu, &quick(|o| o.sleep_us = Some(200.0))).unwrap();
     assert!(r.passed(), "{}", r.to_text());
     let high = figure(&r, "prioritized: short high-priority kernel done at");
@@ -291,7 +278,7 @@ fn priority_report_passes() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn kernels_start_in_issue_order_and_overlap() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let mut o = LaunchOrder::new(&gpu, 8, 1000.0).unwrap();
     o.run_once(&gpu).unwrap();
     let l = o.run_once(&gpu).unwrap();
@@ -307,7 +294,7 @@ fn kernels_start_in_issue_order_and_overlap() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn launch_order_report_passes() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     let r = launch_order::run(&gpu, &quick(|o| o.streams = Some(6))).unwrap();
     assert!(r.passed(), "{}", r.to_text());
     let gap = figure(&r, "median gap between consecutive starts");
@@ -321,7 +308,7 @@ fn launch_order_report_passes() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn demos_refuse_invalid_input_with_invalid_input_errors() {
-    let (_lock, gpu) = exclusive_gpu();
+    let gpu = gpu();
     assert_invalid_input(
         basics::run(&gpu, &quick(|o| o.elements = Some(0))),
         "--elements",

@@ -3,15 +3,25 @@
 //! Every driver call goes through [`check`] with the name of the operation and, where there
 //! is one, the stream it was issued on, so an error reads
 //! `cuMemcpyHtoDAsync (copy-in, chunk 3) on stream "overlap-3": CUDA_ERROR_INVALID_VALUE (1): invalid argument`.
-use std::ffi::CStr;
+use std::ffi::{c_char, CStr};
 use std::fmt;
 
-use cust::sys::{cuGetErrorName, cuGetErrorString, CUresult};
+use cust::sys::CUresult;
+
+// The driver's own lookup functions, declared here with the status as a plain integer: the
+// bindings take `CUresult`, a Rust enum from CUDA 11.4 headers, and building one from a code
+// that enum lacks (newer drivers have many) would be undefined behaviour.
+extern "C" {
+    #[link_name = "cuGetErrorName"]
+    fn get_error_name(status: u32, name: *mut *const c_char) -> u32;
+    #[link_name = "cuGetErrorString"]
+    fn get_error_string(status: u32, text: *mut *const c_char) -> u32;
+}
 
 /// A CUDA driver status code with its name and description, read from the driver itself
-/// (so codes newer than cust's own enum still print correctly).
+/// (so codes newer than the bindings still print correctly).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverCode(pub u32);
+pub struct DriverCode(u32);
 
 impl DriverCode {
     pub const INVALID_VALUE: u32 = 1;
@@ -23,11 +33,24 @@ impl DriverCode {
     pub const STREAM_CAPTURE_ISOLATION: u32 = 905;
     pub const STREAM_CAPTURE_IMPLICIT: u32 = 906;
 
+    pub fn new(code: u32) -> DriverCode {
+        DriverCode(code)
+    }
+
+    /// A status returned by a `cust::sys` call.
+    pub fn from_status(status: CUresult) -> DriverCode {
+        DriverCode(status as u32)
+    }
+
+    pub fn code(self) -> u32 {
+        self.0
+    }
+
     pub fn name(self) -> String {
         let mut ptr = std::ptr::null();
-        // SAFETY: cuGetErrorName writes a pointer to a static NUL-terminated string or fails;
-        // it needs no initialised driver.
-        let ok = unsafe { cuGetErrorName(self.raw(), &mut ptr) } as u32 == 0 && !ptr.is_null();
+        // SAFETY: cuGetErrorName takes any integer, writes a pointer to a static
+        // NUL-terminated string or returns an error for unknown codes; it needs no context.
+        let ok = unsafe { get_error_name(self.0, &mut ptr) } == 0 && !ptr.is_null();
         if ok {
             // SAFETY: checked non-null above; the driver owns a static string.
             unsafe { CStr::from_ptr(ptr) }
@@ -41,19 +64,13 @@ impl DriverCode {
     pub fn description(self) -> Option<String> {
         let mut ptr = std::ptr::null();
         // SAFETY: as in `name`.
-        let ok = unsafe { cuGetErrorString(self.raw(), &mut ptr) } as u32 == 0 && !ptr.is_null();
+        let ok = unsafe { get_error_string(self.0, &mut ptr) } == 0 && !ptr.is_null();
         // SAFETY: checked non-null; static string owned by the driver.
         ok.then(|| {
             unsafe { CStr::from_ptr(ptr) }
                 .to_string_lossy()
                 .into_owned()
         })
-    }
-
-    fn raw(self) -> CUresult {
-        // SAFETY: CUresult is a fieldless `#[repr(u32)]` enum; the value came from the driver
-        // (or is one of the documented codes above), so it is one of its variants.
-        unsafe { std::mem::transmute::<u32, CUresult>(self.0) }
     }
 }
 
@@ -87,6 +104,8 @@ pub enum Error {
     InvalidInput(String),
     /// A result check failed: async differs from sync, or GPU from the CPU reference.
     Verification(String),
+    /// A broken internal invariant (a bug in streamlab, not bad input): please report it.
+    Internal(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -99,6 +118,7 @@ impl Error {
             Error::NoDevice(_) => 3,
             Error::Cuda { .. } | Error::Capture { .. } => 4,
             Error::Verification(_) => 5,
+            Error::Internal(_) => 70,
         }
     }
 
@@ -133,6 +153,7 @@ impl fmt::Display for Error {
             }
             Error::InvalidInput(why) => write!(f, "invalid input: {why}"),
             Error::Verification(why) => write!(f, "verification failed: {why}"),
+            Error::Internal(why) => write!(f, "internal error (a bug in streamlab): {why}"),
         }
     }
 }
@@ -141,14 +162,14 @@ impl std::error::Error for Error {}
 
 /// Turns a raw driver status into a `Result`, naming the operation and stream.
 pub fn check(status: CUresult, op: impl Into<String>, stream: Option<&str>) -> Result<()> {
-    let code = status as u32;
-    if code == 0 {
+    let code = DriverCode::from_status(status);
+    if code.code() == 0 {
         Ok(())
     } else {
         Err(Error::Cuda {
             op: op.into(),
             stream: stream.map(str::to_owned),
-            code: DriverCode(code),
+            code,
         })
     }
 }
@@ -163,7 +184,7 @@ impl<T> Context<T> for cust::error::CudaResult<T> {
         self.map_err(|e| Error::Cuda {
             op: op.to_owned(),
             stream: None,
-            code: DriverCode(e as u32),
+            code: DriverCode::new(e as u32),
         })
     }
 }

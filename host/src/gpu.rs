@@ -24,6 +24,8 @@ pub struct DeviceInfo {
     pub name: String,
     pub compute_capability: (i32, i32),
     pub multiprocessors: i32,
+    /// Resident threads per SM (2048 on sm_75..sm_90 datacenter parts, 1536 on sm_86/sm_89).
+    pub max_threads_per_multiprocessor: i32,
     pub total_memory_bytes: usize,
     pub free_memory_bytes: usize,
     pub clock_khz: i32,
@@ -80,7 +82,7 @@ impl Gpu {
         // SAFETY: cuInit takes flags 0 and may be called more than once.
         let status = unsafe { cu::cuInit(0) };
         if status as u32 != 0 {
-            let code = crate::error::DriverCode(status as u32);
+            let code = crate::error::DriverCode::from_status(status);
             return Err(Error::NoDevice(format!("cuInit: {code}")));
         }
         let count = Device::num_devices().context("cuDeviceGetCount")?;
@@ -124,7 +126,7 @@ impl Gpu {
         let (free, total) = mem_info()?;
         let mut least = 0;
         let mut greatest = 0;
-        // SAFETY: valid out-pointers; a context is current.
+        // SAFETY: valid out-pointers; the context was made current above.
         let status = unsafe { cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) };
         check(status, "cuCtxGetStreamPriorityRange", None)?;
         let mut driver_version = 0;
@@ -153,6 +155,11 @@ impl Gpu {
                 raw,
                 A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                 "sm count",
+            )?,
+            max_threads_per_multiprocessor: attribute(
+                raw,
+                A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                "max threads per SM",
             )?,
             total_memory_bytes: total,
             free_memory_bytes: free,
@@ -189,6 +196,12 @@ impl Gpu {
     /// Waits for all work on the device (`cudaDeviceSynchronize`).
     pub fn synchronize(&self) -> Result<()> {
         cust::context::CurrentContext::synchronize().context("cuCtxSynchronize")
+    }
+
+    /// How many blocks of `threads` threads fit on one SM at once (by thread count; the
+    /// sleep kernel uses no shared memory and few registers, so threads are the limit).
+    pub fn resident_blocks_per_sm(&self, threads: u32) -> u32 {
+        (self.info.max_threads_per_multiprocessor as u32 / threads.max(1)).max(1)
     }
 
     /// How many clock ticks of an SM make `micros` microseconds, at the rated clock.

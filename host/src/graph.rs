@@ -175,19 +175,19 @@ pub fn capture_cause(op: &str, code: u32) -> String {
 pub fn to_capture_error(error: Error, status: CaptureStatus) -> Error {
     match error {
         Error::Cuda { op, stream, code }
-            if is_capture_code(code.0) || status == CaptureStatus::Invalidated =>
+            if is_capture_code(code.code()) || status == CaptureStatus::Invalidated =>
         {
             let op = match stream {
                 Some(s) => format!("{op} on stream \"{s}\""),
                 None => op,
             };
-            let cause = if is_capture_code(code.0) {
-                capture_cause(&op, code.0)
+            let cause = if is_capture_code(code.code()) {
+                capture_cause(&op, code.code())
             } else {
                 let call = op.split_whitespace().next().unwrap_or(&op);
                 format!(
                     "{call} failed (CUDA error {}) while the stream was being captured and invalidated the capture: most calls that wait for or query GPU work are not allowed during a capture; the partial graph was discarded",
-                    code.0
+                    code.code()
                 )
             };
             Error::Capture {
@@ -478,7 +478,7 @@ impl GraphExec {
         let reason = if result != 0 {
             update_refusal_reason(result).to_string()
         } else {
-            format!("cuGraphExecUpdate: {}", DriverCode(code))
+            format!("cuGraphExecUpdate: {}", DriverCode::new(code))
         };
         *self = graph.instantiate()?;
         Ok(UpdatePath::Reinstantiated { reason })
@@ -564,7 +564,7 @@ mod tests {
             Error::Cuda {
                 op: "cuStreamSynchronize".into(),
                 stream: Some("dag-c".into()),
-                code: DriverCode(900),
+                code: DriverCode::new(900),
             },
             CaptureStatus::Invalidated,
         );
@@ -580,7 +580,7 @@ mod tests {
             Error::Cuda {
                 op: "cuLaunchKernel".into(),
                 stream: None,
-                code: DriverCode(1),
+                code: DriverCode::new(1),
             },
             CaptureStatus::Active,
         );
@@ -590,7 +590,7 @@ mod tests {
             Error::Cuda {
                 op: "cuCtxSynchronize".into(),
                 stream: None,
-                code: DriverCode(999),
+                code: DriverCode::new(999),
             },
             CaptureStatus::Invalidated,
         );

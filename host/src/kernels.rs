@@ -75,7 +75,7 @@ fn same_len(lens: &[usize], what: &str) -> Result<()> {
     if lens.windows(2).all(|w| w[0] == w[1]) {
         Ok(())
     } else {
-        Err(Error::InvalidInput(format!(
+        Err(Error::Internal(format!(
             "{what}: buffers of different lengths {lens:?}"
         )))
     }
@@ -118,7 +118,7 @@ impl Gpu {
         stamps: &DeviceSlice<u64>,
     ) -> Result<()> {
         if stamps.len() < 2 {
-            return Err(Error::InvalidInput(
+            return Err(Error::Internal(
                 "sleep_stamped needs room for 2 stamps".into(),
             ));
         }
@@ -159,7 +159,7 @@ impl Gpu {
         iters: u32,
     ) -> Result<()> {
         if range.start > range.end || range.end > data.len() {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::Internal(format!(
                 "chunk {range:?} is outside a buffer of {}",
                 data.len()
             )));

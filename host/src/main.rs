@@ -15,10 +15,13 @@ Examples:
 
 Exit codes:
   0  success, every check passed
-  2  invalid arguments (nothing was allocated)
-  3  no CUDA device or driver
+  2  invalid arguments (found before any buffer is allocated or demo run)
+  3  no CUDA device (the driver is there but cuInit or the device count says no)
   4  a CUDA call failed (the message names the call and the stream)
-  5  a result check failed (async differs from sync, or the GPU from the CPU)";
+  5  a result check failed (async differs from sync, or the GPU from the CPU)
+  70 an internal error (a bug in streamlab: please report it)
+A machine with no NVIDIA driver at all has no libcuda.so.1: the system's loader then
+refuses to start streamlab (exit 127) before it can say anything itself.";
 
 #[derive(Parser)]
 #[command(
@@ -65,10 +68,12 @@ struct RunArgs {
     /// Number of streams, 1 to 64 (default: the demo's own)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     streams: Option<u64>,
-    /// sin*cos iterations per element in the compute kernel (default: the demo's own)
+    /// Iterations: x = sin(x)*cos(x) steps per element in the compute kernel; in `graph`,
+    /// replays of the DAG per repeat (default: the demo's own)
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     iters: Option<u32>,
-    /// Number of batches, for the pipeline demos (default: the demo's own)
+    /// Number of batches in the pipeline demos; in `priority`, waves of the long kernel
+    /// (default: the demo's own)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     batches: Option<u64>,
     /// How long each SleepKernel spins, in microseconds (default: the demo's own)
@@ -101,7 +106,20 @@ fn parse_sleep_us(s: &str) -> Result<f64, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version are not errors: clap prints them as usual.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // One line, like every other streamlab error: clap's first line, without its
+            // "error: " prefix, then where to look.
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("streamlab: {first} (see streamlab --help)");
+            return ExitCode::from(2);
+        }
+    };
     match execute(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -203,17 +221,30 @@ fn run(args: RunArgs) -> Result<ExitCode, Error> {
         seed: args.seed,
         timeline: args.timeline,
     };
+    // Every selected demo checks its flags before the GPU is touched.
+    for demo in &selected {
+        (demo.validate)(&opts)?;
+    }
     let gpu = Gpu::new(args.device)?;
     let mut reports = Vec::new();
+    let mut failure = None;
     for demo in selected {
-        let report = (demo.run)(&gpu, &opts)?;
-        if !args.json {
-            println!("{}", report.to_text());
+        match (demo.run)(&gpu, &opts) {
+            Ok(report) => {
+                if !args.json {
+                    println!("{}", report.to_text());
+                }
+                reports.push(report);
+            }
+            Err(e) => {
+                // Stop (the context may be unusable after a CUDA error), but keep what ran.
+                failure = Some((demo.name, e));
+                break;
+            }
         }
-        reports.push(report);
     }
-    if args.json {
-        let value = if reports.len() == 1 && args.demo != "all" {
+    if args.json && !reports.is_empty() {
+        let value = if reports.len() == 1 && args.demo != "all" && failure.is_none() {
             serde_json::to_value(&reports[0])
         } else {
             serde_json::to_value(&reports)
@@ -222,6 +253,10 @@ fn run(args: RunArgs) -> Result<ExitCode, Error> {
             "{}",
             serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default()
         );
+    }
+    if let Some((name, e)) = failure {
+        eprintln!("streamlab: {name}: {e}");
+        return Ok(ExitCode::from(e.exit_code() as u8));
     }
     let failed: Vec<&str> = reports
         .iter()

@@ -40,7 +40,7 @@ fn check_lengths(host: usize, device: usize, op: &str) -> Result<()> {
     if host == device {
         Ok(())
     } else {
-        Err(Error::InvalidInput(format!(
+        Err(Error::Internal(format!(
             "{op}: host has {host} elements, device {device}"
         )))
     }

@@ -78,8 +78,8 @@ impl Stream {
             _ => cu::CUstream_flags_enum::CU_STREAM_DEFAULT as u32,
         };
         let mut raw = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid out-pointer; a context is current (streams are only made
-        // through a live `Gpu`).
+        // SAFETY: `raw` is a valid out-pointer. Without a current context the driver returns
+        // CUDA_ERROR_INVALID_CONTEXT, which `check` turns into an error.
         let status = unsafe { cu::cuStreamCreateWithPriority(&mut raw, flags, priority) };
         check(status, "cuStreamCreateWithPriority", Some(&name))?;
         Ok(Stream {
@@ -239,7 +239,7 @@ impl Event {
 
     fn with_flags(flags: u32, op: &str) -> Result<Event> {
         let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; a context is current.
+        // SAFETY: valid out-pointer; without a current context the driver returns an error.
         check(unsafe { cu::cuEventCreate(&mut raw, flags) }, op, None)?;
         Ok(Event { raw })
     }
@@ -316,4 +316,18 @@ pub fn join(on: &Stream, others: &[&Stream]) -> Result<Vec<Event>> {
             Ok(e)
         })
         .collect()
+}
+
+/// Runs `enqueue`; if it fails part-way, first waits for everything already queued on the
+/// device (`cuCtxSynchronize`) and only then returns the error. Without this, a copy queued
+/// before the failure could still be reading or writing host memory that the caller frees
+/// or reads as soon as it sees the error. Every demo wraps its enqueuing in this, which is
+/// what its `// SAFETY:` comments rely on.
+pub fn drain_on_error<T>(enqueue: impl FnOnce() -> Result<T>) -> Result<T> {
+    let result = enqueue();
+    if result.is_err() {
+        // The original error is the one to report; a failing synchronize adds nothing.
+        let _ = cust::context::CurrentContext::synchronize();
+    }
+    result
 }

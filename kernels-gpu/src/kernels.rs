@@ -41,13 +41,16 @@ pub unsafe extern "ptx-kernel" fn chunk_kernel(data: *mut f32, offset: u32, len:
 }
 
 /// Calls `f(i)` for every `i < n` this thread owns in a grid-stride loop: thread `t` takes
-/// `t`, `t + grid size`, `t + 2 * grid size`, ... so any grid covers any `n`.
+/// `t`, `t + grid size`, `t + 2 * grid size`, ... so any grid covers any `n`. The index is
+/// 64-bit: with `n` near `u32::MAX`, a 32-bit `i + grid size` would wrap around to an
+/// element another thread already did.
 #[inline(always)]
 fn for_each_index(n: u32, mut f: impl FnMut(usize)) {
-    let mut i = index_1d();
+    let (n, step) = (n as u64, grid_size_1d() as u64);
+    let mut i = index_1d() as u64;
     while i < n {
         f(i as usize);
-        i += grid_size_1d();
+        i += step;
     }
 }
 

@@ -3,12 +3,56 @@
 //! GPU tests are `#[ignore = "needs a CUDA GPU"]`: on a machine without one, `cargo test`
 //! lists them as ignored (never as passed); on a GPU machine run them with
 //! `cargo test --release -- --include-ignored`, where [`gpu`] fails loudly if no GPU is there.
+use std::ops::Deref;
+use std::sync::{Mutex, MutexGuard};
+
 pub use streamlab;
 use streamlab::Gpu;
 
-/// The GPU for a GPU test: device 0, or a panic naming why there is none.
-pub fn gpu() -> Gpu {
-    Gpu::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and found none: {e}"))
+/// One GPU test at a time: libtest runs tests on parallel threads, and tests that time
+/// things (speed-ups, overlaps) would otherwise measure each other.
+static GPU_LOCK: Mutex<()> = Mutex::new(());
+
+/// The GPU for a test, held exclusively until it is dropped. Derefs to [`Gpu`].
+pub struct TestGpu {
+    gpu: Gpu,
+    // Dropped after `gpu` (field order), so the next test starts on an idle device.
+    _exclusive: MutexGuard<'static, ()>,
+}
+
+impl Deref for TestGpu {
+    type Target = Gpu;
+    fn deref(&self) -> &Gpu {
+        &self.gpu
+    }
+}
+
+/// The GPU for a GPU test: device 0, exclusively, or a panic naming why there is none.
+pub fn gpu() -> TestGpu {
+    // A test that panicked while holding the lock poisons it; the next test may still run.
+    let exclusive = GPU_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let gpu =
+        Gpu::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and found none: {e}"));
+    TestGpu {
+        gpu,
+        _exclusive: exclusive,
+    }
+}
+
+/// Whether this machine has the NVIDIA driver's device nodes: an answer that does not come
+/// from streamlab itself, so tests of streamlab's no-GPU behaviour can tell which to expect.
+pub fn machine_has_nvidia_gpu() -> bool {
+    // /dev/nvidiactl alone is not enough: containers without a GPU can have it.
+    std::fs::read_dir("/dev").is_ok_and(|dir| {
+        dir.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix("nvidia")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
 }
 
 /// The GPU for a bench, or `None` after printing "not run: no GPU" (benches have no
@@ -26,4 +70,53 @@ pub fn gpu_for_bench(bench: &str) -> Option<Gpu> {
 /// Seconds of GPU time as the `Duration` criterion's `iter_custom` wants.
 pub fn gpu_duration(total_ms: f64) -> std::time::Duration {
     std::time::Duration::from_secs_f64(total_ms / 1e3)
+}
+
+/// Criterion helpers shared by every bench file.
+pub mod bench {
+    use std::time::Duration;
+
+    use criterion::measurement::WallTime;
+    use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
+
+    /// A group sized for GPU work: 10 samples, 0.5 s warm-up, 2 s of measurement.
+    pub fn quick_group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
+        let mut group = c.benchmark_group(name);
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        group
+    }
+
+    /// Benches `once`, which runs the work once and returns its GPU time in ms (from CUDA
+    /// events), through `iter_custom`. The first error is kept in `failure` for the caller
+    /// to report after the group.
+    pub fn gpu_timed(
+        group: &mut BenchmarkGroup<'_, WallTime>,
+        id: BenchmarkId,
+        failure: &mut Option<streamlab::Error>,
+        mut once: impl FnMut() -> streamlab::Result<f64>,
+    ) {
+        group.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let mut ms = 0.0;
+                for _ in 0..iters {
+                    match once() {
+                        Ok(t) => ms += t,
+                        Err(e) => {
+                            failure.get_or_insert(e);
+                        }
+                    }
+                }
+                super::gpu_duration(ms)
+            })
+        });
+    }
+
+    /// Reports a bench's failure and exits non-zero, so a failed check fails `cargo bench`.
+    pub fn fail(bench: &str, e: streamlab::Error) -> ! {
+        eprintln!("{bench} bench: {e}");
+        std::process::exit(1);
+    }
 }

@@ -287,6 +287,11 @@ pub fn check_host_was_free(m: &Measured) -> Result<String> {
     }
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let iters = opts.iters.unwrap_or(DEFAULT_ITERS);

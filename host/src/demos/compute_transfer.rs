@@ -301,6 +301,11 @@ pub fn measure(gpu: &Gpu, ct: &mut ComputeTransfer, reps: usize) -> Result<Measu
     })
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let batches = opts.batches.unwrap_or(DEFAULT_BATCHES);

@@ -210,6 +210,11 @@ pub fn check_non_blocking_overlapped(pairs: &[Pair]) -> Result<String> {
     }
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let sleep_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);
     let mut d = DefaultStream::new(gpu, sleep_us)?;

@@ -334,6 +334,11 @@ pub fn check_ordering(with_wait: &[RaceRun], without_wait: &[RaceRun]) -> Result
     Ok("with the wait the consumer ends after the producer; without it, before".into())
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let iters = opts.iters.unwrap_or(DEFAULT_ITERS);

@@ -223,6 +223,11 @@ pub fn check_overlap(runs: &[Launches], connections: usize) -> Result<String> {
     Ok(detail)
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let k = opts.streams.unwrap_or(DEFAULT_STREAMS);
     let sleep_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);

@@ -25,7 +25,7 @@ use cust::memory::{DeviceBuffer, LockedBuffer};
 use kernels_gpu::math::compute_element;
 
 use crate::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
-use crate::demos::Options;
+use crate::demos::{buffer_bytes, check_elements, ensure_host_memory, Options, MAX_ELEMENTS};
 use crate::error::{ensure, Result};
 use crate::gpu::Gpu;
 use crate::memory::{device, pinned, pinned_from};
@@ -41,7 +41,7 @@ pub const FLAGS: &str = "--elements (16777216) --streams (8) --iters (100) --rep
 pub const DEFAULT_ELEMENTS: usize = 16 << 20;
 pub const DEFAULT_STREAMS: usize = 8;
 pub const DEFAULT_ITERS: u32 = 100;
-pub const MAX_STREAMS: usize = 64;
+pub use crate::demos::MAX_STREAMS;
 
 /// `k` contiguous ranges covering `0..n`, as even as possible; when `k` does not divide `n`
 /// the first `n % k` chunks get one more element, so the last chunk is the shorter one.
@@ -64,15 +64,10 @@ pub fn pipeline_bound(h: f64, c: f64, d: f64, k: usize) -> f64 {
     (h + c + d) / k + (k - 1.0) / k * h.max(c).max(d)
 }
 
-/// Validates sizes before anything is allocated.
-pub fn validate(gpu: &Gpu, n: usize, k: usize) -> Result<()> {
-    ensure(n > 0, || "--elements must be at least 1".into())?;
-    ensure(n <= u32::MAX as usize, || {
-        format!(
-            "--elements {n} is more than the kernels' u32 index allows ({})",
-            u32::MAX
-        )
-    })?;
+/// Checks sizes without a GPU: element and stream counts, and host memory for the input and
+/// the two pinned outputs.
+pub fn check_sizes(n: usize, k: usize) -> Result<()> {
+    check_elements(n, MAX_ELEMENTS)?;
     ensure((1..=MAX_STREAMS).contains(&k), || {
         format!("--streams must be from 1 to {MAX_STREAMS}, not {k}")
     })?;
@@ -81,8 +76,26 @@ pub fn validate(gpu: &Gpu, n: usize, k: usize) -> Result<()> {
             "--streams {k} is more than --elements {n}: every stream needs at least one element"
         )
     })?;
+    // The input is generated in a Vec and copied to pinned memory, plus two pinned outputs.
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 4)?,
+        &format!("an array of {n} floats"),
+    )
+}
+
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_sizes(
+        opts.elements.unwrap_or(DEFAULT_ELEMENTS),
+        opts.streams.unwrap_or(DEFAULT_STREAMS),
+    )
+}
+
+/// Validates sizes before anything is allocated, device memory included.
+pub fn validate(gpu: &Gpu, n: usize, k: usize) -> Result<()> {
+    check_sizes(n, k)?;
     gpu.ensure_device_memory(
-        n * std::mem::size_of::<f32>(),
+        buffer_bytes::<f32>(n, 1)?,
         &format!("an array of {n} floats"),
     )
 }

@@ -284,6 +284,11 @@ pub fn check_claim(stats: &[KindStats], bytes: usize) -> Result<String> {
     }
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let mut p = PinnedVsPageable::new(gpu, n, opts.seed)?;

@@ -198,6 +198,11 @@ pub fn check_equal_in_order(runs: &[Finish]) -> Result<String> {
     }
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let waves = opts.batches.unwrap_or(DEFAULT_WAVES);
     let sleep_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);

@@ -323,6 +323,11 @@ pub fn check_claim(m: &Measured, k: usize, sleep_ms: f64) -> Result<String> {
     }
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let k = opts.streams.unwrap_or(DEFAULT_STREAMS);

@@ -136,6 +136,11 @@ pub fn sweep(gpu: &Gpu, n: usize, max: usize, iters: u32, reps: usize, seed: u64
     })
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(overlap::DEFAULT_ELEMENTS);
     let iters = opts.iters.unwrap_or(overlap::DEFAULT_ITERS);

@@ -217,6 +217,11 @@ pub fn measure_all(gpu: &Gpu, setup: &SyncSetup, reps: usize) -> Result<Vec<Meth
         .collect())
 }
 
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)
+}
+
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let long_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);
     let setup = SyncSetup::new(gpu, long_us)?;
