@@ -4,88 +4,118 @@
 //! names a cubin built from `cuda-reference/kernels.cu`, nvcc's build of the same kernel,
 //! through the same host code, in the same process. GPU time comes from CUDA events around
 //! each launch; the input is restored before every launch (outside the timed span), so each
-//! one starts from the same random values.
+//! one starts from the same random values. Afterwards every build's output is compared with
+//! the Rust kernel's bit for bit (libdevice's sinf/cosf are nvcc's), and with the CPU.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::data::random_inputs;
-use streamlab::memory::{copy_to_device_sync, device};
-use streamlab::{Event, Gpu, Stream};
-use testkit::{gpu_duration, gpu_for_bench};
+use cust::memory::DeviceBuffer;
+use streamlab::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
+use streamlab::math::compute_element;
+use streamlab::memory::{copy_to_device_sync, copy_to_host_sync, device};
+use streamlab::{Event, Gpu, Result, Stream};
+use testkit::bench::{fail, gpu_timed};
+use testkit::gpu_for_bench;
 
 const N: usize = 4_194_304;
 const ITERS: u32 = 100;
 
-fn bench_compute(c: &mut Criterion, label: &str, gpu: &Gpu) -> streamlab::Result<()> {
-    let stream = Stream::new("bench")?;
-    let pristine = device::<f32>(N)?;
-    copy_to_device_sync(&random_inputs(N, 1), &pristine)?;
-    let work = device::<f32>(N)?;
-    let (start, stop) = (Event::new()?, Event::new()?);
+struct ComputeBench {
+    stream: Stream,
+    pristine: DeviceBuffer<f32>,
+    work: DeviceBuffer<f32>,
+    start: Event,
+    stop: Event,
+}
+
+impl ComputeBench {
+    fn new(input: &[f32]) -> Result<ComputeBench> {
+        let pristine = device::<f32>(N)?;
+        copy_to_device_sync(input, &pristine)?;
+        Ok(ComputeBench {
+            stream: Stream::new("bench")?,
+            pristine,
+            work: device::<f32>(N)?,
+            start: Event::new()?,
+            stop: Event::new()?,
+        })
+    }
+
+    /// Restores the input, then times one launch with events.
+    fn once(&self, gpu: &Gpu) -> Result<f64> {
+        self.stream.copy_on_device(&self.pristine, &self.work)?;
+        self.start.record(&self.stream)?;
+        gpu.compute(&self.stream, &self.work, ITERS)?;
+        self.stop.record(&self.stream)?;
+        self.stop.synchronize()?;
+        self.stop.elapsed_ms(&self.start)
+    }
+
+    /// One more launch, and its output.
+    fn output(&self, gpu: &Gpu) -> Result<Vec<f32>> {
+        self.once(gpu)?;
+        let mut out = vec![0f32; N];
+        copy_to_host_sync(&self.work, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// Benches one build of the kernels and returns its output for the checks.
+fn bench_build(c: &mut Criterion, label: &str, gpu: &Gpu, input: &[f32]) -> Result<Vec<f32>> {
+    let bench = ComputeBench::new(input)?;
     let mut group = c.benchmark_group("compute_kernel");
     group.throughput(criterion::Throughput::Elements(N as u64));
     let mut failure = None;
-    group.bench_function(BenchmarkId::new(label, "4M x 100"), |b| {
-        b.iter_custom(|iters| {
-            let mut total_ms = 0.0;
-            for _ in 0..iters {
-                let run = || -> streamlab::Result<f64> {
-                    stream.copy_on_device(&pristine, &work)?;
-                    start.record(&stream)?;
-                    gpu.compute(&stream, &work, ITERS)?;
-                    stop.record(&stream)?;
-                    stop.synchronize()?;
-                    stop.elapsed_ms(&start)
-                };
-                match run() {
-                    Ok(ms) => total_ms += ms,
-                    Err(e) => failure = Some(e),
-                }
-            }
-            gpu_duration(total_ms)
-        })
-    });
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new(label, "4M x 100"),
+        &mut failure,
+        || bench.once(gpu),
+    );
     group.finish();
-    failure.map_or(Ok(()), Err)
+    failure.map_or(Ok(()), Err)?;
+    bench.output(gpu)
 }
 
 fn main() {
     let Some(gpu) = gpu_for_bench("kernels") else {
         return;
     };
+    let input = random_inputs(N, 1);
     let mut c = Criterion::default().configure_from_args();
-    let mut failed = false;
-    if let Err(e) = bench_compute(&mut c, "rust", &gpu) {
-        eprintln!("kernels bench (rust): {e}");
-        failed = true;
+    let rust =
+        bench_build(&mut c, "rust", &gpu, &input).unwrap_or_else(|e| fail("kernels (rust)", e));
+    let reference = ensure_close_to_reference("Rust kernel vs CPU", &rust, 4096, |i| {
+        compute_element(input[i], ITERS)
+    });
+    if let Err(e) = reference {
+        fail("kernels", e);
     }
     drop(gpu);
-    match std::env::var_os("STREAMLAB_NVCC_KERNELS") {
-        Some(path) => match Gpu::with_kernels_from(0, std::path::Path::new(&path)) {
-            Ok(nvcc) => {
-                if let Err(e) = bench_compute(&mut c, "nvcc", &nvcc) {
-                    eprintln!("kernels bench (nvcc): {e}");
-                    failed = true;
-                }
-            }
-            Err(e) => {
-                eprintln!("kernels bench: cannot load {}: {e}", path.to_string_lossy());
-                failed = true;
-            }
-        },
-        None => println!("compute_kernel/nvcc: not run: set STREAMLAB_NVCC_KERNELS to a cubin of cuda-reference/kernels.cu"),
+    // Other builds of the same kernels: nvcc's, and any experiments
+    // (STREAMLAB_EXTRA_KERNELS="label=path,label=path": another STREAMLAB_GPU_ARCH, ...).
+    let mut builds: Vec<(String, String)> = Vec::new();
+    match std::env::var("STREAMLAB_NVCC_KERNELS") {
+        Ok(path) => builds.push(("nvcc".into(), path)),
+        Err(_) => println!("compute_kernel/nvcc: not run: set STREAMLAB_NVCC_KERNELS to a cubin of cuda-reference/kernels.cu"),
     }
-    // Experiments: STREAMLAB_EXTRA_KERNELS="label=path,label=path" adds other builds
-    // (another STREAMLAB_GPU_ARCH, another unroll) to the same group.
     let extra = std::env::var("STREAMLAB_EXTRA_KERNELS").unwrap_or_default();
-    for (label, path) in extra.split(',').filter_map(|kv| kv.split_once('=')) {
-        let outcome = Gpu::with_kernels_from(0, std::path::Path::new(path))
-            .and_then(|g| bench_compute(&mut c, label, &g));
-        if let Err(e) = outcome {
-            eprintln!("kernels bench ({label}): {e}");
-            failed = true;
+    builds.extend(
+        extra
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(l, p)| (l.to_string(), p.to_string())),
+    );
+    for (label, path) in builds {
+        let outcome = Gpu::with_kernels_from(0, std::path::Path::new(&path))
+            .and_then(|g| bench_build(&mut c, &label, &g, &input))
+            .and_then(|out| {
+                ensure_bitwise_equal(&format!("{label} kernel vs Rust kernel"), &out, &rust)
+            });
+        match outcome {
+            Ok(_) => println!(
+                "compute_kernel/{label}: output identical to the Rust kernel's, bit for bit"
+            ),
+            Err(e) => fail(&format!("kernels ({label})"), e),
         }
     }
     c.final_summary();
-    if failed {
-        std::process::exit(1);
-    }
 }

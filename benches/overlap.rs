@@ -4,7 +4,8 @@
 //! code, fed to criterion through `iter_custom`.
 use criterion::{BenchmarkId, Criterion};
 use streamlab::demos::overlap::{Overlap, DEFAULT_ELEMENTS, DEFAULT_ITERS, DEFAULT_STREAMS};
-use testkit::{gpu_duration, gpu_for_bench};
+use testkit::bench::{fail, gpu_timed};
+use testkit::gpu_for_bench;
 
 fn main() {
     let Some(gpu) = gpu_for_bench("overlap") else {
@@ -14,49 +15,36 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_STREAMS);
-    let mut o = match Overlap::new(&gpu, DEFAULT_ELEMENTS, k, DEFAULT_ITERS, 1) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("overlap bench: {e}");
-            std::process::exit(1);
-        }
-    };
+    let mut o = Overlap::new(&gpu, DEFAULT_ELEMENTS, k, DEFAULT_ITERS, 1)
+        .unwrap_or_else(|e| fail("overlap", e));
     let mut c = Criterion::default().configure_from_args();
     let mut group = c.benchmark_group("overlap");
     group.sample_size(30);
     let mut failure = None;
-    group.bench_function(BenchmarkId::new("sync_one_stream", "16M x 100"), |b| {
-        b.iter_custom(|iters| {
-            let mut ms = 0.0;
-            for _ in 0..iters {
-                match o.run_one_stream(&gpu) {
-                    Ok(p) => ms += p.total(),
-                    Err(e) => failure = Some(e),
-                }
-            }
-            gpu_duration(ms)
-        })
-    });
-    group.bench_function(
-        BenchmarkId::new(format!("async_{k}_streams"), "16M x 100"),
-        |b| {
-            b.iter_custom(|iters| {
-                let mut ms = 0.0;
-                for _ in 0..iters {
-                    match o.run_multi_stream(&gpu) {
-                        Ok(t) => ms += t,
-                        Err(e) => failure = Some(e),
-                    }
-                }
-                gpu_duration(ms)
-            })
-        },
+    let size = "16M x 100";
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new("sync_one_stream", size),
+        &mut failure,
+        || o.run_one_stream(&gpu).map(|p| p.total()),
+    );
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new(format!("async_{k}_streams"), size),
+        &mut failure,
+        || o.run_multi_stream(&gpu),
     );
     group.finish();
-    let verified = failure.map_or_else(|| o.check_bitwise(), Err);
+    if let Some(e) = failure {
+        fail("overlap", e);
+    }
+    // Run both once more, so the check holds even when a filter skipped the group above.
+    let verified = o
+        .run_one_stream(&gpu)
+        .and_then(|_| o.run_multi_stream(&gpu))
+        .and_then(|_| o.check_bitwise());
     if let Err(e) = verified {
-        eprintln!("overlap bench: {e}");
-        std::process::exit(1);
+        fail("overlap", e);
     }
     c.final_summary();
 }

@@ -83,3 +83,45 @@ fn invalid_sizes_are_refused_before_allocation() {
         .expect("0 elements must be refused");
     assert!(zero.to_string().contains("--elements"), "{zero}");
 }
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    use streamlab::demos::overlap::check_options;
+    let opts = |elements: usize, streams: usize| Options {
+        elements: Some(elements),
+        streams: Some(streams),
+        ..Options::default()
+    };
+    for (o, expected) in [
+        (opts(0, 1), "--elements must be at least 1"),
+        (opts(1 << 62, 8), "more than this demo takes"),
+        (opts(3, 4), "--streams 4 is more than --elements 3"),
+        (opts(100, 65), "--streams must be from 1 to 64"),
+        (opts(100, 0), "--streams must be from 1 to 64"),
+    ] {
+        let err = check_options(&o).expect_err(expected);
+        assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+        assert!(
+            err.to_string().contains(expected),
+            "{err} (expected {expected})"
+        );
+        assert_eq!(err.to_string().lines().count(), 1, "{err}");
+    }
+    assert!(check_options(&Options::default()).is_ok());
+    // Host memory: four buffers of 2^30 floats (16 GiB) are refused exactly where
+    // /proc/meminfo says they do not fit.
+    let big = check_options(&opts(1 << 30, 8));
+    let available_kib: Option<u64> = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("MemAvailable:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    });
+    if let Some(kib) = available_kib {
+        let fits = (16u64 << 30) <= kib * 1024;
+        assert_eq!(big.is_ok(), fits, "{big:?} with {kib} KiB available");
+    }
+}
