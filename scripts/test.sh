@@ -15,12 +15,11 @@ for arg in "$@"; do
   esac
 done
 # A machine without the NVIDIA driver has no libcuda.so.1 for the test executables to load:
-# use the fetched one there (cuInit then fails cleanly, and GPU tests stay ignored). Never
-# where a driver is installed: its own libcuda must be the one loaded.
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
-  if [[ -e .deps/cuda/lib64/libcuda.so.1 ]]; then
-    export LD_LIBRARY_PATH=$PWD/.deps/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  fi
+# there scripts/fetch-cuda-deps.sh made .deps/cuda/no-driver (cuInit then fails cleanly and
+# GPU tests stay ignored). .cargo/config.toml points LD_LIBRARY_PATH at it, but an
+# LD_LIBRARY_PATH already set wins there, so add the folder here too where it exists.
+if [[ -d .deps/cuda/no-driver ]]; then
+  export LD_LIBRARY_PATH=$PWD/.deps/cuda/no-driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 set -x
 cargo fmt --all -- --check
