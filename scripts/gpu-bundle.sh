@@ -27,6 +27,6 @@ done
 cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench | while read -r name exe; do
   cp "$exe" ".gpu/benches/$name"
 done
-cp -r cuda-reference scripts/gpu-run.sh .gpu/
+cp -r cuda-reference scripts/gpu-run.sh scripts/edge-cases.txt .gpu/
 du -sh .gpu
 ls .gpu .gpu/tests .gpu/benches

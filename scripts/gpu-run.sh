@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs a bundle made by scripts/gpu-bundle.sh on a GPU machine (no Rust or cargo needed there;
 # nvcc is used for the CUDA C++ references when present). Usage, from the repository root:
-#   bash .gpu/gpu-run.sh [stage ...]     stages: info refs demos tests benches (default: all)
+#   bash .gpu/gpu-run.sh [stage ...]     stages: info refs demos edges sanitizer tests benches
+#                                        (default: all of them)
 # Full logs go to $LOGS (default: $OUT if set, else ./gpu-logs); the end of stdout is a summary.
 set -uo pipefail
 G=$(cd "$(dirname "$0")" && pwd)
 LOGS=${LOGS:-${OUT:-./gpu-logs}}
 mkdir -p "$LOGS" "$G/ref"
-stages=${*:-info refs demos tests benches}
+stages=${*:-info refs demos edges sanitizer tests benches}
 status=0
 note() { echo "== $*" | tee -a "$LOGS/summary.txt"; }
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -31,6 +32,23 @@ if has demos; then
     "$G/streamlab" run "$d" ${DEMO_ARGS:-} 2>&1 | tee -a "$LOGS/demos.txt"
     rc=${PIPESTATUS[0]}; note "streamlab run $d ${DEMO_ARGS:-}: exit $rc"; [[ $rc == 0 ]] || status=1
   done
+fi
+if has edges; then
+  # Small, odd and extreme-but-valid flags: every run must end with exit 0 (checks passed or
+  # honestly not asserted) or 2 (refused in one line), never a panic or a CUDA error.
+  while read -r line; do
+    [[ -z $line || $line == \#* ]] && continue
+    "$G/streamlab" run $line >"$LOGS/edge.out" 2>&1; rc=$?
+    cat "$LOGS/edge.out" >> "$LOGS/edges.txt"
+    if grep -q panicked "$LOGS/edge.out" || [[ $rc != 0 && $rc != 2 ]]; then status=1; verdict=BAD; else verdict=ok; fi
+    note "edge [$verdict] exit $rc: streamlab run $line $( [[ $rc == 2 ]] && tail -1 "$LOGS/edge.out")"
+  done < "$G/edge-cases.txt"
+fi
+if has sanitizer && command -v compute-sanitizer >/dev/null; then
+  compute-sanitizer --tool memcheck --print-limit 20 "$G/streamlab" run all --reps 1 --elements 65536 --iters 10 \
+    >"$LOGS/sanitizer.txt" 2>&1
+  note "compute-sanitizer memcheck, run all --reps 1 --elements 65536 --iters 10: $(grep -h 'ERROR SUMMARY' "$LOGS/sanitizer.txt" | tail -1)"
+  grep -q "ERROR SUMMARY: 0 errors" "$LOGS/sanitizer.txt" || status=1
 fi
 if has tests; then
   export STREAMLAB_BIN="$G/streamlab"
