@@ -677,7 +677,11 @@ mod tests {
         // invalid handle, whatever the update result says.
         for code in [1, 719, 700, 400] {
             for result in [0, 1, 2] {
-                assert_eq!(classify_update(code, result), UpdateOutcome::Failed, "{code}");
+                assert_eq!(
+                    classify_update(code, result),
+                    UpdateOutcome::Failed,
+                    "{code}"
+                );
             }
         }
     }
