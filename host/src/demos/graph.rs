@@ -584,8 +584,8 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let iters = opts.iters.unwrap_or(DEFAULT_ITERS);
     // Every check once, before anything runs: the DAG is allocated (unchecked) further down.
-    check_work(n, iters, opts.reps)?;
     validate(gpu, n)?;
+    check_work(n, iters, opts.reps)?;
     // Launch overhead first, in a process state like its C++ twin's: before the DAG's
     // streams and graphs exist.
     let lo = LaunchOverhead::new(gpu, EMPTY_KERNELS)?;
