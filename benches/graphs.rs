@@ -2,83 +2,81 @@
 //! floats per input) issued with streams and events versus replayed as one executable graph,
 //! and 100 empty kernels launched one by one versus one graph holding them. GPU time is
 //! measured with events by the demo's own code, fed to criterion through `iter_custom`.
+//!
+//! After the DAG group, both versions run once more (a criterion filter may have skipped the
+//! group) and their outputs are verified bit for bit and against the CPU; the bench exits 1
+//! on a mismatch or a CUDA error.
 use criterion::{BenchmarkId, Criterion};
 use streamlab::demos::graph::{GraphDag, LaunchOverhead, DEFAULT_ELEMENTS, EMPTY_KERNELS};
 use streamlab::graph::CaptureMode;
-use streamlab::{Error, Gpu};
-use testkit::{gpu_duration, gpu_for_bench};
+use streamlab::{Gpu, Result};
+use testkit::bench::{fail, gpu_timed, quick_group};
+use testkit::gpu_for_bench;
 
-fn fail(e: Error) -> ! {
-    eprintln!("graphs bench: {e}");
-    std::process::exit(1);
-}
+const BENCH: &str = "graphs";
 
-/// Sums the GPU ms of `iters` runs of `one`, remembering the first error.
-fn gpu_time(
-    iters: u64,
-    failure: &mut Option<Error>,
-    mut one: impl FnMut() -> streamlab::Result<streamlab::demos::graph::Sample>,
-) -> std::time::Duration {
-    let mut ms = 0.0;
-    for _ in 0..iters {
-        match one() {
-            Ok(s) => ms += s.gpu_ms,
-            Err(e) => {
-                failure.get_or_insert(e);
-            }
-        }
-    }
-    gpu_duration(ms)
-}
-
-fn dag_group(c: &mut Criterion, gpu: &Gpu) {
-    let mut dag = GraphDag::new(gpu, DEFAULT_ELEMENTS, 1).unwrap_or_else(|e| fail(e));
-    dag.build_graph(gpu, CaptureMode::Global)
-        .unwrap_or_else(|e| fail(e));
+fn dag_group(c: &mut Criterion, gpu: &Gpu) -> Result<()> {
+    let mut dag = GraphDag::new(gpu, DEFAULT_ELEMENTS, 1)?;
+    dag.build_graph(gpu, CaptureMode::Global)?;
     let mut failure = None;
-    let mut group = c.benchmark_group("graph_dag");
-    group
-        .sample_size(20)
-        .measurement_time(std::time::Duration::from_secs(2));
-    group.bench_function(BenchmarkId::new("streams_events", "64K x 3 streams"), |b| {
-        b.iter_custom(|iters| gpu_time(iters, &mut failure, || dag.run_streams(gpu)))
-    });
-    group.bench_function(BenchmarkId::new("graph", "64K x 3 streams"), |b| {
-        b.iter_custom(|iters| gpu_time(iters, &mut failure, || dag.run_graph()))
-    });
+    let mut group = quick_group(c, "graph_dag");
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new("streams_events", "64K x 3 streams"),
+        &mut failure,
+        || dag.run_streams(gpu).map(|s| s.gpu_ms),
+    );
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new("graph", "64K x 3 streams"),
+        &mut failure,
+        || dag.run_graph().map(|s| s.gpu_ms),
+    );
     group.finish();
-    if let Some(e) = failure {
-        fail(e);
-    }
-    dag.check_bitwise().unwrap_or_else(|e| fail(e));
+    failure.map_or(Ok(()), Err)?;
+    // One more run of each, so the check below never compares two untouched buffers.
+    dag.run_streams(gpu)?;
+    dag.run_graph()?;
+    dag.check_bitwise()?;
+    dag.check_reference("graph output vs CPU", &dag.out_graph, 4096)
+        .map(|_| ())
 }
 
-fn launch_group(c: &mut Criterion, gpu: &Gpu) {
-    let lo = LaunchOverhead::new(gpu, EMPTY_KERNELS).unwrap_or_else(|e| fail(e));
+fn launch_group(c: &mut Criterion, gpu: &Gpu) -> Result<()> {
+    let lo = LaunchOverhead::new(gpu, EMPTY_KERNELS)?;
     let mut failure = None;
-    let mut group = c.benchmark_group("launch_overhead");
-    group
-        .sample_size(20)
-        .measurement_time(std::time::Duration::from_secs(2));
+    let mut group = quick_group(c, "launch_overhead");
     let label = format!("{EMPTY_KERNELS} empty kernels");
-    group.bench_function(BenchmarkId::new("stream_launches", &label), |b| {
-        b.iter_custom(|iters| gpu_time(iters, &mut failure, || lo.run_stream(gpu)))
-    });
-    group.bench_function(BenchmarkId::new("one_graph", &label), |b| {
-        b.iter_custom(|iters| gpu_time(iters, &mut failure, || lo.run_graph()))
-    });
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new("stream_launches", &label),
+        &mut failure,
+        || lo.run_stream(gpu).map(|s| s.gpu_ms),
+    );
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new("one_graph", &label),
+        &mut failure,
+        || lo.run_graph().map(|s| s.gpu_ms),
+    );
     group.finish();
-    if let Some(e) = failure {
-        fail(e);
+    // Empty kernels have no output to verify; their graph's node count is the check.
+    failure.map_or(Ok(()), Err)?;
+    if lo.nodes.kernels != EMPTY_KERNELS {
+        return Err(streamlab::Error::Verification(format!(
+            "the launch-overhead graph holds {} kernels, not {EMPTY_KERNELS}",
+            lo.nodes.kernels
+        )));
     }
+    Ok(())
 }
 
 fn main() {
-    let Some(gpu) = gpu_for_bench("graphs") else {
+    let Some(gpu) = gpu_for_bench(BENCH) else {
         return;
     };
     let mut c = Criterion::default().configure_from_args();
-    dag_group(&mut c, &gpu);
-    launch_group(&mut c, &gpu);
+    dag_group(&mut c, &gpu).unwrap_or_else(|e| fail(BENCH, e));
+    launch_group(&mut c, &gpu).unwrap_or_else(|e| fail(BENCH, e));
     c.final_summary();
 }

@@ -412,11 +412,16 @@ impl std::fmt::Display for UpdatePath {
     }
 }
 
-/// Why `cuGraphExecUpdate` refused an update, from its `CUgraphExecUpdateResult`.
+/// `CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE`: what `cuGraphExecUpdate` returns when it refuses
+/// an update because the new graph changes something an instantiated graph cannot take.
+pub const GRAPH_EXEC_UPDATE_FAILURE: u32 = 910;
+
+/// Why `cuGraphExecUpdate` refused an update, from its `CUgraphExecUpdateResult`
+/// (`CU_GRAPH_EXEC_UPDATE_ERROR*`, 1 and up).
 pub fn update_refusal_reason(result: u32) -> &'static str {
     match result {
         0 => "no refusal reported",
-        1 => "invalid value",
+        1 => "a change that an instantiated graph cannot take (no more specific reason given)",
         2 => "the topology changed: nodes or edges were added or removed",
         3 => "a node's type changed",
         4 => "a kernel node's function changed",
@@ -425,6 +430,32 @@ pub fn update_refusal_reason(result: u32) -> &'static str {
         7 => "a kernel node's function changed in an unsupported way",
         8 => "a node's attributes changed in a way that cannot be updated",
         _ => "a reason newer than these bindings",
+    }
+}
+
+/// What one `cuGraphExecUpdate` call did, from its return code and its update result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// Success: the executable graph now has the new parameters.
+    Applied,
+    /// A documented refusal: the return was `CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE` and the
+    /// update result a `CU_GRAPH_EXEC_UPDATE_ERROR*` value (the reason). Re-instantiating is
+    /// the documented remedy.
+    Refused(&'static str),
+    /// Anything else (a bad handle, a sticky context error, ...): a real error, which
+    /// re-instantiating would only hide.
+    Failed,
+}
+
+/// Classifies a `cuGraphExecUpdate` return code and update result (pure, so it is tested
+/// without a GPU).
+pub fn classify_update(code: u32, result: u32) -> UpdateOutcome {
+    match (code, result) {
+        (0, _) => UpdateOutcome::Applied,
+        (GRAPH_EXEC_UPDATE_FAILURE, r) if r != 0 => {
+            UpdateOutcome::Refused(update_refusal_reason(r))
+        }
+        _ => UpdateOutcome::Failed,
     }
 }
 
@@ -453,10 +484,12 @@ impl GraphExec {
 
     /// Brings this executable graph up to date with `graph`, a graph of the same shape whose
     /// node parameters (kernel arguments, copy addresses) differ, typically a re-capture.
-    /// Tries `cuGraphExecUpdate` (no new instantiation: cheap); if the driver refuses (the
-    /// topology or a kernel function changed, ...), instantiates `graph` instead and replaces
-    /// this one. Returns which path was taken. Launches already enqueued keep the old
-    /// parameters; the next launch uses the new ones.
+    /// Tries `cuGraphExecUpdate` (no new instantiation: cheap); if the driver refuses it (it
+    /// returns `CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE` with a `CU_GRAPH_EXEC_UPDATE_ERROR*`
+    /// reason: the topology or a kernel function changed, ...), instantiates `graph` instead
+    /// and replaces this one. Any other failure is returned as the error it is, and this
+    /// executable graph is left as it was. Returns which path was taken. Launches already
+    /// enqueued keep the old parameters; the next launch uses the new ones.
     pub fn update_from(&mut self, graph: &Graph) -> Result<UpdatePath> {
         let mut error_node: cu::CUgraphNode = std::ptr::null_mut();
         let mut result: u32 = 0;
@@ -471,17 +504,20 @@ impl GraphExec {
                 &mut result as *mut u32 as *mut cu::CUgraphExecUpdateResult,
             )
         };
-        let code = status as u32;
-        if code == 0 {
-            return Ok(UpdatePath::InPlace);
+        match classify_update(DriverCode::from_status(status).code(), result) {
+            UpdateOutcome::Applied => Ok(UpdatePath::InPlace),
+            UpdateOutcome::Refused(reason) => {
+                *self = graph.instantiate()?;
+                Ok(UpdatePath::Reinstantiated {
+                    reason: reason.to_string(),
+                })
+            }
+            UpdateOutcome::Failed => Err(Error::Cuda {
+                op: format!("cuGraphExecUpdate (update result {result})"),
+                stream: None,
+                code: DriverCode::from_status(status),
+            }),
         }
-        let reason = if result != 0 {
-            update_refusal_reason(result).to_string()
-        } else {
-            format!("cuGraphExecUpdate: {}", DriverCode::new(code))
-        };
-        *self = graph.instantiate()?;
-        Ok(UpdatePath::Reinstantiated { reason })
     }
 
     /// Uploads the graph's work to the device ahead of its first launch (`cuGraphUpload`),
@@ -617,6 +653,37 @@ mod tests {
             reason: update_refusal_reason(2).into(),
         };
         assert!(path.to_string().starts_with("re-instantiated"));
+    }
+
+    #[test]
+    fn only_documented_refusals_fall_back_to_reinstantiation() {
+        assert_eq!(classify_update(0, 0), UpdateOutcome::Applied);
+        for result in 1..=8 {
+            assert_eq!(
+                classify_update(GRAPH_EXEC_UPDATE_FAILURE, result),
+                UpdateOutcome::Refused(update_refusal_reason(result))
+            );
+        }
+        assert!(matches!(
+            classify_update(GRAPH_EXEC_UPDATE_FAILURE, 2),
+            UpdateOutcome::Refused(r) if r.contains("topology")
+        ));
+        // The refusal code without a reason, or a reason with another code, is no refusal.
+        assert_eq!(
+            classify_update(GRAPH_EXEC_UPDATE_FAILURE, 0),
+            UpdateOutcome::Failed
+        );
+        // Real errors: invalid value, a sticky launch failure, an illegal address, an
+        // invalid handle, whatever the update result says.
+        for code in [1, 719, 700, 400] {
+            for result in [0, 1, 2] {
+                assert_eq!(
+                    classify_update(code, result),
+                    UpdateOutcome::Failed,
+                    "{code}"
+                );
+            }
+        }
     }
 
     #[test]
