@@ -53,108 +53,135 @@ fn assert_invalid_input<T>(result: streamlab::Result<T>, what: &str, mentions: &
     }
 }
 
-/// Flags a user could pass that each demo must refuse before it allocates or runs anything.
+type CheckFn = fn(&Options) -> streamlab::Result<()>;
+type RunFn = fn(&Gpu, &Options) -> streamlab::Result<Report>;
+type SetFn = fn(&mut Options);
+/// (flags as typed, what the error must mention, how to set them)
+type Case = (&'static str, &'static str, SetFn);
+
+/// Flags a user could pass that a demo must refuse before it allocates or runs anything.
 struct Hostile {
-    what: &'static str,
-    check: fn(&Options) -> streamlab::Result<()>,
-    run: fn(&Gpu, &Options) -> streamlab::Result<Report>,
+    what: String,
+    check: CheckFn,
+    run: RunFn,
     opts: Options,
     mentions: &'static str,
 }
 
 fn hostile_flags() -> Vec<Hostile> {
-    // 2^62: 4 bytes each would wrap a 64-bit byte count to 0.
+    // 2^62: at 4 bytes an element, a 64-bit byte count wraps to 0.
     const WRAPS: usize = 4_611_686_018_427_387_904;
-    macro_rules! case {
-        ($demo:ident, $what:expr, $mentions:expr, |$o:ident| $set:expr) => {
-            Hostile {
-                what: concat!(stringify!($demo), " ", $what),
-                check: $demo::check_options,
-                run: $demo::run,
-                opts: quick(|$o| $set),
-                mentions: $mentions,
-            }
-        };
-    }
-    vec![
-        case!(basics, "--elements 0", "--elements", |o| o.elements =
-            Some(0)),
-        case!(basics, "--elements 2^62", "--elements", |o| o.elements =
-            Some(WRAPS)),
-        case!(basics, "--iters 0", "--iters", |o| o.iters = Some(0)),
-        case!(basics, "--iters 1000000", "--iters", |o| o.iters =
-            Some(1_000_000)),
-        case!(basics, "2^30 elements x 100000 iters", "--iters", |o| {
-            o.elements = Some(1 << 30);
-            o.iters = Some(100_000)
-        }),
-        case!(sleep_streams, "--elements 2^62", "--elements", |o| o
-            .elements =
-            Some(WRAPS)),
-        case!(
-            sleep_streams,
-            "--streams 4 --elements 3",
-            "--streams",
-            |o| {
-                o.elements = Some(3);
-                o.streams = Some(4)
-            }
+    // (demo, its checks, its run, its cases)
+    let demos: Vec<(&str, CheckFn, RunFn, Vec<Case>)> = vec![
+        (
+            "basics",
+            basics::check_options,
+            basics::run,
+            vec![
+                ("--elements 0", "--elements", |o| o.elements = Some(0)),
+                ("--elements 2^62", "--elements", |o| {
+                    o.elements = Some(WRAPS)
+                }),
+                ("--iters 0", "--iters", |o| o.iters = Some(0)),
+                ("--iters 1000000", "--iters", |o| o.iters = Some(1_000_000)),
+                ("--elements 2^30 --iters 100000", "--iters", |o| {
+                    o.elements = Some(1 << 30);
+                    o.iters = Some(100_000);
+                }),
+            ],
         ),
-        case!(sleep_streams, "--streams 65", "--streams", |o| o.streams =
-            Some(65)),
-        case!(sleep_streams, "--sleep-us 0.001", "--sleep-us", |o| o
-            .sleep_us =
-            Some(0.001)),
-        case!(sleep_streams, "--sleep-us 1e7", "--sleep-us", |o| o
-            .sleep_us =
-            Some(1e7)),
-        case!(sleep_streams, "--sleep-us NaN", "--sleep-us", |o| o
-            .sleep_us =
-            Some(f64::NAN)),
-        case!(pinned_vs_pageable, "--elements 0", "--elements", |o| o
-            .elements =
-            Some(0)),
-        case!(pinned_vs_pageable, "--elements 2^62", "--elements", |o| o
-            .elements =
-            Some(WRAPS)),
-        case!(default_stream, "--sleep-us 0.001", "--sleep-us", |o| o
-            .sleep_us =
-            Some(0.001)),
-        case!(default_stream, "--sleep-us -1", "--sleep-us", |o| o
-            .sleep_us =
-            Some(-1.0)),
-        case!(default_stream, "--sleep-us 1e9", "--sleep-us", |o| o
-            .sleep_us =
-            Some(1e9)),
-        case!(default_stream, "--sleep-us inf", "--sleep-us", |o| o
-            .sleep_us =
-            Some(f64::INFINITY)),
-        case!(priority, "--sleep-us 0.001", "--sleep-us", |o| o.sleep_us =
-            Some(0.001)),
-        case!(priority, "--batches 0", "--batches", |o| o.batches =
-            Some(0)),
-        case!(priority, "--batches 1025", "--batches", |o| o.batches =
-            Some(1025)),
-        case!(
-            priority,
-            "--batches 1024 --sleep-us 1e7",
-            "--sleep-us",
-            |o| {
-                o.batches = Some(1024);
-                o.sleep_us = Some(1e7)
-            }
+        (
+            "sleep-streams",
+            sleep_streams::check_options,
+            sleep_streams::run,
+            vec![
+                ("--elements 2^62", "--elements", |o| {
+                    o.elements = Some(WRAPS)
+                }),
+                ("--elements 3 --streams 4", "--streams", |o| {
+                    o.elements = Some(3);
+                    o.streams = Some(4);
+                }),
+                ("--streams 65", "--streams", |o| o.streams = Some(65)),
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--sleep-us 1e7", "--sleep-us", |o| o.sleep_us = Some(1e7)),
+                ("--sleep-us NaN", "--sleep-us", |o| {
+                    o.sleep_us = Some(f64::NAN)
+                }),
+            ],
         ),
-        case!(launch_order, "--sleep-us 0.001", "--sleep-us", |o| o
-            .sleep_us =
-            Some(0.001)),
-        case!(launch_order, "--sleep-us 1e9", "--sleep-us", |o| o
-            .sleep_us =
-            Some(1e9)),
-        case!(launch_order, "--streams 0", "--streams", |o| o.streams =
-            Some(0)),
-        case!(launch_order, "--streams 65", "--streams", |o| o.streams =
-            Some(65)),
-    ]
+        (
+            "pinned-vs-pageable",
+            pinned_vs_pageable::check_options,
+            pinned_vs_pageable::run,
+            vec![
+                ("--elements 0", "--elements", |o| o.elements = Some(0)),
+                ("--elements 2^62", "--elements", |o| {
+                    o.elements = Some(WRAPS)
+                }),
+            ],
+        ),
+        (
+            "default-stream",
+            default_stream::check_options,
+            default_stream::run,
+            vec![
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--sleep-us -1", "--sleep-us", |o| o.sleep_us = Some(-1.0)),
+                ("--sleep-us 1e9", "--sleep-us", |o| o.sleep_us = Some(1e9)),
+                ("--sleep-us inf", "--sleep-us", |o| {
+                    o.sleep_us = Some(f64::INFINITY)
+                }),
+            ],
+        ),
+        (
+            "priority",
+            priority::check_options,
+            priority::run,
+            vec![
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--batches 0", "--batches", |o| o.batches = Some(0)),
+                ("--batches 1025", "--batches", |o| o.batches = Some(1025)),
+                ("--batches 1024 --sleep-us 1e7", "--sleep-us", |o| {
+                    o.batches = Some(1024);
+                    o.sleep_us = Some(1e7);
+                }),
+            ],
+        ),
+        (
+            "launch-order",
+            launch_order::check_options,
+            launch_order::run,
+            vec![
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--sleep-us 1e9", "--sleep-us", |o| o.sleep_us = Some(1e9)),
+                ("--streams 0", "--streams", |o| o.streams = Some(0)),
+                ("--streams 65", "--streams", |o| o.streams = Some(65)),
+            ],
+        ),
+    ];
+    demos
+        .into_iter()
+        .flat_map(|(demo, check, run, cases)| {
+            cases
+                .into_iter()
+                .map(move |(flags, mentions, set)| Hostile {
+                    what: format!("{demo} {flags}"),
+                    check,
+                    run,
+                    opts: quick(set),
+                    mentions,
+                })
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------- basics
@@ -413,18 +440,18 @@ fn launch_order_report_passes() {
 fn hostile_flags_are_refused_by_check_options_and_by_run() {
     let gpu = gpu();
     for h in hostile_flags() {
-        assert_invalid_input((h.check)(&h.opts), h.what, h.mentions);
+        assert_invalid_input((h.check)(&h.opts), &h.what, h.mentions);
         // `run` must refuse them too (before allocating): the CLI is not its only caller.
-        assert_invalid_input((h.run)(&gpu, &h.opts), h.what, h.mentions);
+        assert_invalid_input((h.run)(&gpu, &h.opts), &h.what, h.mentions);
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn sleep_streams_bounds_the_run_with_this_gpus_own_waves() {
+fn sleep_streams_new_refuses_a_sleep_over_any_gpus_bound() {
     let gpu = gpu();
-    // check_options assumes 4 full-grid waves; the GPU-side check uses the real count, which
-    // is at least 1, so a sleep over the 1-wave bound is refused either way.
+    // check_options assumes 4 full-grid waves; SleepStreams::new checks again with this GPU's
+    // own count, which is at least 1: a sleep over the 1-wave bound is refused on any GPU.
     let sleep = sleep_streams::max_sleep_us(4, 1) + 1.0;
     assert_invalid_input(
         SleepStreams::new(&gpu, 1024, 4, sleep, 0),
@@ -518,7 +545,7 @@ fn interpretations_say_when_a_claim_is_not_made() {
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
     for h in hostile_flags() {
-        assert_invalid_input((h.check)(&h.opts), h.what, h.mentions);
+        assert_invalid_input((h.check)(&h.opts), &h.what, h.mentions);
     }
 }
 
