@@ -8,49 +8,18 @@
 //!   64x64 grid of 16x16, 500 µs a block;
 //! - `h2d_copy`: one 64 MiB host-to-device copy from pinned vs from pageable memory.
 //!
-//! After the groups, each pair's outputs are verified (bit for bit) and the bench exits 1 on
-//! a mismatch or a CUDA error.
-use std::time::Duration;
-
-use criterion::measurement::WallTime;
-use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
+//! After the groups, each version runs once more (a criterion filter may have skipped its
+//! group) and the pair's outputs are verified (bit for bit, and basics against the CPU); the
+//! bench exits 1 on a mismatch or a CUDA error.
+use criterion::{BenchmarkId, Criterion};
 use streamlab::demos::basics::{self, Basics};
 use streamlab::demos::pinned_vs_pageable::{self, Direction, HostMemory, PinnedVsPageable};
 use streamlab::demos::sleep_streams::{self, Grid, SleepStreams};
-use streamlab::{Error, Gpu, Result};
-use testkit::{gpu_duration, gpu_for_bench};
+use streamlab::{Gpu, Result};
+use testkit::bench::{fail, gpu_timed, quick_group};
+use testkit::gpu_for_bench;
 
 const SLEEP_US: f64 = 500.0;
-
-/// One benchmark whose every iteration returns its own GPU milliseconds.
-fn gpu_timed(
-    group: &mut BenchmarkGroup<'_, WallTime>,
-    id: BenchmarkId,
-    failure: &mut Option<Error>,
-    mut once: impl FnMut() -> Result<f64>,
-) {
-    group.bench_function(id, |b| {
-        b.iter_custom(|iters| {
-            let mut ms = 0.0;
-            for _ in 0..iters {
-                match once() {
-                    Ok(t) => ms += t,
-                    Err(e) => *failure = Some(e),
-                }
-            }
-            gpu_duration(ms)
-        })
-    });
-}
-
-fn quick_group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
-    let mut group = c.benchmark_group(name);
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2));
-    group
-}
 
 fn bench_basics(c: &mut Criterion, gpu: &Gpu) -> Result<()> {
     let mut b = Basics::new(gpu, basics::DEFAULT_ELEMENTS, basics::DEFAULT_ITERS, 1)?;
@@ -100,9 +69,14 @@ fn bench_sleep_streams(c: &mut Criterion, gpu: &Gpu, k: usize) -> Result<()> {
         group.finish();
     }
     failure.map_or(Ok(()), Err)?;
-    s.run_one_stream(gpu, Grid::Small)?;
-    s.run_multi_stream(gpu, Grid::Small)?;
-    s.check_round_trip().map(|_| ())
+    // One more run of each version of each grid (a filter may have skipped a group), then
+    // verify that every copy moved the data intact.
+    for grid in [Grid::Small, Grid::Full] {
+        s.run_one_stream(gpu, grid)?;
+        s.run_multi_stream(gpu, grid)?;
+        s.check_round_trip()?;
+    }
+    Ok(())
 }
 
 fn bench_h2d(c: &mut Criterion, gpu: &Gpu) -> Result<()> {
@@ -149,20 +123,14 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(sleep_streams::DEFAULT_STREAMS);
     let mut c = Criterion::default().configure_from_args();
-    let results = [
-        ("basics", bench_basics(&mut c, &gpu)),
-        ("sleep-streams", bench_sleep_streams(&mut c, &gpu, k)),
-        ("h2d copy", bench_h2d(&mut c, &gpu)),
-    ];
+    if let Err(e) = bench_basics(&mut c, &gpu) {
+        fail("techniques (basics)", e);
+    }
+    if let Err(e) = bench_sleep_streams(&mut c, &gpu, k) {
+        fail("techniques (sleep-streams)", e);
+    }
+    if let Err(e) = bench_h2d(&mut c, &gpu) {
+        fail("techniques (h2d copy)", e);
+    }
     c.final_summary();
-    let mut failed = false;
-    for (name, result) in results {
-        if let Err(e) = result {
-            eprintln!("techniques bench ({name}): {e}");
-            failed = true;
-        }
-    }
-    if failed {
-        std::process::exit(1);
-    }
 }

@@ -2,16 +2,16 @@
 //! default-stream, priority and launch-order.
 //!
 //! GPU tests are ignored without a GPU (run them with
-//! `cargo test --release -- --include-ignored` on a GPU machine). The input-validation tests
-//! at the end run everywhere: they never reach the GPU.
+//! `cargo test --release -- --include-ignored` on a GPU machine). The option checks at the
+//! end run everywhere: `check_options` never touches the GPU.
 //!
 //! Of the sync/async pairs, only `basics` computes anything: it gets a bit-for-bit test
 //! (async vs blocking) and an approx test against the CPU. sleep-streams and
 //! pinned-vs-pageable only copy, so their CPU reference is the input itself, and the
 //! strongest comparison with it is bit for bit, which their round-trip tests do.
 use approx::assert_relative_eq;
-use streamlab::data::ABS_TOLERANCE;
-use streamlab::demos::basics::{self, relative_tolerance, Basics};
+use streamlab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::demos::basics::{self, Basics};
 use streamlab::demos::default_stream::{self, DefaultStream, Second};
 use streamlab::demos::launch_order::{self, LaunchOrder};
 use streamlab::demos::pinned_vs_pageable::{self, Direction, HostMemory, PinnedVsPageable, KINDS};
@@ -19,7 +19,7 @@ use streamlab::demos::priority::{self, Priority};
 use streamlab::demos::sleep_streams::{self, Grid, SleepStreams};
 use streamlab::demos::Options;
 use streamlab::report::Report;
-use streamlab::Error;
+use streamlab::{Error, Gpu};
 use testkit::gpu;
 
 fn quick(f: impl FnOnce(&mut Options)) -> Options {
@@ -36,20 +36,152 @@ fn figure(r: &Report, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no figure {name:?} in\n{}", r.to_text()))
 }
 
-fn assert_invalid_input(result: streamlab::Result<Report>, mentions: &str) {
+/// Fails unless `result` is a one-line `InvalidInput` that mentions `mentions`.
+fn assert_invalid_input<T>(result: streamlab::Result<T>, what: &str, mentions: &str) {
     match result {
         Err(e @ Error::InvalidInput(_)) => {
+            let text = e.to_string();
             assert!(
-                e.to_string().contains(mentions),
-                "{e} should mention {mentions}"
-            )
+                text.contains(mentions),
+                "{what}: {text} should mention {mentions}"
+            );
+            assert!(!text.contains('\n'), "{what}: not one line: {text}");
+            assert_eq!(e.exit_code(), 2, "{what}");
         }
-        Err(e) => panic!("expected InvalidInput mentioning {mentions}, got {e}"),
-        Ok(r) => panic!(
-            "expected InvalidInput mentioning {mentions}, got\n{}",
-            r.to_text()
-        ),
+        Err(e) => panic!("{what}: expected InvalidInput mentioning {mentions}, got {e}"),
+        Ok(_) => panic!("{what}: expected InvalidInput mentioning {mentions}, got Ok"),
     }
+}
+
+type CheckFn = fn(&Options) -> streamlab::Result<()>;
+type RunFn = fn(&Gpu, &Options) -> streamlab::Result<Report>;
+type SetFn = fn(&mut Options);
+/// (flags as typed, what the error must mention, how to set them)
+type Case = (&'static str, &'static str, SetFn);
+
+/// Flags a user could pass that a demo must refuse before it allocates or runs anything.
+struct Hostile {
+    what: String,
+    check: CheckFn,
+    run: RunFn,
+    opts: Options,
+    mentions: &'static str,
+}
+
+fn hostile_flags() -> Vec<Hostile> {
+    // 2^62: at 4 bytes an element, a 64-bit byte count wraps to 0.
+    const WRAPS: usize = 4_611_686_018_427_387_904;
+    // (demo, its checks, its run, its cases)
+    let demos: Vec<(&str, CheckFn, RunFn, Vec<Case>)> = vec![
+        (
+            "basics",
+            basics::check_options,
+            basics::run,
+            vec![
+                ("--elements 0", "--elements", |o| o.elements = Some(0)),
+                ("--elements 2^62", "--elements", |o| {
+                    o.elements = Some(WRAPS)
+                }),
+                ("--iters 0", "--iters", |o| o.iters = Some(0)),
+                ("--iters 1000000", "--iters", |o| o.iters = Some(1_000_000)),
+                ("--elements 2^30 --iters 100000", "--iters", |o| {
+                    o.elements = Some(1 << 30);
+                    o.iters = Some(100_000);
+                }),
+            ],
+        ),
+        (
+            "sleep-streams",
+            sleep_streams::check_options,
+            sleep_streams::run,
+            vec![
+                ("--elements 2^62", "--elements", |o| {
+                    o.elements = Some(WRAPS)
+                }),
+                ("--elements 3 --streams 4", "--streams", |o| {
+                    o.elements = Some(3);
+                    o.streams = Some(4);
+                }),
+                ("--streams 65", "--streams", |o| o.streams = Some(65)),
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--sleep-us 1e7", "--sleep-us", |o| o.sleep_us = Some(1e7)),
+                ("--sleep-us NaN", "--sleep-us", |o| {
+                    o.sleep_us = Some(f64::NAN)
+                }),
+            ],
+        ),
+        (
+            "pinned-vs-pageable",
+            pinned_vs_pageable::check_options,
+            pinned_vs_pageable::run,
+            vec![
+                ("--elements 0", "--elements", |o| o.elements = Some(0)),
+                ("--elements 2^62", "--elements", |o| {
+                    o.elements = Some(WRAPS)
+                }),
+            ],
+        ),
+        (
+            "default-stream",
+            default_stream::check_options,
+            default_stream::run,
+            vec![
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--sleep-us -1", "--sleep-us", |o| o.sleep_us = Some(-1.0)),
+                ("--sleep-us 1e9", "--sleep-us", |o| o.sleep_us = Some(1e9)),
+                ("--sleep-us inf", "--sleep-us", |o| {
+                    o.sleep_us = Some(f64::INFINITY)
+                }),
+            ],
+        ),
+        (
+            "priority",
+            priority::check_options,
+            priority::run,
+            vec![
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--batches 0", "--batches", |o| o.batches = Some(0)),
+                ("--batches 1025", "--batches", |o| o.batches = Some(1025)),
+                ("--batches 1024 --sleep-us 1e7", "--sleep-us", |o| {
+                    o.batches = Some(1024);
+                    o.sleep_us = Some(1e7);
+                }),
+            ],
+        ),
+        (
+            "launch-order",
+            launch_order::check_options,
+            launch_order::run,
+            vec![
+                ("--sleep-us 0.001", "--sleep-us", |o| {
+                    o.sleep_us = Some(0.001)
+                }),
+                ("--sleep-us 1e9", "--sleep-us", |o| o.sleep_us = Some(1e9)),
+                ("--streams 0", "--streams", |o| o.streams = Some(0)),
+                ("--streams 65", "--streams", |o| o.streams = Some(65)),
+            ],
+        ),
+    ];
+    demos
+        .into_iter()
+        .flat_map(|(demo, check, run, cases)| {
+            cases
+                .into_iter()
+                .map(move |(flags, mentions, set)| Hostile {
+                    what: format!("{demo} {flags}"),
+                    check,
+                    run,
+                    opts: quick(set),
+                    mentions,
+                })
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------- basics
@@ -75,17 +207,15 @@ fn basics_async_matches_cpu_reference_within_tolerance() {
     let (n, iters) = (50_000, 300);
     let mut b = Basics::new(&gpu, n, iters, 42).unwrap();
     b.run_async(&gpu).unwrap();
-    // Every element, with the demo's tolerance: data.rs's 100-step bound scaled by
-    // iters / 100, because per-step differences between libdevice and the host's sinf/cosf
-    // add up at most linearly.
-    let rel = relative_tolerance(iters);
+    // Every element, with data.rs's tolerances: x = sin(x)cos(x) contracts, so the per-step
+    // differences between libdevice's and the host's sinf/cosf do not pile up with iters.
     for i in 0..n {
         let expected = streamlab::math::compute_element(b.input[i], iters);
         assert_relative_eq!(
             b.out_async[i],
             expected,
             epsilon = ABS_TOLERANCE,
-            max_relative = rel
+            max_relative = REL_TOLERANCE
         );
     }
 }
@@ -307,122 +437,133 @@ fn launch_order_report_passes() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn demos_refuse_invalid_input_with_invalid_input_errors() {
+fn hostile_flags_are_refused_by_check_options_and_by_run() {
     let gpu = gpu();
-    assert_invalid_input(
-        basics::run(&gpu, &quick(|o| o.elements = Some(0))),
-        "--elements",
-    );
-    assert_invalid_input(
-        sleep_streams::run(
-            &gpu,
-            &quick(|o| {
-                o.elements = Some(3);
-                o.streams = Some(4)
-            }),
-        ),
-        "--streams",
-    );
-    assert_invalid_input(
-        pinned_vs_pageable::run(&gpu, &quick(|o| o.elements = Some(0))),
-        "--elements",
-    );
-    assert_invalid_input(
-        default_stream::run(&gpu, &quick(|o| o.sleep_us = Some(-1.0))),
-        "--sleep-us",
-    );
-    assert_invalid_input(
-        priority::run(&gpu, &quick(|o| o.batches = Some(0))),
-        "--batches",
-    );
-    assert_invalid_input(
-        launch_order::run(&gpu, &quick(|o| o.streams = Some(65))),
-        "--streams",
-    );
-    // A request larger than the device is refused before allocating.
-    assert_invalid_input(
-        pinned_vs_pageable::run(&gpu, &quick(|o| o.elements = Some(1 << 38))),
-        "MiB",
-    );
-}
-
-// ---------------------------------------------------------------- pure logic, no GPU
-
-#[test]
-fn size_checks_accept_sane_values_and_refuse_the_rest() {
-    assert!(basics::check_sizes(1, 1).is_ok());
-    assert!(basics::check_sizes(0, 1).is_err());
-    assert!(basics::check_sizes(1, 0).is_err());
-    assert!(basics::check_sizes(u32::MAX as usize + 1, 1).is_err());
-
-    assert!(sleep_streams::check_sizes(4, 4, 1.0).is_ok());
-    assert!(sleep_streams::check_sizes(3, 4, 1.0).is_err());
-    assert!(sleep_streams::check_sizes(100, 0, 1.0).is_err());
-    assert!(sleep_streams::check_sizes(100, 65, 1.0).is_err());
-    assert!(sleep_streams::check_sizes(100, 4, 0.0).is_err());
-    assert!(sleep_streams::check_sizes(100, 4, f64::NAN).is_err());
-
-    assert!(pinned_vs_pageable::check_sizes(1).is_ok());
-    assert!(pinned_vs_pageable::check_sizes(0).is_err());
-
-    assert!(default_stream::check_sleep(5000.0).is_ok());
-    assert!(default_stream::check_sleep(0.0).is_err());
-    assert!(default_stream::check_sleep(f64::INFINITY).is_err());
-
-    assert!(priority::check_sizes(8, 500.0).is_ok());
-    assert!(priority::check_sizes(0, 500.0).is_err());
-    assert!(priority::check_sizes(priority::MAX_WAVES + 1, 500.0).is_err());
-
-    assert!(launch_order::check_sizes(8, 1000.0).is_ok());
-    assert!(launch_order::check_sizes(0, 1000.0).is_err());
-    assert!(launch_order::check_sizes(8, -1.0).is_err());
-}
-
-#[test]
-fn every_error_from_a_size_check_is_invalid_input() {
-    let errors = [
-        basics::check_sizes(0, 1).unwrap_err(),
-        sleep_streams::check_sizes(1, 2, 1.0).unwrap_err(),
-        pinned_vs_pageable::check_sizes(0).unwrap_err(),
-        default_stream::check_sleep(-3.0).unwrap_err(),
-        priority::check_sizes(0, 1.0).unwrap_err(),
-        launch_order::check_sizes(99, 1.0).unwrap_err(),
-    ];
-    for e in errors {
-        assert!(matches!(e, Error::InvalidInput(_)), "{e}");
-        assert_eq!(e.exit_code(), 2);
-        assert!(!e.to_string().contains('\n'), "one line: {e}");
+    for h in hostile_flags() {
+        assert_invalid_input((h.check)(&h.opts), &h.what, h.mentions);
+        // `run` must refuse them too (before allocating): the CLI is not its only caller.
+        assert_invalid_input((h.run)(&gpu, &h.opts), &h.what, h.mentions);
     }
 }
 
 #[test]
-fn small_grid_claim_is_half_the_ideal_within_the_hardware_queues() {
-    assert_eq!(sleep_streams::small_grid_claim(1), None);
-    assert_eq!(sleep_streams::small_grid_claim(4), Some(2.0));
-    assert_eq!(sleep_streams::small_grid_claim(16), Some(4.0));
+#[ignore = "needs a CUDA GPU"]
+fn sleep_streams_new_refuses_a_sleep_over_any_gpus_bound() {
+    let gpu = gpu();
+    // check_options assumes 4 full-grid waves; SleepStreams::new checks again with this GPU's
+    // own count, which is at least 1: a sleep over the 1-wave bound is refused on any GPU.
+    let sleep = sleep_streams::max_sleep_us(4, 1) + 1.0;
+    assert_invalid_input(
+        SleepStreams::new(&gpu, 1024, 4, sleep, 0),
+        "sleep-streams over the 1-wave bound",
+        "--sleep-us",
+    );
+}
+
+// ---------------------------------------------------------------- edge regimes, on a GPU
+
+/// The report's interpretation as one string, for tests that check what it claims.
+fn told(r: &Report) -> String {
+    r.interpretation.join("\n")
 }
 
 #[test]
-fn sleep_streams_claim_is_not_asserted_when_copies_dominate() {
-    use streamlab::demos::sleep_streams::{check_claim, Measured, Regime};
-    use streamlab::timing::Stats;
-    let regime = |one: f64, multi: f64| Regime {
-        one: Stats::of(&[one]),
-        multi: Stats::of(&[multi]),
-    };
-    let good = Measured {
-        full: regime(32.0, 31.0),
-        small: regime(8.1, 2.1),
-    };
-    assert!(check_claim(&good, 4, 2.0).is_ok());
-    let no_overlap = Measured {
-        full: regime(32.0, 31.0),
-        small: regime(8.1, 7.9),
-    };
-    assert!(check_claim(&no_overlap, 4, 2.0).is_err());
-    // 4 sleeps of 0.01 ms in 8 ms: the copies dominate, nothing is claimed.
-    let note = check_claim(&no_overlap, 4, 0.01).unwrap();
-    assert!(note.starts_with("not asserted"), "{note}");
+#[ignore = "needs a CUDA GPU"]
+fn the_smallest_accepted_sleeps_still_show_each_claim() {
+    let gpu = gpu();
+    let at = |us| quick(|o| o.sleep_us = Some(us));
+    for (name, r) in [
+        (
+            "default-stream",
+            default_stream::run(&gpu, &at(default_stream::MIN_SLEEP_US)),
+        ),
+        ("priority", priority::run(&gpu, &at(priority::MIN_SLEEP_US))),
+        (
+            "launch-order",
+            launch_order::run(&gpu, &at(launch_order::MIN_SLEEP_US)),
+        ),
+    ] {
+        let r = r.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(r.passed(), "{name} at its minimum sleep:\n{}", r.to_text());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn interpretations_say_when_a_claim_is_not_made() {
+    let gpu = gpu();
+    // One wave: priority cannot reorder anything, and the text must not say it did.
+    let r = priority::run(
+        &gpu,
+        &quick(|o| {
+            o.batches = Some(1);
+            o.sleep_us = Some(200.0)
+        }),
+    )
+    .unwrap();
+    assert!(r.passed(), "{}", r.to_text());
+    assert!(told(&r).contains("Not a claim here"), "{}", r.to_text());
+    assert!(
+        !told(&r).contains("hands the free slots"),
+        "{}",
+        r.to_text()
+    );
+
+    // One stream: nothing runs side by side.
+    let r = sleep_streams::run(&gpu, &quick(|o| o.streams = Some(1))).unwrap();
+    assert!(r.passed(), "{}", r.to_text());
+    assert!(!told(&r).contains("run side by side:"), "{}", r.to_text());
+    let r = launch_order::run(&gpu, &quick(|o| o.streams = Some(1))).unwrap();
+    assert!(r.passed(), "{}", r.to_text());
+    assert!(
+        told(&r).contains("One stream, one kernel"),
+        "{}",
+        r.to_text()
+    );
+
+    // Four bytes: neither bandwidth nor asynchrony is claimed.
+    let r = pinned_vs_pageable::run(&gpu, &quick(|o| o.elements = Some(1))).unwrap();
+    assert!(r.passed(), "{}", r.to_text());
+    assert!(!told(&r).contains("faster"), "{}", r.to_text());
+    assert!(!told(&r).contains("not asynchronous"), "{}", r.to_text());
+
+    // A few microseconds of GPU work: the host claim is not made.
+    let r = basics::run(
+        &gpu,
+        &quick(|o| {
+            o.elements = Some(1024);
+            o.iters = Some(1)
+        }),
+    )
+    .unwrap();
+    assert!(r.passed(), "{}", r.to_text());
+    assert!(told(&r).contains("Not a claim here"), "{}", r.to_text());
+}
+
+// ---------------------------------------------------------------- option checks, no GPU
+
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for h in hostile_flags() {
+        assert_invalid_input((h.check)(&h.opts), &h.what, h.mentions);
+    }
+}
+
+#[test]
+fn default_flags_pass_every_check() {
+    let defaults = Options::default();
+    basics::check_options(&defaults).unwrap();
+    sleep_streams::check_options(&defaults).unwrap();
+    pinned_vs_pageable::check_options(&defaults).unwrap();
+    default_stream::check_options(&defaults).unwrap();
+    priority::check_options(&defaults).unwrap();
+    launch_order::check_options(&defaults).unwrap();
+    // The smallest sleeps each demo takes are accepted, not just the defaults.
+    let at = |us| quick(|o| o.sleep_us = Some(us));
+    default_stream::check_options(&at(default_stream::MIN_SLEEP_US)).unwrap();
+    priority::check_options(&at(priority::MIN_SLEEP_US)).unwrap();
+    launch_order::check_options(&at(launch_order::MIN_SLEEP_US)).unwrap();
+    sleep_streams::check_options(&at(sleep_streams::MIN_SLEEP_US)).unwrap();
 }
 
 #[test]
@@ -440,16 +581,4 @@ fn basics_claim_needs_a_free_host() {
     assert!(check_host_was_free(&m(0.03, 1500.0)).is_ok());
     assert!(check_host_was_free(&m(1.9, 1500.0)).is_err());
     assert!(check_host_was_free(&m(0.03, 0.0)).is_err());
-}
-
-#[test]
-fn flags_name_what_each_demo_reads() {
-    assert!(basics::FLAGS.contains("--elements") && basics::FLAGS.contains("--iters"));
-    assert!(
-        sleep_streams::FLAGS.contains("--streams") && sleep_streams::FLAGS.contains("--sleep-us")
-    );
-    assert!(pinned_vs_pageable::FLAGS.contains("--elements"));
-    assert!(default_stream::FLAGS.contains("--sleep-us"));
-    assert!(priority::FLAGS.contains("--batches") && priority::FLAGS.contains("--sleep-us"));
-    assert!(launch_order::FLAGS.contains("--streams"));
 }

@@ -33,8 +33,8 @@
 use cust::memory::DeviceBuffer;
 use serde::Serialize;
 
-use crate::demos::Options;
-use crate::error::{ensure, Error, Result};
+use crate::demos::{check_common, check_sleep_us, Options};
+use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::memory::{copy_to_device_sync, copy_to_host_sync, device};
 use crate::report::Report;
@@ -43,10 +43,17 @@ use crate::timing::Stats;
 
 pub const SUMMARY: &str =
     "the legacy default stream serializes blocking streams; a non-blocking stream overlaps it";
-pub const FLAGS: &str = "--sleep-us (5000) --reps";
+pub const FLAGS: &str = "--sleep-us (5000, 100 or more) --reps";
 
 /// Each kernel sleeps 5 ms: far longer than a launch, so overlap or its absence is obvious.
 pub const DEFAULT_SLEEP_US: f64 = 5000.0;
+/// The second kernel is issued a few microseconds after the first: a kernel must last far
+/// longer than that for "the second started before the first ended" to mean anything.
+pub const MIN_SLEEP_US: f64 = 100.0;
+/// One repeat (both cases) may take at most this long, so a run stays bounded.
+pub const MAX_REPEAT_SECONDS: f64 = 60.0;
+/// Sleeps in one repeat in the worst case: both pairs serialized.
+pub const SLEEPS_PER_REPEAT: f64 = 4.0;
 
 /// The stream the second kernel goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -100,11 +107,20 @@ impl Pair {
     }
 }
 
+/// Checks the sleep: long enough to outlast a launch, short enough to bound a repeat.
 pub fn check_sleep(sleep_us: f64) -> Result<()> {
-    ensure(
-        sleep_us.is_finite() && sleep_us > 0.0 && sleep_us <= 1e7,
-        || format!("--sleep-us must be more than 0 and at most 10000000, not {sleep_us}"),
+    check_sleep_us(
+        sleep_us,
+        MIN_SLEEP_US,
+        (MAX_REPEAT_SECONDS * 1e6 / SLEEPS_PER_REPEAT).floor(),
+        &format!("a kernel must outlast a launch, and the {SLEEPS_PER_REPEAT} sleeps of a repeat must stay under {MAX_REPEAT_SECONDS} s"),
     )
+}
+
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_common(opts)?;
+    check_sleep(opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US))
 }
 
 pub struct DefaultStream {
@@ -210,11 +226,6 @@ pub fn check_non_blocking_overlapped(pairs: &[Pair]) -> Result<String> {
     }
 }
 
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
-}
-
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let sleep_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);
     let mut d = DefaultStream::new(gpu, sleep_us)?;
@@ -256,18 +267,40 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
             "µs",
         );
     r.detail("pairs_ns", &m);
+    let waited = check_blocking_waited(&m.blocking);
+    let blocking_waited = waited.is_ok();
+    let overlapped = check_non_blocking_overlapped(&m.non_blocking);
+    let non_blocking_overlapped = overlapped.is_ok();
     r.check(
         "blocking stream waited for the legacy default stream",
-        check_blocking_waited(&m.blocking),
+        waited,
     );
-    r.check(
-        "non-blocking stream overlapped it",
-        check_non_blocking_overlapped(&m.non_blocking),
-    );
-    r.explain(format!(
-        "A kernel on the legacy default stream, then one on a blocking stream: the second waits for the first ({:.3} ms, about the sum of two {:.3} ms kernels). With a non-blocking stream they run side by side ({:.3} ms, about one kernel).",
-        blocking.median, kernel.median, non_blocking.median
-    ));
+    r.check("non-blocking stream overlapped it", overlapped);
+    let count = |pairs: &[Pair]| pairs.iter().filter(|p| p.overlapped()).count();
+    let reps = m.blocking.len();
+    r.explain(if blocking_waited {
+        format!(
+            "A kernel on the legacy default stream, then one on a blocking stream: the second waited for the first in every repeat ({:.3} ms for two {:.3} ms kernels).",
+            blocking.median, kernel.median
+        )
+    } else {
+        format!(
+            "A kernel on the legacy default stream, then one on a blocking stream: the second started before the first ended in {} of {reps} repeats ({:.3} ms for two {:.3} ms kernels), which the legacy default stream should not allow: see the failed check.",
+            count(&m.blocking), blocking.median, kernel.median
+        )
+    });
+    r.explain(if non_blocking_overlapped {
+        format!(
+            "With a non-blocking stream the second kernel started before the first ended in every repeat: they ran side by side ({:.3} ms in all, vs {:.3} ms with the blocking stream).",
+            non_blocking.median, blocking.median
+        )
+    } else {
+        format!(
+            "With a non-blocking stream the second kernel should start before the first ends, but it waited in {} of {reps} repeats ({:.3} ms in all): see the failed check.",
+            reps - count(&m.non_blocking),
+            non_blocking.median
+        )
+    });
     r.explain("The legacy default stream (stream 0, what a launch without a stream uses) synchronizes with every blocking stream (cudaStreamCreate's default); cudaStreamNonBlocking opts a stream out.");
     r.explain("Compiling with nvcc --default-stream per-thread (cudaStreamPerThread, CU_STREAM_PER_THREAD) makes stream 0 an ordinary per-thread stream instead, which removes this implicit serialization for code that never names a stream.");
     Ok(r)
@@ -291,6 +324,17 @@ mod tests {
         assert!(check_blocking_waited(&[serial, side_by_side]).is_err());
         assert!(check_non_blocking_overlapped(&[side_by_side]).is_ok());
         assert!(check_non_blocking_overlapped(&[side_by_side, serial]).is_err());
+    }
+
+    #[test]
+    fn sleeps_outlast_a_launch_and_bound_a_repeat() {
+        assert!(check_sleep(DEFAULT_SLEEP_US).is_ok());
+        assert!(check_sleep(MIN_SLEEP_US).is_ok());
+        assert!(check_sleep(0.001).is_err());
+        assert!(check_sleep(15e6).is_ok());
+        assert!(check_sleep(15e6 + 1.0).is_err());
+        assert!(check_sleep(f64::INFINITY).is_err());
+        assert!(check_sleep(f64::NAN).is_err());
     }
 
     #[test]

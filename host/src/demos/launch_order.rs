@@ -25,7 +25,7 @@
 use cust::memory::DeviceBuffer;
 use serde::Serialize;
 
-use crate::demos::Options;
+use crate::demos::{check_common, check_sleep_us, Options, MAX_STREAMS};
 use crate::error::{ensure, Error, Result};
 use crate::gpu::Gpu;
 use crate::memory::{copy_to_device_sync, copy_to_host_sync, device};
@@ -35,15 +35,21 @@ use crate::timing::Stats;
 
 pub const SUMMARY: &str =
     "kernels issued to several streams start in issue order, a launch gap apart, and overlap";
-pub const FLAGS: &str = "--streams (8) --sleep-us (1000) --reps";
+pub const FLAGS: &str = "--streams (8) --sleep-us (1000, 100 or more) --reps";
 
 pub const DEFAULT_STREAMS: usize = 8;
 /// 1 ms per kernel: far longer than 64 launch gaps, so all kernels can overlap.
 pub const DEFAULT_SLEEP_US: f64 = 1000.0;
-pub const MAX_STREAMS: usize = 64;
+/// A kernel must last far longer than the few microseconds between two launches, or the
+/// next kernel cannot start before it ends and "overlap" means nothing.
+pub const MIN_SLEEP_US: f64 = 100.0;
+/// One repeat may take at most this long (estimated from the sleeps), so a run stays bounded.
+pub const MAX_REPEAT_SECONDS: f64 = 60.0;
+/// The hardware work queues a context gets when `CUDA_DEVICE_MAX_CONNECTIONS` is not set.
 pub const DEFAULT_CONNECTIONS: usize = 8;
 
 /// The hardware queues this process gets: `CUDA_DEVICE_MAX_CONNECTIONS` if set, else 8.
+/// Every demo that reasons about queues (this one, sleep-streams) reads it here.
 pub fn connections() -> usize {
     parse_connections(std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok().as_deref())
 }
@@ -56,13 +62,35 @@ pub fn parse_connections(value: Option<&str>) -> usize {
         .unwrap_or(DEFAULT_CONNECTIONS)
 }
 
-pub fn check_sizes(k: usize, sleep_us: f64) -> Result<()> {
+/// The longest sleep that keeps one repeat under [`MAX_REPEAT_SECONDS`]: with `k` streams on
+/// `connections` queues, up to `ceil(k / connections)` kernels run one after another.
+pub fn max_sleep_us(k: usize, connections: usize) -> f64 {
+    let serial = k.div_ceil(connections.max(1)).max(1) as f64;
+    (MAX_REPEAT_SECONDS * 1e6 / serial).floor()
+}
+
+/// Checks the stream count and the sleep, without a GPU.
+pub fn check_sizes(k: usize, sleep_us: f64, connections: usize) -> Result<()> {
     ensure((1..=MAX_STREAMS).contains(&k), || {
         format!("--streams must be from 1 to {MAX_STREAMS}, not {k}")
     })?;
-    ensure(
-        sleep_us.is_finite() && sleep_us > 0.0 && sleep_us <= 1e7,
-        || format!("--sleep-us must be more than 0 and at most 10000000, not {sleep_us}"),
+    check_sleep_us(
+        sleep_us,
+        MIN_SLEEP_US,
+        max_sleep_us(k, connections),
+        &format!(
+            "a kernel must outlast the launch gaps, and {k} streams on {connections} hardware queues must stay under {MAX_REPEAT_SECONDS} s a repeat"
+        ),
+    )
+}
+
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_common(opts)?;
+    check_sizes(
+        opts.streams.unwrap_or(DEFAULT_STREAMS),
+        opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US),
+        connections(),
     )
 }
 
@@ -75,7 +103,9 @@ pub struct Launches {
 impl Launches {
     /// Fails unless every kernel wrote a start and an end (stamps are zeroed before a run).
     pub fn from_stamps(stamps: Vec<[u64; 2]>) -> Result<Launches> {
-        ensure(!stamps.is_empty(), || "no kernels were launched".into())?;
+        if stamps.is_empty() {
+            return Err(Error::Internal("launch-order ran no kernels".into()));
+        }
         if let Some(i) = stamps.iter().position(|s| s[0] == 0 || s[1] < s[0]) {
             return Err(Error::Verification(format!(
                 "kernel {i}'s stamps {:?} are not a start and an end: did it run?",
@@ -113,11 +143,23 @@ impl Launches {
         (1..upto.min(self.stamps.len())).find(|&i| self.stamps[i][0] >= self.stamps[i - 1][1])
     }
 
-    /// How many kernels started only after the previous one ended.
-    pub fn serialized_count(&self) -> usize {
-        (1..self.stamps.len())
-            .filter(|&i| self.stamps[i][0] >= self.stamps[i - 1][1])
-            .count()
+    /// The most kernels that were running at the same instant (a kernel runs from its
+    /// start stamp up to, not including, its end stamp).
+    pub fn max_concurrent(&self) -> usize {
+        // Ends sort before starts at the same time: a kernel that starts exactly when
+        // another ends did not run beside it.
+        let mut edges: Vec<(u64, i64)> = self
+            .stamps
+            .iter()
+            .flat_map(|s| [(s[0], 1), (s[1], -1)])
+            .collect();
+        edges.sort_unstable();
+        let (mut running, mut most) = (0i64, 0i64);
+        for (_, delta) in edges {
+            running += delta;
+            most = most.max(running);
+        }
+        most as usize
     }
 
     /// Each kernel's duration, in ms.
@@ -137,7 +179,7 @@ pub struct LaunchOrder {
 
 impl LaunchOrder {
     pub fn new(gpu: &Gpu, k: usize, sleep_us: f64) -> Result<LaunchOrder> {
-        check_sizes(k, sleep_us)?;
+        check_sizes(k, sleep_us, connections())?;
         Ok(LaunchOrder {
             cycles: gpu.cycles_for_micros(sleep_us),
             streams: (0..k)
@@ -189,6 +231,17 @@ pub fn check_order(runs: &[Launches]) -> Result<String> {
     }
 }
 
+/// The median over repeats of the most kernels running at once.
+pub fn median_concurrency(runs: &[Launches]) -> f64 {
+    Stats::of(
+        &runs
+            .iter()
+            .map(|l| l.max_concurrent() as f64)
+            .collect::<Vec<_>>(),
+    )
+    .median
+}
+
 /// Within the first `connections` streams (each with its own hardware queue) every kernel
 /// started before the previous one ended, in every repeat.
 pub fn check_overlap(runs: &[Launches], connections: usize) -> Result<String> {
@@ -209,23 +262,12 @@ pub fn check_overlap(runs: &[Launches], connections: usize) -> Result<String> {
     let mut detail =
         format!("each of the first {upto} kernels started before the previous one ended");
     if k > connections {
-        let waited = Stats::of(
-            &runs
-                .iter()
-                .map(|l| l.serialized_count() as f64)
-                .collect::<Vec<_>>(),
-        )
-        .median;
         detail.push_str(&format!(
-            "; beyond {connections} streams (shared hardware queues) {waited:.0} kernels waited for an earlier one (median)"
+            "; with {k} streams on {connections} hardware queues at most {:.0} kernels ran at once (median)",
+            median_concurrency(runs)
         ));
     }
     Ok(detail)
-}
-
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
 }
 
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
@@ -246,6 +288,10 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     };
     let durations: Vec<f64> = runs.iter().flat_map(Launches::durations_ms).collect();
     let duration = Stats::of(&durations).median;
+    let concurrent = median_concurrency(&runs);
+    // The kernels that each have a hardware queue of their own, and how far their starts spread.
+    let upto = k.min(connections);
+    let spread_us = offsets[upto - 1];
 
     let mut r = Report::new(
         "launch-order",
@@ -257,11 +303,13 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         .param("cycles", o.cycles)
         .param("hardware_queues", connections)
         .param("reps", opts.reps);
-    r.figure("one kernel's duration", duration, "ms").figure(
-        "median gap between consecutive starts",
-        median_gap,
-        "µs",
-    );
+    r.figure("one kernel's duration", duration, "ms")
+        .figure("median gap between consecutive starts", median_gap, "µs")
+        .figure(
+            "most kernels running at once, median",
+            concurrent,
+            "kernels",
+        );
     for (i, offset) in offsets.iter().enumerate() {
         r.figure(
             &format!("kernel {i} (stream {i}): start after kernel 0"),
@@ -270,18 +318,53 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         );
     }
     r.detail("stamps_ns", &runs);
-    r.check("starts in issue order", check_order(&runs));
-    r.check("kernels overlapped", check_overlap(&runs, connections));
-    r.explain(format!(
-        "Each kernel starts about {median_gap:.1} µs after the one issued before it: that is the host's launch cost, paid one launch at a time, so the GPU sees the work in issue order."
-    ));
-    r.explain(format!(
-        "All of them then run side by side (each lasts {duration:.3} ms, far longer than the {:.1} µs spread of the starts): streams give concurrency, the host's issue order gives the start order.",
-        offsets.last().copied().unwrap_or(0.0)
-    ));
-    r.explain(format!(
-        "With more than CUDA_DEVICE_MAX_CONNECTIONS streams ({connections} here) streams share hardware queues, and a kernel waits for the one ahead of it in its queue: try --streams 16."
-    ));
+    let order = check_order(&runs);
+    let in_order = order.is_ok();
+    let overlap = check_overlap(&runs, connections);
+    let overlapped = overlap.is_ok();
+    r.check("starts in issue order", order);
+    r.check("kernels overlapped", overlap);
+
+    if k == 1 {
+        r.explain(format!(
+            "One stream, one kernel ({duration:.3} ms): there is no order and no overlap to see; try --streams 8."
+        ));
+    } else if in_order {
+        r.explain(format!(
+            "Each kernel starts about {median_gap:.1} µs after the one issued before it: that is the host's launch cost, paid one launch at a time, so the GPU sees the work in issue order."
+        ));
+    } else {
+        r.explain("In some repeat a kernel started before one issued earlier (see the check): here the start order did not follow the issue order.");
+    }
+    if k > 1 && overlapped {
+        let compared = if duration * 1e3 > spread_us {
+            format!("each lasts {duration:.3} ms, longer than the {spread_us:.1} µs over which they started")
+        } else {
+            format!("their starts spread over {spread_us:.1} µs, but each started before the previous {duration:.3} ms kernel ended")
+        };
+        r.explain(format!(
+            "The first {upto} kernels, one per hardware queue, ran side by side: {compared}. Streams give concurrency; the host's issue order gives the start order."
+        ));
+    } else if k > 1 {
+        r.explain(format!(
+            "Not every kernel started before the one issued before it ended (see the check): at most {concurrent:.0} of {k} ran at once, so here the streams did not all run side by side."
+        ));
+    }
+    if k > connections {
+        let why = if concurrent <= connections as f64 {
+            "no more than the queues: a kernel waits for the one ahead of it in its queue, even though their streams are independent"
+        } else {
+            "more than the queue count: this driver did not map the streams onto that many queues"
+        };
+        r.explain(format!(
+            "With {k} streams on {connections} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) streams share queues; at most {concurrent:.0} kernels ran at once, {why}."
+        ));
+    } else {
+        r.explain(format!(
+            "Up to {connections} streams (CUDA_DEVICE_MAX_CONNECTIONS) each get a hardware queue of their own; beyond that, streams share queues and a kernel waits for the one ahead of it in its queue: try --streams {}.",
+            (connections + 8).min(MAX_STREAMS)
+        ));
+    }
     Ok(r)
 }
 
@@ -309,10 +392,38 @@ mod tests {
         // Kernel 1 started at 103,100, after kernel 0 ended at 5,000.
         assert_eq!(l.first_serialized(3), Some(1));
         assert_eq!(l.first_serialized(1), None);
-        assert_eq!(l.serialized_count(), 1);
+        // Kernels 1 and 2 overlap; kernel 0 ran alone.
+        assert_eq!(l.max_concurrent(), 2);
         let out_of_order = Launches::from_stamps(vec![[200, 900], [100, 800]]).unwrap();
         assert!(!out_of_order.in_issue_order());
         assert!(check_order(&[out_of_order]).is_err());
         assert!(Launches::from_stamps(vec![[0, 0]]).is_err());
+        assert!(matches!(
+            Launches::from_stamps(vec![]),
+            Err(Error::Internal(_))
+        ));
+    }
+
+    #[test]
+    fn concurrency_counts_only_true_overlaps() {
+        // Back to back (one ends exactly when the next starts): never two at once.
+        let serial = Launches::from_stamps(vec![[10, 20], [20, 30], [30, 40]]).unwrap();
+        assert_eq!(serial.max_concurrent(), 1);
+        let all = Launches::from_stamps(vec![[10, 100], [11, 100], [12, 100]]).unwrap();
+        assert_eq!(all.max_concurrent(), 3);
+    }
+
+    #[test]
+    fn sleeps_are_bounded_by_the_launch_gap_and_the_run_time() {
+        // 8 streams on 8 queues run at once: one sleep a repeat.
+        assert_eq!(max_sleep_us(8, 8), 60e6);
+        // 64 streams on 8 queues: 8 kernels in a row.
+        assert_eq!(max_sleep_us(64, 8), 7.5e6);
+        assert!(check_sizes(8, DEFAULT_SLEEP_US, 8).is_ok());
+        assert!(check_sizes(8, 0.001, 8).is_err());
+        assert!(check_sizes(8, MIN_SLEEP_US, 8).is_ok());
+        assert!(check_sizes(64, 8e6, 8).is_err());
+        assert!(check_sizes(64, f64::NAN, 8).is_err());
+        assert!(check_sizes(65, DEFAULT_SLEEP_US, 8).is_err());
     }
 }
