@@ -223,7 +223,11 @@ fn run(args: RunArgs) -> Result<ExitCode, Error> {
     };
     // Every selected demo checks its flags before the GPU is touched.
     for demo in &selected {
-        (demo.validate)(&opts)?;
+        (demo.validate)(&opts).map_err(|e| match e {
+            // Name the demo: with `run all` the flag may be fine for the others.
+            Error::InvalidInput(why) => Error::InvalidInput(format!("{}: {why}", demo.name)),
+            other => other,
+        })?;
     }
     let gpu = Gpu::new(args.device)?;
     let mut reports = Vec::new();
