@@ -121,13 +121,13 @@ pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> R
             "--batches {batches} x --elements {n} is more than the {MAX_TOTAL_ELEMENTS} floats of results this demo keeps"
         )
     })?;
-    ensure_host_memory(
-        buffer_bytes::<f32>(n, 2 * batches + 2 * SLOTS)?,
-        &format!("{batches} batches of {n} floats"),
-    )?;
     ensure_bounded(
         2.0 * batches as f64 * batch_estimate_ms(n, iters, model),
         &format!("--batches {batches} x --elements {n} x --iters {iters}"),
+    )?;
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 2 * batches + 2 * SLOTS)?,
+        &format!("{batches} batches of {n} floats"),
     )
 }
 

@@ -182,14 +182,14 @@ pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> R
             "--batches {batches} x --elements {n} is more than the {MAX_TOTAL_ELEMENTS} floats this demo keeps on the device"
         )
     })?;
-    ensure_host_memory(
-        buffer_bytes::<f32>(n, batches.saturating_mul(4))?,
-        &format!("{batches} batches of {n} floats"),
-    )?;
     let per_batch = 2.0 * model.copy_ms(n) + model.compute_ms(n, iters);
     ensure_bounded(
         2.0 * batches as f64 * per_batch,
         &format!("--batches {batches} x --elements {n} x --iters {iters}"),
+    )?;
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 4 * batches)?,
+        &format!("{batches} batches of {n} floats"),
     )
 }
 

@@ -89,14 +89,14 @@ pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> R
             "--batches {batches} x --elements {n} is more than the {MAX_TOTAL_ELEMENTS} floats of input this demo keeps pinned"
         )
     })?;
-    ensure_host_memory(
-        buffer_bytes::<f32>(n, 2 * batches + 2)?,
-        &format!("{batches} batches of {n} floats"),
-    )?;
     let per_batch = model.copy_ms(n) + model.compute_ms(n, iters) + model.elementwise_ms(n);
     ensure_bounded(
         2.0 * batches as f64 * per_batch,
         &format!("--batches {batches} x --elements {n} x --iters {iters}"),
+    )?;
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 2 * batches + 2)?,
+        &format!("{batches} batches of {n} floats"),
     )
 }
 
