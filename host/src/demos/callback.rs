@@ -122,6 +122,7 @@ pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> R
         )
     })?;
     ensure_bounded(
+        "callback",
         2.0 * batches as f64 * batch_estimate_ms(n, iters, model),
         &format!("--batches {batches} x --elements {n} x --iters {iters}"),
     )?;

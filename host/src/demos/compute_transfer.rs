@@ -154,14 +154,14 @@ pub mod estimate {
         }
     }
 
-    /// Refuses, in one line, work estimated over [`MAX_MS_PER_REPEAT`] per repeat.
-    /// `what` names the flags that set the work.
-    pub fn ensure_bounded(estimate_ms: f64, what: &str) -> Result<()> {
+    /// Refuses, in one line, work estimated over [`MAX_MS_PER_REPEAT`] per repeat of
+    /// `demo`; `what` names the flags that set the work.
+    pub fn ensure_bounded(demo: &str, estimate_ms: f64, what: &str) -> Result<()> {
         if estimate_ms <= MAX_MS_PER_REPEAT {
             return Ok(());
         }
         Err(Error::InvalidInput(format!(
-            "{what} is estimated at {:.0} s of GPU work per repeat, over the {:.0} s this demo allows: use smaller values",
+            "{demo}: {what} is estimated at {:.0} s of GPU work per repeat, over the {:.0} s a repeat may take: use smaller values",
             estimate_ms / 1e3,
             MAX_MS_PER_REPEAT / 1e3
         )))
@@ -184,6 +184,7 @@ pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> R
     })?;
     let per_batch = 2.0 * model.copy_ms(n) + model.compute_ms(n, iters);
     ensure_bounded(
+        "compute-transfer",
         2.0 * batches as f64 * per_batch,
         &format!("--batches {batches} x --elements {n} x --iters {iters}"),
     )?;
@@ -565,8 +566,8 @@ mod tests {
         );
         assert_eq!(m.waves(1), 1);
         assert_eq!(m.waves(m.blocks_per_wave + 1), 2);
-        assert!(estimate::ensure_bounded(estimate::MAX_MS_PER_REPEAT, "x").is_ok());
-        assert!(estimate::ensure_bounded(estimate::MAX_MS_PER_REPEAT + 1.0, "x").is_err());
+        assert!(estimate::ensure_bounded("x", estimate::MAX_MS_PER_REPEAT, "x").is_ok());
+        assert!(estimate::ensure_bounded("x", estimate::MAX_MS_PER_REPEAT + 1.0, "x").is_err());
         // No overflow for the largest counts.
         assert!(m.compute_ms(usize::MAX, u32::MAX).is_finite());
     }

@@ -101,6 +101,7 @@ pub fn check_sizes(n: usize, iters: u32, sleep_us: f64, model: &WorkModel) -> Re
     let waves = producer_waves(n, model);
     let producer_ms = waves as f64 * sleep_us / 1e3;
     ensure_bounded(
+        "events",
         2.0 * producer_ms + model.compute_ms(n, iters) + 6.0 * model.elementwise_ms(n),
         &format!(
             "--elements {n} (a producer of {waves} waves, each spinning --sleep-us {sleep_us}) with --iters {iters}"

@@ -91,6 +91,7 @@ pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> R
     })?;
     let per_batch = model.copy_ms(n) + model.compute_ms(n, iters) + model.elementwise_ms(n);
     ensure_bounded(
+        "prefetch",
         2.0 * batches as f64 * per_batch,
         &format!("--batches {batches} x --elements {n} x --iters {iters}"),
     )?;

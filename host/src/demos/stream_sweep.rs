@@ -87,6 +87,7 @@ pub fn check_sizes(n: usize, max: usize, iters: u32, model: &WorkModel) -> Resul
     overlap::check_sizes(n, max)?;
     let one_run = 2.0 * model.copy_ms(n) + model.compute_ms(n, iters);
     ensure_bounded(
+        "stream-sweep",
         2.0 * stream_counts(max).len() as f64 * one_run,
         &format!("--elements {n} x --iters {iters} over K = 1 to {max}"),
     )?;
