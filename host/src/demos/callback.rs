@@ -501,21 +501,23 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         check_event_order(&m.events, batches),
     );
     let speedup = m.sequential.median / m.pipelined.median;
-    let (p, g) = (m.prepare_per_batch, m.gpu_per_batch);
+    let (prep, work) = (m.prepare_per_batch, m.gpu_per_batch);
     r.explain(if batches == 1 {
         format!(
-            "With one batch there is nothing to pipeline: the host prepares it ({p:.3} ms), the GPU runs it ({g:.3} ms) and the host function wakes the host ({:.3} ms sequential, {:.3} ms with the callback). Use --batches 2 or more.",
+            "With one batch there is nothing to pipeline: the host prepares it ({prep:.3} ms), the GPU runs it ({work:.3} ms) and the host function wakes the host ({:.3} ms sequential, {:.3} ms with the callback). Use --batches 2 or more.",
             m.sequential.median, m.pipelined.median
         )
     } else if speedup >= CLEAR_SPEEDUP {
         format!(
-            "Sequentially the host prepares ({p:.3} ms a batch) while the GPU idles, then waits while the GPU works ({g:.3} ms): {:.3} ms for {batches} batches. Pipelined, the host prepares and queues the next batch before it sleeps until the host function rings: {:.3} ms, {speedup:.2}x faster (perfect overlap: {estimate:.3} ms).",
+            "Sequentially the host prepares ({prep:.3} ms a batch) while the GPU idles, then waits while the GPU works ({work:.3} ms): {:.3} ms for {batches} batches. Pipelined, the host prepares and queues the next batch before it sleeps until the host function rings: {:.3} ms, {speedup:.2}x faster (perfect overlap: {estimate:.3} ms).",
             m.sequential.median, m.pipelined.median
         )
     } else {
         format!(
-            "The pipeline gained nothing measurable here ({:.3} ms vs {:.3} ms sequential, {speedup:.2}x): host preparation takes {p:.3} ms a batch and the GPU {g:.3} ms, so the shorter of the two leaves little to hide (perfect overlap: {estimate:.3} ms).",
-            m.pipelined.median, m.sequential.median
+            "The pipeline gained nothing measurable here ({:.3} ms vs {:.3} ms sequential, {speedup:.2}x): host preparation takes {prep:.3} ms a batch and the GPU {work:.3} ms, and even a perfect overlap ({estimate:.3} ms) would save at most {:.3} ms.",
+            m.pipelined.median,
+            m.sequential.median,
+            (m.sequential.median - estimate).max(0.0)
         )
     });
     let order: Vec<String> = m

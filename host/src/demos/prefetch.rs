@@ -421,10 +421,11 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         )
     } else {
         format!(
-            "Prefetching gained nothing measurable here ({:.3} ms vs {:.3} ms without, {speedup:.2}x): {faster} takes {hideable:.3} ms a batch against {:.3} ms for {slower}, so there is little to hide behind the other.",
+            "Prefetching gained nothing measurable here ({:.3} ms vs {:.3} ms without, {speedup:.2}x): {faster} takes {hideable:.3} ms a batch against {:.3} ms for {slower}, and even a perfect overlap ({model:.3} ms) would save at most {:.3} ms.",
             m.prefetch.median,
             m.serial.median,
-            m.upload.max(m.step)
+            m.upload.max(m.step),
+            (m.serial.median - model).max(0.0)
         )
     });
     r.explain("Two events per buffer guard it: the step waits for its upload (uploaded[s]), and the upload of batch i+2 waits for step i to finish reading the same buffer (consumed[s]); without the second the copy engine could overwrite a batch still in use.");

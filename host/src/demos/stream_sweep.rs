@@ -217,15 +217,16 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let last = rows.last().unwrap_or(&top);
     let one = rows.first().map_or(top.ms, |row| row.ms);
     let gain = one / top.ms;
+    let clear = top.streams > 1 && gain >= CLEAR_SPEEDUP;
     if rows.len() == 1 {
         r.explain(format!(
             "With --streams 1 there is no sweep: only K = 1 ran ({one:.3} ms, {:.2}x its bound, the plain sum H + C + D). Use --streams 2 or more (default {DEFAULT_MAX_STREAMS}) to compare stream counts.",
             top.measured_over_bound
         ));
     } else {
-        r.explain(if top.streams == 1 || gain < CLEAR_SPEEDUP {
+        r.explain(if !clear {
             format!(
-                "More streams did not help here: one stream took {one:.3} ms and the fastest K ({}) {:.3} ms, although the bound falls to {:.3} ms at K = {}: at this size the chunks' fixed copy and launch costs outweigh the overlap.",
+                "More streams did not help here: one stream took {one:.3} ms and the fastest K ({}) {:.3} ms, although the bound falls to {:.3} ms at K = {}: what the bound leaves out (each chunk's fixed copy and launch costs, or copies that do not overlap kernels on this GPU) outweighs the overlap at this size.",
                 top.streams, top.ms, last.bound_ms, last.streams
             )
         } else {
@@ -234,7 +235,12 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
                 top.streams, top.ms, top.measured_over_bound
             )
         });
-        r.explain(if top.streams == last.streams {
+        r.explain(if !clear {
+            format!(
+                "No K beat one stream by {:.0}% or more, so no best K is claimed at this size (the best figure above may be noise).",
+                (CLEAR_SPEEDUP - 1.0) * 100.0
+            )
+        } else if top.streams == last.streams {
             format!(
                 "The time was still falling at the largest K tried ({}): chunks of {} elements are still large enough that each copy's and launch's fixed cost stays small; smaller --elements or more streams show where it turns.",
                 last.streams,
