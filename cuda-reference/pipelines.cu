@@ -33,9 +33,11 @@
 static const int REPS = 10;
 static const uint64_t SEED = 0x5EED;
 
-// The kernels of cuda-reference/kernels.cu (and kernels-gpu/src/kernels.rs).
+// The kernels of cuda-reference/kernels.cu (and kernels-gpu/src/kernels.rs), with the Rust
+// kernels' 64-bit grid-stride index: near n = 2^32 a 32-bit i + stride would wrap around.
 __global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
     float x = data[i];
     for (unsigned k = 0; k < iters; ++k) x = sinf(x) * cosf(x);
     data[i] = x;
@@ -43,12 +45,14 @@ __global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
 }
 
 __global__ void vector_add_kernel(const float* a, const float* b, float* c, unsigned n) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
     c[i] = a[i] + b[i];
 }
 
 __global__ void scale_kernel(float* data, unsigned n, float factor, float offset) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
     data[i] = data[i] * factor + offset;
 }
 

@@ -94,7 +94,7 @@ fn callback_demo_passes_and_overlaps_host_and_gpu() {
 #[ignore = "needs a CUDA GPU"]
 fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
     let gpu = gpu();
-    let mut c = events::CrossStream::new(&gpu, 1 << 16, 20_000.0, 11).unwrap();
+    let mut c = events::CrossStream::new(&gpu, 1 << 16, 100, 20_000.0, 11).unwrap();
     for _ in 0..3 {
         let wrong_run = c.run(&gpu, false).unwrap();
         let wrong = c.mismatches();
@@ -119,7 +119,7 @@ fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
 #[ignore = "needs a CUDA GPU"]
 fn events_consumer_matches_cpu_within_tolerance() {
     let gpu = gpu();
-    let mut c = events::CrossStream::new(&gpu, 10_000, 1_000.0, 5).unwrap();
+    let mut c = events::CrossStream::new(&gpu, 10_000, 100, 1_000.0, 5).unwrap();
     c.run(&gpu, true).unwrap();
     for (x, got) in c.input.iter().zip(&c.output) {
         // Exact operations (2x + x): the tolerance is only there for form; bits are checked
@@ -142,8 +142,16 @@ fn events_demo_passes_and_times_the_kernel() {
     let r = events::run(&gpu, &opts).unwrap();
     assert!(r.passed(), "{}", r.to_text());
     let kernel = figure(&r, "compute kernel, event time, median");
-    let host = figure(&r, "same kernel, host clock around launch + synchronize");
-    assert!(kernel > 0.0 && kernel <= host, "{}", r.to_text());
+    assert!(kernel > 0.0, "{}", r.to_text());
+    // The events around the 10 ms producer measured its spin (never shorter at the rated
+    // clock), and the consumer that waited finished after it.
+    let producer = figure(&r, "producer (stream A) finished at");
+    assert!(producer >= 9.5, "producer {producer} ms\n{}", r.to_text());
+    assert!(
+        figure(&r, "consumer (stream B) finished at, with wait_event") >= producer,
+        "{}",
+        r.to_text()
+    );
     assert!(figure(&r, "wrong elements without wait_event (last run)") > 0.0);
     assert_eq!(figure(&r, "wrong elements with wait_event (last run)"), 0.0);
 }
@@ -186,14 +194,6 @@ fn sync_methods_demo_passes() {
     assert_eq!(r.checks.len(), sync_methods::METHODS.len());
     let rows = r.details["methods"].as_array().unwrap();
     assert_eq!(rows.len(), sync_methods::METHODS.len());
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn sync_methods_refuse_bad_sleep_before_launching() {
-    let gpu = gpu();
-    let e = sync_methods::SyncSetup::new(&gpu, 10.0).err().unwrap();
-    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
 }
 
 // ---------------------------------------------------------------- compute-transfer
@@ -330,73 +330,143 @@ fn stream_sweep_demo_passes_with_sane_rows() {
         r.to_text()
     );
     // 4M floats x 50 iterations overlap well on any GPU with a copy engine (see
-    // tests/overlap.rs): one stream is never the best.
+    // tests/overlap.rs): some K > 1 beats one stream clearly. Which K is best depends on the
+    // GPU and the size (64 won at 16M elements on an H100), so only K > 1 is asserted.
     let best = figure(&r, "best K");
+    assert!(best > 1.0, "best K {best}\n{}", r.to_text());
+    let (best_ms, one_ms) = (figure(&r, "best time"), figure(&r, "K = 1: time"));
     assert!(
-        [2.0, 4.0, 8.0].contains(&best),
-        "best K {best}\n{}",
+        best_ms < 0.9 * one_ms,
+        "best {best_ms} ms vs one stream {one_ms} ms\n{}",
         r.to_text()
     );
-    assert!(figure(&r, "best time") < 0.9 * figure(&r, "K = 1: time"));
+}
+
+// ---------------------------------------------------------------- degenerate flags
+
+/// With one batch or one stream there is nothing to overlap: the demos still pass their
+/// checks, and their interpretation says so instead of claiming an overlap.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_batch_or_one_stream_is_reported_as_nothing_to_overlap() {
+    let gpu = gpu();
+    let one_batch = quick(4096, 1, 20);
+    let reports = [
+        callback::run(&gpu, &one_batch).unwrap(),
+        compute_transfer::run(&gpu, &one_batch).unwrap(),
+        prefetch::run(&gpu, &one_batch).unwrap(),
+        stream_sweep::run(
+            &gpu,
+            &Options {
+                elements: Some(4096),
+                streams: Some(1),
+                iters: Some(20),
+                reps: 2,
+                ..Options::default()
+            },
+        )
+        .unwrap(),
+    ];
+    for r in &reports {
+        assert!(r.passed(), "{}", r.to_text());
+        let first = &r.interpretation[0];
+        assert!(
+            first.contains("nothing to")
+                || first.contains("no next batch")
+                || first.contains("no sweep"),
+            "{}",
+            r.to_text()
+        );
+        assert!(
+            !r.interpretation.iter().any(|l| l.contains("x faster")),
+            "{}",
+            r.to_text()
+        );
+    }
+}
+
+// ---------------------------------------------------------------- refusals
+
+/// Asserts `result` is a one-line InvalidInput (what the CLI prints and exits 2 for).
+fn assert_refused(what: &str, result: Result<Report, Error>) {
+    match result {
+        Err(Error::InvalidInput(why)) => assert!(!why.contains('\n'), "{what}: {why}"),
+        Err(e) => panic!("{what}: expected InvalidInput, got {e}"),
+        Ok(r) => panic!("{what}: ran instead of refusing\n{}", r.to_text()),
+    }
+}
+
+fn with(f: impl FnOnce(&mut Options)) -> Options {
+    let mut o = Options::default();
+    f(&mut o);
+    o
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn stream_sweep_refuses_more_streams_than_elements() {
+fn demos_refuse_hostile_flags_in_one_line_before_running() {
     let gpu = gpu();
-    let opts = Options {
-        elements: Some(4),
-        streams: Some(8),
-        ..Options::default()
-    };
-    let e = stream_sweep::run(&gpu, &opts).err().unwrap();
-    assert!(matches!(e, Error::InvalidInput(_)), "{e}");
-}
-
-// ---------------------------------------------------------------- pure logic (no GPU)
-
-#[test]
-fn sweep_counts_and_models() {
-    assert_eq!(
-        stream_sweep::stream_counts(64),
-        vec![1, 2, 4, 8, 16, 32, 64]
+    let huge_batches = with(|o| {
+        o.batches = Some(1024);
+        o.elements = Some(100_000_000);
+    });
+    let endless = with(|o| o.iters = Some(u32::MAX));
+    let no_batches = with(|o| o.batches = Some(0));
+    for (name, opts) in [
+        ("batches x elements", &huge_batches),
+        ("iterations", &endless),
+        ("no batches", &no_batches),
+    ] {
+        assert_refused(&format!("callback, {name}"), callback::run(&gpu, opts));
+        assert_refused(
+            &format!("compute-transfer, {name}"),
+            compute_transfer::run(&gpu, opts),
+        );
+        assert_refused(&format!("prefetch, {name}"), prefetch::run(&gpu, opts));
+    }
+    assert_refused(
+        "callback, one batch of 2^28 elements x 10^6 iterations",
+        callback::run(
+            &gpu,
+            &with(|o| {
+                o.elements = Some(1 << 28);
+                o.batches = Some(1);
+                o.iters = Some(1_000_000);
+            }),
+        ),
     );
-    assert_eq!(stream_sweep::stream_counts(10), vec![1, 2, 4, 8, 10]);
-    assert_eq!(compute_transfer::pipeline_model(1.0, 1.0, 1.0, 1), 3.0);
-    assert_eq!(prefetch::prefetch_model(1.0, 1.0, 4), 5.0);
-    assert_eq!(callback::pipeline_estimate(1.0, 1.0, 4), 5.0);
-}
-
-#[test]
-fn callback_event_order_rejects_a_consumer_before_its_callback() {
-    let ev = |ms: f64, what: &str| callback::HostEvent {
-        ms,
-        what: what.into(),
-    };
-    let events = [
-        ev(0.5, "prepared 0"),
-        ev(0.6, "enqueued 0"),
-        ev(1.0, "consumed 0"),
-        ev(2.0, "callback 0"),
-    ];
-    assert!(callback::check_event_order(&events, 1).is_err());
-}
-
-#[test]
-fn events_mismatch_counting() {
-    let input = [0.5f32, -2.0, 3.0];
-    let mut got: Vec<f32> = input.iter().map(|&x| events::expected_element(x)).collect();
-    assert_eq!(events::count_mismatches(&input, &got).wrong, 0);
-    got[2] = events::stale_element(3.0);
-    let m = events::count_mismatches(&input, &got);
-    assert_eq!((m.wrong, m.stale), (1, 1));
-}
-
-#[test]
-fn sync_method_checks() {
-    use sync_methods::{check_wait, Method};
-    assert!(check_wait(Method::StreamLongSynchronize, 10.0, 10.0, 1.0).is_ok());
-    assert!(check_wait(Method::StreamLongSynchronize, 1.0, 10.0, 1.0).is_err());
-    assert!(check_wait(Method::EventSynchronize, 1.0, 10.0, 1.0).is_ok());
-    assert!(check_wait(Method::EventSynchronize, 6.0, 10.0, 1.0).is_err());
+    for (name, opts) in [
+        (
+            "4e9 elements: thousands of producer waves",
+            with(|o| o.elements = Some(4_000_000_000)),
+        ),
+        ("a 50 µs spin", with(|o| o.sleep_us = Some(50.0))),
+        ("a NaN spin", with(|o| o.sleep_us = Some(f64::NAN))),
+        ("iterations", endless.clone()),
+    ] {
+        assert_refused(&format!("events, {name}"), events::run(&gpu, &opts));
+    }
+    for us in [10.0, 5e6, f64::NAN] {
+        assert_refused(
+            &format!("sync-methods, --sleep-us {us}"),
+            sync_methods::run(&gpu, &with(|o| o.sleep_us = Some(us))),
+        );
+    }
+    for (name, opts) in [
+        ("no streams", with(|o| o.streams = Some(0))),
+        ("65 streams", with(|o| o.streams = Some(65))),
+        (
+            "more streams than elements",
+            with(|o| {
+                o.elements = Some(4);
+                o.streams = Some(8);
+            }),
+        ),
+        ("iterations", endless.clone()),
+    ] {
+        assert_refused(
+            &format!("stream-sweep, {name}"),
+            stream_sweep::run(&gpu, &opts),
+        );
+    }
 }

@@ -39,12 +39,14 @@ use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
 use crate::data::{ensure_bitwise_equal, ensure_close_to_reference};
-use crate::demos::Options;
+use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
+use crate::demos::compute_transfer::{CLEAR_SPEEDUP, MAX_TOTAL_ELEMENTS};
+use crate::demos::{buffer_bytes, check_elements, ensure_host_memory, Options, MAX_ELEMENTS};
 use crate::error::{ensure, Error, Result};
 use crate::gpu::Gpu;
 use crate::memory::{device, pinned};
 use crate::report::Report;
-use crate::stream::{Event, Stream};
+use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::{render, Timeline};
 use crate::timing::{host_ms, Stats};
 
@@ -61,8 +63,8 @@ pub const DEFAULT_ELEMENTS: usize = 1 << 20;
 pub const DEFAULT_ITERS: u32 = 500;
 /// Staging buffers in rotation: batch i+1 is prepared in one while the GPU reads the other.
 pub const SLOTS: usize = 2;
-/// How long the host waits for a callback before declaring the pipeline stuck.
-const CALLBACK_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most batches (each is one host function call and one wake-up of the host).
+pub const MAX_BATCHES: usize = 4096;
 
 /// Element `j` of batch `batch`: what the host "prepares", a splitmix64 hash of
 /// (seed, batch, j) mapped to [-π, π). Deterministic, so both versions and the CPU reference
@@ -85,11 +87,68 @@ pub fn prepare_batch(seed: u64, batch: usize, out: &mut [f32]) {
     }
 }
 
-/// The pipelined time a perfect overlap of host preparation `p` and GPU work `g` (both per
-/// batch, ms) allows for `b` batches: the first preparation, then the slower stage for the
-/// other b-1 batches, then the last batch's GPU work.
+/// The time a perfect two-stage pipeline takes for `b` batches when the first stage takes
+/// `p` and the second `g` per batch (ms): the first batch's first stage, then the slower
+/// stage for the other b-1 batches, then the last batch's second stage. Here the stages are
+/// the host's preparation and the GPU's work; the prefetch demo uses it for upload and step.
 pub fn pipeline_estimate(p: f64, g: f64, b: usize) -> f64 {
     p + (b.saturating_sub(1)) as f64 * p.max(g) + g
+}
+
+/// One batch's estimated host preparation plus GPU work (copy in, compute, copy out), ms.
+pub fn batch_estimate_ms(n: usize, iters: u32, model: &WorkModel) -> f64 {
+    model.prepare_ms(n) + 2.0 * model.copy_ms(n) + model.compute_ms(n, iters)
+}
+
+/// How long the host waits for one batch's host function before giving up: a safety net
+/// against a stream that never reaches it, far beyond what the batch should take (the
+/// options were bounded by [`check_sizes`] from the same estimate).
+pub fn callback_timeout(batch_estimate_ms: f64) -> Duration {
+    Duration::from_secs_f64(30.0 + 20.0 * batch_estimate_ms.max(0.0) / 1e3)
+}
+
+/// Checks sizes and work without a GPU: element and batch counts, the host memory for both
+/// versions' results and the pinned staging and result buffers, and the work of one repeat
+/// (a sequential and a pipelined run) under `model`.
+pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> Result<()> {
+    check_elements(n, MAX_ELEMENTS)?;
+    ensure((1..=MAX_BATCHES).contains(&batches), || {
+        format!("--batches must be from 1 to {MAX_BATCHES}, not {batches}")
+    })?;
+    let total = n.checked_mul(batches).filter(|&t| t <= MAX_TOTAL_ELEMENTS);
+    ensure(total.is_some(), || {
+        format!(
+            "--batches {batches} x --elements {n} is more than the {MAX_TOTAL_ELEMENTS} floats of results this demo keeps"
+        )
+    })?;
+    ensure_bounded(
+        "callback",
+        2.0 * batches as f64 * batch_estimate_ms(n, iters, model),
+        &format!("--batches {batches} x --elements {n} x --iters {iters}"),
+    )?;
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 2 * batches + 2 * SLOTS)?,
+        &format!("{batches} batches of {n} floats"),
+    )
+}
+
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_sizes(
+        opts.elements.unwrap_or(DEFAULT_ELEMENTS),
+        opts.batches.unwrap_or(DEFAULT_BATCHES),
+        opts.iters.unwrap_or(DEFAULT_ITERS),
+        &WorkModel::H100,
+    )
+}
+
+/// The same checks for the GPU present, plus its free device memory (one batch).
+pub fn validate(gpu: &Gpu, n: usize, batches: usize, iters: u32) -> Result<()> {
+    check_sizes(n, batches, iters, &WorkModel::for_gpu(gpu))?;
+    gpu.ensure_device_memory(
+        buffer_bytes::<f32>(n, 1)?,
+        &format!("a batch of {n} floats"),
+    )
 }
 
 /// One thing that happened on the host side of the pipelined run, in ms since its start.
@@ -146,20 +205,19 @@ pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<String>
     ))
 }
 
-/// Validates sizes before anything is allocated.
-pub fn validate(gpu: &Gpu, n: usize, batches: usize) -> Result<()> {
-    ensure(n > 0, || "--elements must be at least 1".into())?;
-    ensure(n <= u32::MAX as usize, || {
-        format!("--elements {n} is more than the kernels' u32 index allows")
-    })?;
-    ensure(batches > 0, || "--batches must be at least 1".into())?;
-    ensure(n.checked_mul(batches).is_some_and(|t| t <= 1 << 28), || {
-        format!("--batches {batches} x --elements {n} is more than 2^28 floats of results")
-    })?;
-    gpu.ensure_device_memory(
-        n * std::mem::size_of::<f32>(),
-        &format!("a batch of {n} floats"),
-    )
+/// How many batches i+1 were prepared before batch i's host function ran: the host's
+/// preparation hidden behind the GPU's work, counted from a pipelined run's events (out of
+/// `batches - 1`; batches whose events are missing do not count).
+pub fn batches_prepared_ahead(events: &[HostEvent], batches: usize) -> usize {
+    let at = |name: String| events.iter().find(|e| e.what == name).map(|e| e.ms);
+    (1..batches)
+        .filter(|&i| {
+            matches!(
+                (at(format!("prepared {i}")), at(format!("callback {}", i - 1))),
+                (Some(p), Some(c)) if p < c
+            )
+        })
+        .count()
 }
 
 /// Per-batch timings of the sequential version, in ms (sums over batches are B times these).
@@ -189,20 +247,14 @@ pub struct CallbackPipeline {
     dev: DeviceBuffer<f32>,
     gpu_start: Event,
     gpu_end: Event,
-}
-
-/// On an error the stream may still be copying into or out of our pinned buffers: wait for it
-/// before they can be dropped.
-fn drain_on_error<T>(stream: &Stream, result: Result<T>) -> Result<T> {
-    if result.is_err() {
-        let _ = stream.synchronize();
-    }
-    result
+    /// How long the pipelined version waits for one host function (a safety net).
+    callback_timeout: Duration,
 }
 
 impl CallbackPipeline {
     pub fn new(gpu: &Gpu, n: usize, batches: usize, iters: u32, seed: u64) -> Result<Self> {
-        validate(gpu, n, batches)?;
+        validate(gpu, n, batches, iters)?;
+        let estimate = batch_estimate_ms(n, iters, &WorkModel::for_gpu(gpu));
         Ok(CallbackPipeline {
             n,
             batches,
@@ -216,6 +268,7 @@ impl CallbackPipeline {
             dev: device(n)?,
             gpu_start: Event::new()?,
             gpu_end: Event::new()?,
+            callback_timeout: callback_timeout(estimate),
         })
     }
 
@@ -223,7 +276,9 @@ impl CallbackPipeline {
     fn enqueue_batch(&mut self, gpu: &Gpu, slot: usize) -> Result<()> {
         // SAFETY: `staging[slot]` and `results[slot]` belong to `self`, borrowed mutably by
         // the caller, which does not touch them (nor return) until a host function or a
-        // synchronize enqueued after these copies has reported the batch done.
+        // synchronize enqueued after these copies has reported the batch done; on an error,
+        // `run_sequential`/`run_pipelined` return only after `drain_on_error` has
+        // synchronized the context.
         unsafe { self.stream.copy_to_device(&self.staging[slot], &self.dev)? };
         gpu.compute(&self.stream, &self.dev, self.iters)?;
         // SAFETY: as above.
@@ -236,8 +291,7 @@ impl CallbackPipeline {
 
     /// Prepare, run, synchronize, consume; batch after batch. Host and GPU take turns.
     pub fn run_sequential(&mut self, gpu: &Gpu) -> Result<SequentialTimes> {
-        let result = self.sequential_inner(gpu);
-        drain_on_error(&self.stream, result)
+        drain_on_error(|| self.sequential_inner(gpu))
     }
 
     fn sequential_inner(&mut self, gpu: &Gpu) -> Result<SequentialTimes> {
@@ -264,8 +318,7 @@ impl CallbackPipeline {
     /// staging buffer and queues it behind batch i, then sleeps until batch i's host function
     /// rings. Returns the host wall time and the timestamped events.
     pub fn run_pipelined(&mut self, gpu: &Gpu) -> Result<(f64, Vec<HostEvent>)> {
-        let result = self.pipelined_inner(gpu);
-        drain_on_error(&self.stream, result)
+        drain_on_error(|| self.pipelined_inner(gpu))
     }
 
     fn pipelined_inner(&mut self, gpu: &Gpu) -> Result<(f64, Vec<HostEvent>)> {
@@ -298,12 +351,15 @@ impl CallbackPipeline {
                 // iteration: free to refill while the GPU works on batch i.
                 submit(self, i + 1, &mut events)?;
             }
-            let (done, at) = rx.recv_timeout(CALLBACK_TIMEOUT).map_err(|_| {
-                Error::Verification(format!(
-                    "the host function of batch {i} did not run within {CALLBACK_TIMEOUT:?}"
+            let timeout = self.callback_timeout;
+            let (done, at) = rx.recv_timeout(timeout).map_err(|_| {
+                Error::Internal(format!(
+                    "the host function of batch {i} did not run within {:.0} s, 20 times the estimate for one batch plus 30 s: the stream is stuck",
+                    timeout.as_secs_f64()
                 ))
             })?;
             if done != i {
+                // A stream runs its host functions in the order they were enqueued.
                 return Err(Error::Verification(format!(
                     "expected the callback of batch {i}, got batch {done}'s"
                 )));
@@ -391,11 +447,6 @@ pub fn measure(gpu: &Gpu, p: &mut CallbackPipeline, reps: usize) -> Result<Measu
     })
 }
 
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
-}
-
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let batches = opts.batches.unwrap_or(DEFAULT_BATCHES);
@@ -403,6 +454,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let mut p = CallbackPipeline::new(gpu, n, batches, iters, opts.seed)?;
     let m = measure(gpu, &mut p, opts.reps)?;
     let estimate = pipeline_estimate(m.prepare_per_batch, m.gpu_per_batch, batches);
+    let ahead = batches_prepared_ahead(&m.events, batches);
 
     let mut r = Report::new(
         "callback",
@@ -427,6 +479,11 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         .figure("pipelined with callbacks, median", m.pipelined.median, "ms")
         .figure("speed-up", m.sequential.median / m.pipelined.median, "x")
         .figure("perfect-overlap estimate", estimate, "ms");
+    r.figure(
+        "batches prepared before the previous batch's callback (last run)",
+        ahead as f64,
+        "batches",
+    );
     // The first events of the last pipelined run, as a few readable lines.
     for e in m.events.iter().take(10) {
         r.figure(&format!("at: {}", e.what), e.ms, "ms");
@@ -443,18 +500,46 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         "event order (prepared, enqueued, callback, consumed)",
         check_event_order(&m.events, batches),
     );
-    r.explain(format!(
-        "Sequentially the host prepares ({:.3} ms a batch) while the GPU idles, then waits while the GPU works ({:.3} ms): {batches} x the sum. Pipelined, a host function after each batch's copy-out wakes the host, which has already prepared and queued the next batch: about {estimate:.3} ms at best, measured {:.3} ms.",
-        m.prepare_per_batch, m.gpu_per_batch, m.pipelined.median
-    ));
+    let speedup = m.sequential.median / m.pipelined.median;
+    let (prep, work) = (m.prepare_per_batch, m.gpu_per_batch);
+    r.explain(if batches == 1 {
+        format!(
+            "With one batch there is nothing to pipeline: the host prepares it ({prep:.3} ms), the GPU runs it ({work:.3} ms) and the host function wakes the host ({:.3} ms sequential, {:.3} ms with the callback). Use --batches 2 or more.",
+            m.sequential.median, m.pipelined.median
+        )
+    } else if speedup >= CLEAR_SPEEDUP {
+        format!(
+            "Sequentially the host prepares ({prep:.3} ms a batch) while the GPU idles, then waits while the GPU works ({work:.3} ms): {:.3} ms for {batches} batches. Pipelined, the host prepares and queues the next batch before it sleeps until the host function rings: {:.3} ms, {speedup:.2}x faster (perfect overlap: {estimate:.3} ms).",
+            m.sequential.median, m.pipelined.median
+        )
+    } else {
+        format!(
+            "The pipeline gained nothing measurable here ({:.3} ms vs {:.3} ms sequential, {speedup:.2}x): host preparation takes {prep:.3} ms a batch and the GPU {work:.3} ms, and even a perfect overlap ({estimate:.3} ms) would save at most {:.3} ms.",
+            m.pipelined.median,
+            m.sequential.median,
+            (m.sequential.median - estimate).max(0.0)
+        )
+    });
     let order: Vec<String> = m
         .events
         .iter()
         .take(8)
         .map(|e| format!("{} ({:.2})", e.what, e.ms))
         .collect();
+    let overlapped = if batches == 1 {
+        "one batch, so no preparation could overlap GPU work".to_string()
+    } else if ahead == batches - 1 {
+        "every batch i+1 was prepared before batch i's host function ran: the host worked while the GPU did".to_string()
+    } else if ahead == 0 {
+        "no batch was prepared before the previous batch's host function ran: the GPU finished each batch before the host had the next one ready".to_string()
+    } else {
+        format!(
+            "{ahead} of {} batches were prepared before the previous batch's host function ran",
+            batches - 1
+        )
+    };
     r.explain(format!(
-        "Order of events (ms): {} ... : batch i+1 is prepared while batch i is on the GPU.",
+        "Order of events in the last pipelined run (ms): {} ... : {overlapped}.",
         order.join(", ")
     ));
     r.explain("The host function runs on a driver thread: it must not call CUDA (that may deadlock or fail), and later work on its stream waits until it returns, so it only sends a message; the host thread does the rest.");
@@ -517,5 +602,57 @@ mod tests {
         assert!(check_event_order(&swapped, 2).is_err());
         // A missing event.
         assert!(check_event_order(&good[..7], 2).is_err());
+        // Consumed before its callback rang.
+        let mut early = good.to_vec();
+        early[5].ms = 2.4;
+        assert!(check_event_order(&early, 2).is_err());
+        // Batch 1 was prepared (2.0) before batch 0's callback (2.5).
+        assert_eq!(batches_prepared_ahead(&good, 2), 1);
+        let mut late = good.to_vec();
+        late[2].ms = 2.55;
+        assert_eq!(batches_prepared_ahead(&late, 2), 0);
+        assert_eq!(batches_prepared_ahead(&good, 1), 0);
+    }
+
+    fn opts(elements: usize, batches: usize, iters: u32) -> Options {
+        Options {
+            elements: Some(elements),
+            batches: Some(batches),
+            iters: Some(iters),
+            ..Options::default()
+        }
+    }
+
+    /// The error a refused set of flags gives: InvalidInput, in one line.
+    fn refusal(o: &Options) -> String {
+        match check_options(o) {
+            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
+            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_accept_the_defaults_and_refuse_hostile_flags() {
+        check_options(&Options::default()).unwrap();
+        check_options(&opts(1, 1, 0)).unwrap();
+        assert!(refusal(&opts(0, 8, 500)).contains("--elements"));
+        assert!(refusal(&opts(1 << 20, 0, 500)).contains("--batches"));
+        assert!(refusal(&opts(1, MAX_BATCHES + 1, 500)).contains("--batches"));
+        assert!(refusal(&opts(100_000_000, 1024, 500)).contains("--batches 1024"));
+        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1, 500)).contains("--elements"));
+        assert!(refusal(&opts(usize::MAX, usize::MAX, 500)).contains("--"));
+        // The review's case: one batch of 2^28 elements for a million iterations would
+        // compute for minutes; it is refused up front instead of timing out.
+        assert!(refusal(&opts(268_435_456, 1, 1_000_000)).contains("estimated"));
+    }
+
+    #[test]
+    fn the_callback_timeout_is_far_beyond_the_estimate() {
+        let model = WorkModel::H100;
+        let batch = batch_estimate_ms(DEFAULT_ELEMENTS, DEFAULT_ITERS, &model);
+        assert!((0.1..10.0).contains(&batch), "{batch} ms");
+        assert!(callback_timeout(batch) >= Duration::from_secs(30));
+        // The largest batch the options allow still gets 20 times its estimate.
+        assert!(callback_timeout(60_000.0) >= Duration::from_secs(1200));
     }
 }

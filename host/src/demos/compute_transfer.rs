@@ -38,14 +38,16 @@ use cust::memory::{DeviceBuffer, LockedBuffer};
 use kernels_gpu::math::compute_element;
 
 use crate::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
-use crate::demos::Options;
+use crate::demos::{buffer_bytes, check_elements, ensure_host_memory, Options, MAX_ELEMENTS};
 use crate::error::{ensure, Result};
 use crate::gpu::Gpu;
 use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
-use crate::stream::{Event, Stream};
+use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::{render, Timeline};
 use crate::timing::Stats;
+
+use self::estimate::{ensure_bounded, WorkModel};
 
 pub const SUMMARY: &str =
     "a transfer stream and a compute stream linked by per-batch events vs one stream";
@@ -56,6 +58,12 @@ pub const DEFAULT_BATCHES: usize = 4;
 pub const DEFAULT_ELEMENTS: usize = 524_288;
 /// Makes one batch's compute about as long as its upload plus download on an H100.
 pub const DEFAULT_ITERS: u32 = 100;
+/// The most batches (each has three timing and two dependency events).
+pub const MAX_BATCHES: usize = 1024;
+/// The most elements over all batches: one device array holds them all (1 GiB).
+pub const MAX_TOTAL_ELEMENTS: usize = 1 << 28;
+/// A speed-up below this is within run-to-run noise: no claim of overlap is made.
+pub const CLEAR_SPEEDUP: f64 = 1.05;
 
 /// The best the two-stream arrangement can do with per-batch copy-in `h`, compute `c` and
 /// copy-out `d` (ms) over `b` batches: one batch's whole trip, then for each other batch the
@@ -64,18 +72,143 @@ pub fn pipeline_model(h: f64, c: f64, d: f64, b: usize) -> f64 {
     h + c + d + b.saturating_sub(1) as f64 * (h + d).max(c)
 }
 
-pub fn validate(gpu: &Gpu, n: usize, batches: usize) -> Result<()> {
-    ensure(n > 0, || "--elements must be at least 1".into())?;
-    ensure(n <= u32::MAX as usize, || {
-        format!("--elements {n} is more than the kernels' u32 index allows")
+/// Rough work estimates that bound a run before anything is allocated. They are never
+/// reported as measurements; they only turn flags that would keep the GPU busy for minutes
+/// into a one-line refusal. The pipeline demos (callback, events, compute-transfer,
+/// prefetch, stream-sweep) share them.
+pub mod estimate {
+    use crate::error::{Error, Result};
+    use crate::gpu::Gpu;
+
+    /// The longest one repeat of a demo may be estimated to take, in ms.
+    pub const MAX_MS_PER_REPEAT: f64 = 60_000.0;
+    /// The H100 these numbers come from: 132 SMs at 1.98 GHz.
+    const H100_SM_GHZ: f64 = 132.0 * 1.98;
+
+    /// How fast the GPU and the host are assumed to be.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct WorkModel {
+        /// GPU time of one `compute_element` iteration of one element with the whole GPU
+        /// busy, in ps (an H100: 524,288 elements x 100 iterations take about 75 µs).
+        pub compute_ps: f64,
+        /// Pinned host<->device copy bandwidth, one direction, GB/s.
+        pub copy_gb_per_s: f64,
+        /// Fixed cost of one launch or copy, µs.
+        pub op_us: f64,
+        /// Blocks of 256 threads resident at once on the whole GPU.
+        pub blocks_per_wave: usize,
+        /// Host time to prepare one element in the callback demo (a hash), ns.
+        pub host_prepare_ns: f64,
+    }
+
+    impl WorkModel {
+        /// An H100. Without a GPU the flags are judged against it, the fastest GPU these
+        /// demos were tuned on, so only work too long even there is refused before the GPU
+        /// is touched; [`WorkModel::for_gpu`] then rescales for the GPU really present.
+        pub const H100: WorkModel = WorkModel {
+            compute_ps: 1.5,
+            copy_gb_per_s: 50.0,
+            op_us: 5.0,
+            blocks_per_wave: 132 * 8,
+            host_prepare_ns: 2.0,
+        };
+
+        /// The H100 model scaled to `gpu`: compute by SMs x clock, waves by its SM count
+        /// and resident blocks. Copy bandwidth stays the H100's (the bus is not queried).
+        pub fn for_gpu(gpu: &Gpu) -> WorkModel {
+            let info = &gpu.info;
+            let sms = info.multiprocessors.max(1) as f64;
+            let sm_ghz = sms * info.clock_khz.max(1) as f64 / 1e6;
+            WorkModel {
+                compute_ps: WorkModel::H100.compute_ps * (H100_SM_GHZ / sm_ghz).max(0.1),
+                blocks_per_wave: info.multiprocessors.max(1) as usize
+                    * gpu.resident_blocks_per_sm(256) as usize,
+                ..WorkModel::H100
+            }
+        }
+
+        /// `compute` on `n` elements for `iters` iterations, ms.
+        pub fn compute_ms(&self, n: usize, iters: u32) -> f64 {
+            n as f64 * iters as f64 * self.compute_ps * 1e-9 + self.op_us * 1e-3
+        }
+
+        /// One copy of `n` floats, one direction, ms.
+        pub fn copy_ms(&self, n: usize) -> f64 {
+            n as f64 * 4.0 / (self.copy_gb_per_s * 1e6) + self.op_us * 1e-3
+        }
+
+        /// A light element-wise kernel (add, scale) on `n` elements: memory bound, ms.
+        pub fn elementwise_ms(&self, n: usize) -> f64 {
+            // Three arrays through ~2 TB/s of device memory.
+            n as f64 * 12.0 / 2e9 + self.op_us * 1e-3
+        }
+
+        /// How many waves a grid of `blocks` blocks of 256 threads takes.
+        pub fn waves(&self, blocks: usize) -> usize {
+            blocks.div_ceil(self.blocks_per_wave.max(1))
+        }
+
+        /// The callback demo's host preparation of `n` elements, ms.
+        pub fn prepare_ms(&self, n: usize) -> f64 {
+            n as f64 * self.host_prepare_ns * 1e-6
+        }
+    }
+
+    /// Refuses, in one line, work estimated over [`MAX_MS_PER_REPEAT`] per repeat of
+    /// `demo`; `what` names the flags that set the work.
+    pub fn ensure_bounded(demo: &str, estimate_ms: f64, what: &str) -> Result<()> {
+        if estimate_ms <= MAX_MS_PER_REPEAT {
+            return Ok(());
+        }
+        Err(Error::InvalidInput(format!(
+            "{demo}: {what} is estimated at {:.0} s of GPU work per repeat, over the {:.0} s a repeat may take: use smaller values",
+            estimate_ms / 1e3,
+            MAX_MS_PER_REPEAT / 1e3
+        )))
+    }
+}
+
+/// Checks sizes and work without a GPU: element and batch counts, the host memory for the
+/// input (generated in a `Vec`, then pinned) and both outputs, and the work of one repeat
+/// (one-stream and two-stream run) under `model`.
+pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> Result<()> {
+    check_elements(n, MAX_ELEMENTS)?;
+    ensure((1..=MAX_BATCHES).contains(&batches), || {
+        format!("--batches must be from 1 to {MAX_BATCHES}, not {batches}")
     })?;
-    ensure(batches > 0, || "--batches must be at least 1".into())?;
-    let total = n.checked_mul(batches).filter(|&t| t <= 1 << 28);
+    let total = n.checked_mul(batches).filter(|&t| t <= MAX_TOTAL_ELEMENTS);
     ensure(total.is_some(), || {
-        format!("--batches {batches} x --elements {n} is more than 2^28 floats")
+        format!(
+            "--batches {batches} x --elements {n} is more than the {MAX_TOTAL_ELEMENTS} floats this demo keeps on the device"
+        )
     })?;
+    let per_batch = 2.0 * model.copy_ms(n) + model.compute_ms(n, iters);
+    ensure_bounded(
+        "compute-transfer",
+        2.0 * batches as f64 * per_batch,
+        &format!("--batches {batches} x --elements {n} x --iters {iters}"),
+    )?;
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 4 * batches)?,
+        &format!("{batches} batches of {n} floats"),
+    )
+}
+
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_sizes(
+        opts.elements.unwrap_or(DEFAULT_ELEMENTS),
+        opts.batches.unwrap_or(DEFAULT_BATCHES),
+        opts.iters.unwrap_or(DEFAULT_ITERS),
+        &WorkModel::H100,
+    )
+}
+
+/// The same checks for the GPU present, plus its free device memory.
+pub fn validate(gpu: &Gpu, n: usize, batches: usize, iters: u32) -> Result<()> {
+    check_sizes(n, batches, iters, &WorkModel::for_gpu(gpu))?;
     gpu.ensure_device_memory(
-        n * batches * std::mem::size_of::<f32>(),
+        buffer_bytes::<f32>(n, batches)?,
         &format!("{batches} batches of {n} floats"),
     )
 }
@@ -113,7 +246,7 @@ pub struct ComputeTransfer {
 
 impl ComputeTransfer {
     pub fn new(gpu: &Gpu, n: usize, batches: usize, iters: u32, seed: u64) -> Result<Self> {
-        validate(gpu, n, batches)?;
+        validate(gpu, n, batches, iters)?;
         let total = n * batches;
         let events = |k: usize| {
             (0..k)
@@ -144,11 +277,7 @@ impl ComputeTransfer {
 
     /// Every batch on the compute stream: copy in, compute, copy out, in turn.
     pub fn run_sequential(&mut self, gpu: &Gpu) -> Result<Phases> {
-        let result = self.sequential_inner(gpu);
-        if result.is_err() {
-            let _ = self.compute.synchronize();
-        }
-        result
+        drain_on_error(|| self.sequential_inner(gpu))
     }
 
     fn sequential_inner(&mut self, gpu: &Gpu) -> Result<Phases> {
@@ -158,7 +287,8 @@ impl ComputeTransfer {
             let r = self.range(i);
             let dev = self.dev.index(r.clone());
             // SAFETY: `input` and `out_sequential` are owned by `self`, held by this
-            // `&mut self` call until the synchronize below (or the one on the error path).
+            // `&mut self` call until the last mark is synchronized below; on an error,
+            // `run_sequential`'s `drain_on_error` synchronizes the context before returning.
             unsafe { s.copy_to_device(&self.input[r.clone()], &dev)? };
             self.marks[3 * i + 1].record(s)?;
             gpu.compute(s, &dev, self.iters)?;
@@ -185,18 +315,14 @@ impl ComputeTransfer {
     /// Copies on the transfer stream, kernels on the compute stream, events in between.
     /// Returns the GPU time in ms.
     pub fn run_pipelined(&mut self, gpu: &Gpu) -> Result<f64> {
-        let result = self.pipelined_inner(gpu);
-        if result.is_err() {
-            let _ = self.transfer.synchronize();
-            let _ = self.compute.synchronize();
-        }
-        result
+        drain_on_error(|| self.pipelined_inner(gpu))
     }
 
     fn upload(&self, i: usize) -> Result<()> {
         let r = self.range(i);
         // SAFETY: `input` is owned by `self` and borrowed by the `&mut self` caller until
-        // the stop event (after every copy) has been synchronized.
+        // the stop event (after every copy) has been synchronized; on an error,
+        // `run_pipelined`'s `drain_on_error` synchronizes the context before returning.
         unsafe {
             self.transfer
                 .copy_to_device(&self.input[r.clone()], &self.dev.index(r))?
@@ -221,7 +347,8 @@ impl ComputeTransfer {
             }
             self.transfer.wait_event(&self.computed[i])?;
             // SAFETY: `out_pipelined` is owned by `self`, held by this `&mut self` call
-            // until the stop event, recorded after this copy, has been synchronized.
+            // until the stop event, recorded after this copy, has been synchronized; on an
+            // error, `run_pipelined`'s `drain_on_error` synchronizes the context first.
             unsafe {
                 self.transfer
                     .copy_to_host(&dev, &mut self.out_pipelined[r])?
@@ -301,11 +428,6 @@ pub fn measure(gpu: &Gpu, ct: &mut ComputeTransfer, reps: usize) -> Result<Measu
     })
 }
 
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
-}
-
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let batches = opts.batches.unwrap_or(DEFAULT_BATCHES);
@@ -343,16 +465,35 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     }
     r.check("two streams == one stream, bit for bit", ct.check_bitwise());
     r.check("GPU vs CPU reference (approx)", ct.check_reference(4096));
+    let speedup = m.sequential.median / m.pipelined.median;
+    r.explain(if batches == 1 {
+        format!(
+            "With one batch there is nothing to overlap: both versions run its copy-in, compute and copy-out in turn ({:.3} ms on one stream, {:.3} ms on two). Use --batches 2 or more to let the next upload run during this compute.",
+            m.sequential.median, m.pipelined.median
+        )
+    } else if speedup >= CLEAR_SPEEDUP {
+        format!(
+            "One stream runs each batch's copy-in, compute and copy-out back to back ({:.3} ms). With a transfer stream and a compute stream, later batches upload while earlier ones compute: {:.3} ms, {speedup:.2}x faster.",
+            m.sequential.median, m.pipelined.median
+        )
+    } else {
+        format!(
+            "Two streams gained nothing measurable here ({:.3} ms vs {:.3} ms on one stream, {speedup:.2}x): the best this arrangement allows is {model:.3} ms, at most {:.3} ms less than one stream; larger --elements or --iters give the overlap more to hide.",
+            m.pipelined.median,
+            m.sequential.median,
+            (m.sequential.median - model).max(0.0)
+        )
+    });
+    let (pace, slower) = if p.h + p.d >= p.c {
+        ("the transfer stream", p.h + p.d)
+    } else {
+        ("the compute stream", p.c)
+    };
     r.explain(format!(
-        "One stream runs each batch's copy-in, compute and copy-out back to back ({:.3} ms). With a transfer stream and a compute stream, batch i+1 uploads while batch i computes ({:.3} ms, {:.2}x).",
-        m.sequential.median,
-        m.pipelined.median,
-        m.sequential.median / m.pipelined.median
-    ));
-    r.explain(format!(
-        "Events are the only links: compute(i) waits for up(i), D2H(i) for done(i). Uploads and downloads share the transfer stream, so per batch it is busy h + d = {:.3} ms against c = {:.3} ms of compute; the slower sets the pace (model {model:.3} ms).",
+        "Events are the only links: compute(i) waits for up(i), D2H(i) for done(i). Uploads and downloads share the transfer stream, so per batch it is busy h + d = {:.3} ms against c = {:.3} ms of compute: {pace} ({slower:.3} ms a batch) bounds the pace (model {model:.3} ms; measured {:.2}x that).",
         p.h + p.d,
-        p.c
+        p.c,
+        m.pipelined.median / model
     ));
     r.explain("Issue order is part of the design: H2D(i+1) is issued before D2H(i), which waits for compute(i); the other way round the upload would queue behind that wait.");
     Ok(r)
@@ -380,5 +521,54 @@ mod tests {
             assert!(m <= bf * (h + c + d) + 1e-12);
             assert!(m >= (bf * (h + d)).max(bf * c) - 1e-12);
         }
+    }
+
+    fn opts(elements: usize, batches: usize, iters: u32) -> Options {
+        Options {
+            elements: Some(elements),
+            batches: Some(batches),
+            iters: Some(iters),
+            ..Options::default()
+        }
+    }
+
+    /// The error a refused set of flags gives: InvalidInput, in one line.
+    fn refusal(o: &Options) -> String {
+        match check_options(o) {
+            Err(crate::Error::InvalidInput(why)) if !why.contains('\n') => why,
+            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_accept_the_defaults_and_refuse_hostile_flags() {
+        check_options(&Options::default()).unwrap();
+        check_options(&opts(1, 1, 0)).unwrap();
+        assert!(refusal(&opts(0, 4, 100)).contains("--elements"));
+        assert!(refusal(&opts(1 << 20, 0, 100)).contains("--batches"));
+        assert!(refusal(&opts(1 << 20, MAX_BATCHES + 1, 100)).contains("--batches"));
+        assert!(refusal(&opts(100_000_000, 1024, 100)).contains("--batches 1024"));
+        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1, 100)).contains("--elements"));
+        assert!(refusal(&opts(usize::MAX, usize::MAX, 100)).contains("--"));
+        // 524,288 elements x 4 batches x 2^32 iterations: hours of compute.
+        assert!(refusal(&opts(DEFAULT_ELEMENTS, 4, u32::MAX)).contains("estimated"));
+    }
+
+    #[test]
+    fn work_model_matches_the_h100_defaults_and_bounds_a_repeat() {
+        let m = WorkModel::H100;
+        // The default batch computes in about the time of its two copies (2 MiB each).
+        let c = m.compute_ms(DEFAULT_ELEMENTS, DEFAULT_ITERS);
+        let h = m.copy_ms(DEFAULT_ELEMENTS);
+        assert!(
+            (0.03..0.3).contains(&c) && (0.02..0.2).contains(&h),
+            "{c} {h}"
+        );
+        assert_eq!(m.waves(1), 1);
+        assert_eq!(m.waves(m.blocks_per_wave + 1), 2);
+        assert!(estimate::ensure_bounded("x", estimate::MAX_MS_PER_REPEAT, "x").is_ok());
+        assert!(estimate::ensure_bounded("x", estimate::MAX_MS_PER_REPEAT + 1.0, "x").is_err());
+        // No overflow for the largest counts.
+        assert!(m.compute_ms(usize::MAX, u32::MAX).is_finite());
     }
 }

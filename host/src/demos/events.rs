@@ -11,6 +11,12 @@
 //!    makes B's later work wait until event `e` (recorded on A after the producer) completes,
 //!    without blocking the host and without waiting for anything else A does later.
 //!
+//! The seed technique is the CUDA C++ Programming Guide's pair of event patterns: timing a
+//! kernel between two `cudaEventRecord`s read with `cudaEventElapsedTime` (as in NVIDIA's
+//! "How to Implement Performance Metrics in CUDA C/C++"), and the inter-stream dependency
+//! `cudaEventRecord(e, a); cudaStreamWaitEvent(b, e)` of its "Explicit Synchronization"
+//! section.
+//!
 //! Forget the wait and the consumer reads whatever the buffer held before: a race. This demo
 //! makes that race certain rather than rare: the producer (`slow_scale_kernel`) spins for
 //! `--sleep-us` before writing its output, so a consumer that does not wait always finishes
@@ -38,8 +44,11 @@ use kernels_gpu::math::{add_element, scale_element};
 use serde::Serialize;
 
 use crate::data::{ensure_bitwise_equal, random_inputs};
-use crate::demos::Options;
-use crate::error::{ensure, Error, Result};
+use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
+use crate::demos::{
+    buffer_bytes, check_elements, check_sleep_us, ensure_host_memory, Options, MAX_ELEMENTS,
+};
+use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::memory::{copy_to_device_sync, copy_to_host_sync, device};
 use crate::report::Report;
@@ -52,29 +61,72 @@ pub const FLAGS: &str =
     "--elements (262144) --iters (1000, timed kernel) --sleep-us (20000, slow producer) --reps";
 
 /// Small enough that the whole producer grid is resident at once on an H100 (1024 blocks of
-/// 256 threads; 132 SMs hold 8 each) with room left for the consumer's blocks.
+/// 256 threads; its 132 SMs of 2048 threads hold 1056 such blocks), so it spins once.
 pub const DEFAULT_ELEMENTS: usize = 1 << 18;
 /// Iterations of the timed compute kernel (about a third of a millisecond at the default size).
 pub const DEFAULT_ITERS: u32 = 1000;
 /// How long the producer spins before writing: long enough that an unsynchronized consumer
 /// always finishes first.
 pub const DEFAULT_SLEEP_US: f64 = 20_000.0;
+/// Below this the producer's spin is too short to be sure an unsynchronized consumer
+/// finishes first; above the maximum one run takes over a second per wave.
+pub const MIN_SLEEP_US: f64 = 100.0;
+pub const MAX_SLEEP_US: f64 = 1e6;
 /// The producer computes `input * PRODUCER_FACTOR`: a power of two, so the product is exact
 /// and the GPU's bits equal the CPU's whether or not the compiler fuses it into an FMA.
 pub const PRODUCER_FACTOR: f32 = 2.0;
 /// What the producer's output buffer holds before the producer has run.
 pub const STALE: f32 = -1.0;
+/// The producer's block size (`LaunchConfig::for_elements`).
+const BLOCK: usize = 256;
 
-pub fn validate(gpu: &Gpu, n: usize, sleep_us: f64) -> Result<()> {
-    ensure(n > 0, || "--elements must be at least 1".into())?;
-    ensure(n <= u32::MAX as usize, || {
-        format!("--elements {n} is more than the kernels' u32 index allows")
-    })?;
-    ensure(
-        sleep_us.is_finite() && (100.0..=1e6).contains(&sleep_us),
-        || format!("--sleep-us must be from 100 to 1000000 for this demo, not {sleep_us}"),
+/// How many waves of blocks the spinning producer takes on `model`'s GPU: each wave spins
+/// for the whole `--sleep-us`.
+pub fn producer_waves(n: usize, model: &WorkModel) -> usize {
+    model.waves(n.div_ceil(BLOCK))
+}
+
+/// Checks the flags without a GPU: the element count, the producer's spin, host memory (the
+/// input, the consumer's output and the CPU's expected values) and the work of one repeat
+/// under `model`: two producer runs (each `producer_waves` x `--sleep-us`) and one timed
+/// compute kernel.
+pub fn check_sizes(n: usize, iters: u32, sleep_us: f64, model: &WorkModel) -> Result<()> {
+    check_elements(n, MAX_ELEMENTS)?;
+    check_sleep_us(
+        sleep_us,
+        MIN_SLEEP_US,
+        MAX_SLEEP_US,
+        "the producer must spin long enough for an unsynchronized consumer to finish first, and a run must stay short",
     )?;
-    gpu.ensure_device_memory(4 * n * std::mem::size_of::<f32>(), "four arrays")
+    let waves = producer_waves(n, model);
+    let producer_ms = waves as f64 * sleep_us / 1e3;
+    ensure_bounded(
+        "events",
+        2.0 * producer_ms + model.compute_ms(n, iters) + 6.0 * model.elementwise_ms(n),
+        &format!(
+            "--elements {n} (a producer of {waves} waves, each spinning --sleep-us {sleep_us}) with --iters {iters}"
+        ),
+    )?;
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 4)?,
+        &format!("the events demo's {n} floats"),
+    )
+}
+
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_sizes(
+        opts.elements.unwrap_or(DEFAULT_ELEMENTS),
+        opts.iters.unwrap_or(DEFAULT_ITERS),
+        opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US),
+        &WorkModel::H100,
+    )
+}
+
+/// The same checks for the GPU present, plus its free device memory (three arrays).
+pub fn validate(gpu: &Gpu, n: usize, iters: u32, sleep_us: f64) -> Result<()> {
+    check_sizes(n, iters, sleep_us, &WorkModel::for_gpu(gpu))?;
+    gpu.ensure_device_memory(buffer_bytes::<f32>(n, 3)?, "three arrays")
 }
 
 /// What the consumer must compute for input `x`: the producer's `x * 2` plus `x`.
@@ -120,9 +172,10 @@ pub fn count_mismatches(input: &[f32], got: &[f32]) -> Mismatches {
     m
 }
 
-/// The producer/consumer pair on two streams.
+/// The producer/consumer pair on two streams, and the kernel timed with events.
 pub struct CrossStream {
     pub n: usize,
+    pub iters: u32,
     pub cycles: u64,
     pub input: Vec<f32>,
     /// The consumer's output after the last run.
@@ -145,14 +198,24 @@ pub struct RaceRun {
     pub consumer_finished_ms: f64,
 }
 
+/// Event time and host time of one compute kernel, `reps` times after a warm-up.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct KernelTiming {
+    /// Between two events around the kernel (GPU time).
+    pub event_ms: Stats,
+    /// Host clock around launch + synchronize (GPU time plus launch and wake-up overheads).
+    pub host_ms: Stats,
+}
+
 impl CrossStream {
-    pub fn new(gpu: &Gpu, n: usize, sleep_us: f64, seed: u64) -> Result<CrossStream> {
-        validate(gpu, n, sleep_us)?;
+    pub fn new(gpu: &Gpu, n: usize, iters: u32, sleep_us: f64, seed: u64) -> Result<CrossStream> {
+        validate(gpu, n, iters, sleep_us)?;
         let input = random_inputs(n, seed);
         let dev_input = device(n)?;
         copy_to_device_sync(&input, &dev_input)?;
         Ok(CrossStream {
             n,
+            iters,
             cycles: gpu.cycles_for_micros(sleep_us),
             input,
             output: vec![0.0; n],
@@ -170,15 +233,9 @@ impl CrossStream {
 
     /// One run: the producer on stream A, the consumer on stream B, with or without
     /// `B.wait_event(ready)`. Afterwards `self.output` holds what the consumer computed.
+    /// Only device memory is copied asynchronously (the copy back is synchronous), so an
+    /// error leaves no copy into host memory in flight.
     pub fn run(&mut self, gpu: &Gpu, wait: bool) -> Result<RaceRun> {
-        let result = self.run_inner(gpu, wait);
-        if result.is_err() {
-            let _ = gpu.synchronize();
-        }
-        result
-    }
-
-    fn run_inner(&mut self, gpu: &Gpu, wait: bool) -> Result<RaceRun> {
         let (a, b) = (&self.producer, &self.consumer);
         // Reset: the producer's buffer to the stale value, the consumer's to zero; then both
         // streams are idle and start from the same state.
@@ -210,6 +267,35 @@ impl CrossStream {
         })
     }
 
+    /// The compute kernel on a copy of the input, timed with two events around it and with
+    /// the host clock around its launch and synchronize, `reps` times after a warm-up.
+    pub fn time_kernel(&mut self, gpu: &Gpu, reps: usize) -> Result<KernelTiming> {
+        let s = &self.producer;
+        let (start, stop) = (&self.start, &self.producer_done);
+        let (mut ev, mut host) = (vec![], vec![]);
+        for rep in 0..=reps.max(1) {
+            // Fresh input each time, outside the timed region.
+            s.copy_on_device(&self.dev_input, &self.consumed)?;
+            s.synchronize()?;
+            let (r, h) = host_ms(|| -> Result<f64> {
+                start.record(s)?;
+                gpu.compute(s, &self.consumed, self.iters)?;
+                stop.record(s)?;
+                stop.synchronize()?;
+                stop.elapsed_ms(start)
+            });
+            let r = r?;
+            if rep > 0 {
+                ev.push(r);
+                host.push(h);
+            }
+        }
+        Ok(KernelTiming {
+            event_ms: Stats::of(&ev),
+            host_ms: Stats::of(&host),
+        })
+    }
+
     pub fn mismatches(&self) -> Mismatches {
         count_mismatches(&self.input, &self.output)
     }
@@ -220,51 +306,6 @@ impl CrossStream {
         ensure_bitwise_equal("consumer output vs CPU", &self.output, &expected)?;
         Ok(format!("all {} elements identical to the CPU's", self.n))
     }
-}
-
-/// Event time and host time of one compute kernel, `reps` times after a warm-up.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct KernelTiming {
-    /// Between two events around the kernel (GPU time).
-    pub event_ms: Stats,
-    /// Host clock around launch + synchronize (GPU time plus launch and wake-up overheads).
-    pub host_ms: Stats,
-}
-
-pub fn time_kernel(
-    gpu: &Gpu,
-    n: usize,
-    iters: u32,
-    reps: usize,
-    seed: u64,
-) -> Result<KernelTiming> {
-    ensure(n > 0 && n <= u32::MAX as usize, || {
-        format!("--elements must be from 1 to {}", u32::MAX)
-    })?;
-    let data = device(n)?;
-    copy_to_device_sync(&random_inputs(n, seed), &data)?;
-    let s = Stream::new("timed")?;
-    let (start, stop) = (Event::new()?, Event::new()?);
-    let (mut ev, mut host) = (vec![], vec![]);
-    for rep in 0..=reps.max(1) {
-        let (r, h) = host_ms(|| -> Result<f64> {
-            start.record(&s)?;
-            gpu.compute(&s, &data, iters)?;
-            stop.record(&s)?;
-            stop.synchronize()?;
-            stop.elapsed_ms(&start)
-        });
-        if rep > 0 {
-            ev.push(r?);
-            host.push(h);
-        } else {
-            r?; // the warm-up
-        }
-    }
-    Ok(KernelTiming {
-        event_ms: Stats::of(&ev),
-        host_ms: Stats::of(&host),
-    })
 }
 
 /// Everything the race part measures over `reps` runs of each version.
@@ -334,30 +375,60 @@ pub fn check_ordering(with_wait: &[RaceRun], without_wait: &[RaceRun]) -> Result
     Ok("with the wait the consumer ends after the producer; without it, before".into())
 }
 
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
+/// Passes when the events around the producer measured at least its spin in every run: the
+/// spin counts clock ticks at the rated (peak) clock, so it never takes less than
+/// `--sleep-us`; 5% is left for the events' resolution. Events recorded in the wrong place,
+/// or timing the host instead of the GPU, would measure less.
+pub fn check_producer_timing(runs: &[RaceRun], sleep_us: f64) -> Result<String> {
+    let floor = 0.95 * sleep_us / 1e3;
+    if runs.is_empty() {
+        return Err(Error::Internal("no producer run was timed".into()));
+    }
+    if let Some(r) = runs.iter().find(|r| r.producer_finished_ms < floor) {
+        return Err(Error::Verification(format!(
+            "the events put the producer's end at {:.3} ms, before its {:.3} ms spin could have finished",
+            r.producer_finished_ms,
+            sleep_us / 1e3
+        )));
+    }
+    let shortest = runs
+        .iter()
+        .map(|r| r.producer_finished_ms)
+        .fold(f64::INFINITY, f64::min);
+    Ok(format!(
+        "{} runs, shortest {shortest:.3} ms >= the {:.3} ms spin",
+        runs.len(),
+        sleep_us / 1e3
+    ))
 }
 
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let iters = opts.iters.unwrap_or(DEFAULT_ITERS);
     let sleep_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);
-    let mut c = CrossStream::new(gpu, n, sleep_us, opts.seed)?;
-    let timing = time_kernel(gpu, n, iters, opts.reps, opts.seed)?;
+    let mut c = CrossStream::new(gpu, n, iters, sleep_us, opts.seed)?;
+    let timing = c.time_kernel(gpu, opts.reps)?;
     let results = race(gpu, &mut c, opts.reps)?;
 
-    let median = |runs: &[(RaceRun, Mismatches)], f: fn(&RaceRun) -> f64| {
-        Stats::of(&runs.iter().map(|(r, _)| f(r)).collect::<Vec<_>>()).median
+    let finish_times =
+        |runs: &[(RaceRun, Mismatches)]| runs.iter().map(|(r, _)| *r).collect::<Vec<_>>();
+    let (with_wait, without_wait) = (
+        finish_times(&results.with_wait),
+        finish_times(&results.without_wait),
+    );
+    let median = |runs: &[RaceRun], f: fn(&RaceRun) -> f64| {
+        Stats::of(&runs.iter().map(f).collect::<Vec<_>>()).median
     };
-    let producer_ms = median(&results.with_wait, |r| r.producer_finished_ms);
-    let right_consumer_ms = median(&results.with_wait, |r| r.consumer_finished_ms);
-    let wrong_consumer_ms = median(&results.without_wait, |r| r.consumer_finished_ms);
-    let wrong = results
-        .without_wait
-        .last()
-        .map(|(_, m)| m.clone())
-        .ok_or_else(|| Error::InvalidInput("--reps must be at least 1".into()))?;
+    let producer_ms = median(&with_wait, |r| r.producer_finished_ms);
+    let right_consumer_ms = median(&with_wait, |r| r.consumer_finished_ms);
+    let wrong_consumer_ms = median(&without_wait, |r| r.consumer_finished_ms);
+    let unwaited_producer_ms = median(&without_wait, |r| r.producer_finished_ms);
+    let (wrong, right) = match (results.without_wait.last(), results.with_wait.last()) {
+        (Some((_, w)), Some((_, r))) => (w.clone(), r.clone()),
+        // `race` runs each version at least once.
+        _ => return Err(Error::Internal("the race measured no run".into())),
+    };
+    let overhead_ms = timing.host_ms.median - timing.event_ms.median;
 
     let mut r = Report::new(
         "events",
@@ -367,6 +438,10 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     r.param("elements", n)
         .param("iters", iters)
         .param("sleep_us", sleep_us)
+        .param(
+            "producer_waves",
+            producer_waves(n, &WorkModel::for_gpu(gpu)),
+        )
         .param("reps", opts.reps);
     r.figure(
         "compute kernel, event time, median",
@@ -378,6 +453,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         timing.host_ms.median,
         "ms",
     )
+    .figure("host clock minus event time", overhead_ms, "ms")
     .figure("producer (stream A) finished at", producer_ms, "ms")
     .figure(
         "consumer (stream B) finished at, with wait_event",
@@ -396,38 +472,24 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     )
     .figure(
         "wrong elements with wait_event (last run)",
-        results
-            .with_wait
-            .last()
-            .map_or(0.0, |(_, m)| m.wrong as f64),
+        right.wrong as f64,
         "elements",
     );
     r.detail("kernel_timing", timing)
-        .detail(
-            "with_wait",
-            results
-                .with_wait
-                .iter()
-                .map(|(r, _)| *r)
-                .collect::<Vec<_>>(),
-        )
+        .detail("with_wait", &with_wait)
         .detail(
             "without_wait",
             results.without_wait.iter().collect::<Vec<_>>(),
         );
+
+    let producer_timed = check_producer_timing(&with_wait, sleep_us);
+    let right_matches = results.right_vs_cpu.is_ok();
+    let race_seen = check_race_observed(&results.without_wait);
+    let ordering = check_ordering(&with_wait, &without_wait);
+    let (race_ok, ordering_ok) = (race_seen.is_ok(), ordering.is_ok());
     r.check(
-        "event time <= host time around the same kernel",
-        if timing.event_ms.median <= timing.host_ms.median {
-            Ok(format!(
-                "{:.3} ms <= {:.3} ms",
-                timing.event_ms.median, timing.host_ms.median
-            ))
-        } else {
-            Err(Error::Verification(format!(
-                "event time {:.3} ms exceeds the host's {:.3} ms",
-                timing.event_ms.median, timing.host_ms.median
-            )))
-        },
+        "events around the producer measure at least its spin",
+        producer_timed,
     );
     r.check(
         "with wait_event: consumer == CPU reference, bit for bit, every run",
@@ -440,31 +502,50 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     );
     r.check(
         "without wait_event: race observed (expected: this is the bug)",
-        check_race_observed(&results.without_wait),
+        race_seen,
     );
-    let finish_times =
-        |runs: &[(RaceRun, Mismatches)]| runs.iter().map(|(r, _)| *r).collect::<Vec<_>>();
     r.check(
         "consumer waited for the producer only with wait_event",
-        check_ordering(
-            &finish_times(&results.with_wait),
-            &finish_times(&results.without_wait),
-        ),
+        ordering,
     );
-    r.explain(format!(
-        "Events time the kernel on the GPU itself: {:.3} ms, against {:.3} ms on the host clock, which also counts the launch and the wake-up from synchronize.",
-        timing.event_ms.median, timing.host_ms.median
-    ));
-    let example = wrong.example.map_or(String::new(), |(i, got, want)| {
-        format!(" e.g. element {i} is {got} instead of {want}")
+
+    r.explain(if overhead_ms > 0.0 {
+        format!(
+            "Events time the kernel on the GPU itself: {:.3} ms; the host clock around the launch and the synchronize reads {:.3} ms, {overhead_ms:.3} ms more: the launch and the wake-up from synchronize.",
+            timing.event_ms.median, timing.host_ms.median
+        )
+    } else {
+        format!(
+            "Events time the kernel on the GPU itself: {:.3} ms; the host clock around launch and synchronize reads {:.3} ms, no more than the events within this run's noise.",
+            timing.event_ms.median, timing.host_ms.median
+        )
     });
-    r.explain(format!(
-        "Without wait_event the consumer on stream B ran at once ({wrong_consumer_ms:.3} ms) while the producer on A was still spinning, and read the stale buffer: {} of {n} elements wrong ({} of them exactly the stale value){example}. This is the bug the event prevents, shown on purpose.",
-        wrong.wrong, wrong.stale
-    ));
-    r.explain(format!(
-        "With B.wait_event(ready) the consumer starts only when the producer's event completes ({producer_ms:.3} ms) and matches the CPU bit for bit; the host never blocked, and B waits for that one point of A, not for all of A's later work."
-    ));
+    let example = wrong.example.map_or(String::new(), |(i, got, want)| {
+        format!("; e.g. element {i} is {got} instead of {want}")
+    });
+    r.explain(if race_ok {
+        format!(
+            "Without wait_event the consumer on stream B did not wait for the producer on A (consumer done at {wrong_consumer_ms:.3} ms, producer at {unwaited_producer_ms:.3} ms) and read the stale buffer: {} of {n} elements wrong ({} of them exactly the stale value){example}. This is the bug the event prevents, shown on purpose.",
+            wrong.wrong, wrong.stale
+        )
+    } else {
+        format!(
+            "Without wait_event the consumer read correct data in at least one run (last run: {} of {n} elements wrong): the race this demo sets up did not show; a longer --sleep-us gives the producer more of a head start to lose.",
+            wrong.wrong
+        )
+    });
+    r.explain(match (right_matches, ordering_ok) {
+        (true, true) => format!(
+            "With B.wait_event(ready) the consumer ran only after the producer's event completed ({producer_ms:.3} ms; consumer done at {right_consumer_ms:.3} ms) and matched the CPU bit for bit; the host never blocked, and B waits for that one point of A, not for all of A's later work."
+        ),
+        (true, false) => format!(
+            "With B.wait_event(ready) the consumer matched the CPU bit for bit, but the finish times did not order as expected (producer {producer_ms:.3} ms, consumer {right_consumer_ms:.3} ms with the wait, {wrong_consumer_ms:.3} ms without): see the checks."
+        ),
+        (false, _) => format!(
+            "With B.wait_event(ready) the consumer still differed from the CPU in at least one run ({} elements wrong in the last): the dependency did not hold; see the checks.",
+            right.wrong
+        ),
+    });
     Ok(r)
 }
 
@@ -521,5 +602,54 @@ mod tests {
         assert!(check_ordering(&[r(20.0, 20.1)], &[r(20.0, 0.1)]).is_ok());
         assert!(check_ordering(&[r(20.0, 0.1)], &[r(20.0, 0.1)]).is_err());
         assert!(check_ordering(&[r(20.0, 20.1)], &[r(20.0, 20.1)]).is_err());
+    }
+
+    #[test]
+    fn producer_timing_must_cover_the_spin() {
+        let r = |p| RaceRun {
+            producer_finished_ms: p,
+            consumer_finished_ms: 0.1,
+        };
+        assert!(check_producer_timing(&[r(20.1), r(20.0)], 20_000.0).is_ok());
+        assert!(check_producer_timing(&[r(20.1), r(5.0)], 20_000.0).is_err());
+        assert!(matches!(
+            check_producer_timing(&[], 20_000.0),
+            Err(Error::Internal(_))
+        ));
+    }
+
+    fn opts(elements: usize, iters: u32, sleep_us: f64) -> Options {
+        Options {
+            elements: Some(elements),
+            iters: Some(iters),
+            sleep_us: Some(sleep_us),
+            ..Options::default()
+        }
+    }
+
+    /// The error a refused set of flags gives: InvalidInput, in one line.
+    fn refusal(o: &Options) -> String {
+        match check_options(o) {
+            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
+            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_accept_the_defaults_and_refuse_hostile_flags() {
+        check_options(&Options::default()).unwrap();
+        check_options(&opts(1, 0, MIN_SLEEP_US)).unwrap();
+        assert_eq!(producer_waves(DEFAULT_ELEMENTS, &WorkModel::H100), 1);
+        assert!(refusal(&opts(0, 1000, 20_000.0)).contains("--elements"));
+        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1000, 20_000.0)).contains("--elements"));
+        for us in [50.0, 2e6, f64::NAN, f64::INFINITY, -1.0] {
+            assert!(refusal(&opts(1 << 18, 1000, us)).contains("--sleep-us"));
+        }
+        // The review's case: 4e9 elements are ~15,000 waves of a 20 ms spin, twice a repeat.
+        assert!(refusal(&opts(4_000_000_000, 1000, 20_000.0)).contains("waves"));
+        // 100 waves of a one-second spin.
+        assert!(refusal(&opts(100 * 1056 * 256, 1, 1e6)).contains("estimated"));
+        // The timed kernel alone: 2^18 elements x 2^32 iterations.
+        assert!(refusal(&opts(1 << 18, u32::MAX, 20_000.0)).contains("estimated"));
     }
 }

@@ -10,6 +10,12 @@
 //!   before the step reading batch i from it is done. Forget this one and a fast copy engine
 //!   overwrites a batch still being read: a race that corrupts results only sometimes.
 //!
+//! The seed technique is the double-buffered (ping-pong) input pipeline of data loaders, as
+//! in PyTorch's `data_prefetcher` (a side `torch.cuda.Stream` uploads the next batch while
+//! the current one trains, with `wait_stream`/`record_stream` guarding reuse) and the
+//! double-buffering pattern of NVIDIA's CUDA samples: two buffers, two streams, and an event
+//! in each direction.
+//!
 //! The "training step" is the compute kernel on the batch followed by an accumulation into a
 //! device buffer (`acc += step(batch)`, like gradient accumulation), copied back once at the end.
 //!
@@ -28,8 +34,9 @@
 //! ```
 //!
 //! Without prefetch everything is on one stream, upload then step, so the copy engine and
-//! the SMs take turns. With it, the loop costs about `u + B * max(u, s)` instead of
-//! `B * (u + s)` (u: one upload, s: one step).
+//! the SMs take turns. With it, the loop costs about `u + s + (B-1) * max(u, s)` instead of
+//! `B * (u + s)` (u: one upload, s: one step): the two-stage pipeline estimate shared with
+//! the callback demo ([`crate::demos::callback::pipeline_estimate`]).
 //!
 //! | CUDA C++                          | streamlab                                  |
 //! |-----------------------------------|--------------------------------------------|
@@ -41,12 +48,15 @@ use kernels_gpu::math::{add_element, compute_element};
 use crate::data::{
     ensure_bitwise_equal, random_inputs, sample_indices, ABS_TOLERANCE, REL_TOLERANCE,
 };
-use crate::demos::Options;
+use crate::demos::callback::pipeline_estimate;
+use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
+use crate::demos::compute_transfer::{CLEAR_SPEEDUP, MAX_TOTAL_ELEMENTS};
+use crate::demos::{buffer_bytes, check_elements, ensure_host_memory, Options, MAX_ELEMENTS};
 use crate::error::{ensure, Error, Result};
 use crate::gpu::Gpu;
 use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
-use crate::stream::{Event, Stream};
+use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::{render, Timeline};
 use crate::timing::Stats;
 
@@ -62,25 +72,51 @@ pub const DEFAULT_ITERS: u32 = 50;
 /// Device input buffers in ping-pong.
 pub const SLOTS: usize = 2;
 
-/// The best prefetching can do with per-batch upload `u` and step `s` (ms) over `b` batches:
-/// the first upload, then the slower of the two for every batch, plus the last step's
-/// remainder when steps are the faster.
-pub fn prefetch_model(u: f64, s: f64, b: usize) -> f64 {
-    u + s + b.saturating_sub(1) as f64 * u.max(s)
+/// The most batches (each has two timing events).
+pub const MAX_BATCHES: usize = 4096;
+
+/// Checks sizes and work without a GPU: element and batch counts, the host memory for the
+/// input (generated in a `Vec`, then pinned) and both accumulators, and the work of one
+/// repeat (a run without and one with prefetch) under `model`.
+pub fn check_sizes(n: usize, batches: usize, iters: u32, model: &WorkModel) -> Result<()> {
+    check_elements(n, MAX_ELEMENTS)?;
+    ensure((1..=MAX_BATCHES).contains(&batches), || {
+        format!("--batches must be from 1 to {MAX_BATCHES}, not {batches}")
+    })?;
+    let total = n.checked_mul(batches).filter(|&t| t <= MAX_TOTAL_ELEMENTS);
+    ensure(total.is_some(), || {
+        format!(
+            "--batches {batches} x --elements {n} is more than the {MAX_TOTAL_ELEMENTS} floats of input this demo keeps pinned"
+        )
+    })?;
+    let per_batch = model.copy_ms(n) + model.compute_ms(n, iters) + model.elementwise_ms(n);
+    ensure_bounded(
+        "prefetch",
+        2.0 * batches as f64 * per_batch,
+        &format!("--batches {batches} x --elements {n} x --iters {iters}"),
+    )?;
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 2 * batches + 2)?,
+        &format!("{batches} batches of {n} floats"),
+    )
 }
 
-pub fn validate(gpu: &Gpu, n: usize, batches: usize) -> Result<()> {
-    ensure(n > 0, || "--elements must be at least 1".into())?;
-    ensure(n <= u32::MAX as usize, || {
-        format!("--elements {n} is more than the kernels' u32 index allows")
-    })?;
-    ensure(batches > 0, || "--batches must be at least 1".into())?;
-    let total = n.checked_mul(batches).filter(|&t| t <= 1 << 28);
-    ensure(total.is_some(), || {
-        format!("--batches {batches} x --elements {n} is more than 2^28 floats")
-    })?;
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_sizes(
+        opts.elements.unwrap_or(DEFAULT_ELEMENTS),
+        opts.batches.unwrap_or(DEFAULT_BATCHES),
+        opts.iters.unwrap_or(DEFAULT_ITERS),
+        &WorkModel::H100,
+    )
+}
+
+/// The same checks for the GPU present, plus its free device memory (two input slots and
+/// the accumulator).
+pub fn validate(gpu: &Gpu, n: usize, batches: usize, iters: u32) -> Result<()> {
+    check_sizes(n, batches, iters, &WorkModel::for_gpu(gpu))?;
     gpu.ensure_device_memory(
-        (SLOTS + 1) * n * std::mem::size_of::<f32>(),
+        buffer_bytes::<f32>(n, SLOTS + 1)?,
         &format!("{} buffers of {n} floats", SLOTS + 1),
     )
 }
@@ -163,7 +199,7 @@ pub struct Prefetch {
 
 impl Prefetch {
     pub fn new(gpu: &Gpu, n: usize, batches: usize, iters: u32, seed: u64) -> Result<Self> {
-        validate(gpu, n, batches)?;
+        validate(gpu, n, batches, iters)?;
         Ok(Prefetch {
             n,
             batches,
@@ -198,18 +234,9 @@ impl Prefetch {
         gpu.scale(&self.compute, &self.acc, 0.0, 0.0)
     }
 
-    fn drain_on_error<T>(&self, result: Result<T>) -> Result<T> {
-        if result.is_err() {
-            let _ = self.copy.synchronize();
-            let _ = self.compute.synchronize();
-        }
-        result
-    }
-
     /// No prefetch: upload batch i, then step on it, on one stream; one buffer suffices.
     pub fn run_serial(&mut self, gpu: &Gpu) -> Result<SerialTimes> {
-        let result = self.serial_inner(gpu);
-        self.drain_on_error(result)
+        drain_on_error(|| self.serial_inner(gpu))
     }
 
     fn serial_inner(&mut self, gpu: &Gpu) -> Result<SerialTimes> {
@@ -219,7 +246,8 @@ impl Prefetch {
         self.reset(gpu)?;
         for i in 0..self.batches {
             // SAFETY: `input` is owned by `self`, held by this `&mut self` call until the
-            // final synchronize (or the one on the error path).
+            // last mark is synchronized below; on an error, `run_serial`'s
+            // `drain_on_error` synchronizes the context before returning.
             unsafe { s.copy_to_device(self.batch(i), &self.slots[0])? };
             m[2 * i + 1].record(s)?;
             self.step(gpu, 0)?;
@@ -245,8 +273,7 @@ impl Prefetch {
     /// Double-buffered: uploads on the copy stream into slot i % 2, steps on the compute
     /// stream, events in both directions. Returns the GPU time in ms.
     pub fn run_prefetch(&mut self, gpu: &Gpu) -> Result<f64> {
-        let result = self.prefetch_inner(gpu);
-        self.drain_on_error(result)
+        drain_on_error(|| self.prefetch_inner(gpu))
     }
 
     fn prefetch_inner(&mut self, gpu: &Gpu) -> Result<f64> {
@@ -262,14 +289,16 @@ impl Prefetch {
                 self.copy.wait_event(&self.consumed[slot])?;
             }
             // SAFETY: `input` is owned by `self`, held by this `&mut self` call until `stop`
-            // (after the compute stream's wait for every upload) has been synchronized.
+            // (after the compute stream's wait for every upload) has been synchronized; on
+            // an error, `run_prefetch`'s `drain_on_error` synchronizes the context first.
             unsafe { self.copy.copy_to_device(self.batch(i), &self.slots[slot])? };
             self.uploaded[slot].record(&self.copy)?;
             self.compute.wait_event(&self.uploaded[slot])?;
             self.step(gpu, slot)?;
             self.consumed[slot].record(&self.compute)?;
         }
-        // SAFETY: `acc_prefetch` is owned by `self`, held until `stop` is synchronized.
+        // SAFETY: `acc_prefetch` is owned by `self`, held until `stop` is synchronized (or,
+        // on an error, until `drain_on_error` has synchronized the context).
         unsafe {
             self.compute
                 .copy_to_host(&self.acc, &mut self.acc_prefetch)?
@@ -339,18 +368,13 @@ pub fn measure(gpu: &Gpu, p: &mut Prefetch, reps: usize) -> Result<Measured> {
     })
 }
 
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
-}
-
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(DEFAULT_ELEMENTS);
     let batches = opts.batches.unwrap_or(DEFAULT_BATCHES);
     let iters = opts.iters.unwrap_or(DEFAULT_ITERS);
     let mut p = Prefetch::new(gpu, n, batches, iters, opts.seed)?;
     let m = measure(gpu, &mut p, opts.reps)?;
-    let model = prefetch_model(m.upload, m.step, batches);
+    let model = pipeline_estimate(m.upload, m.step, batches);
 
     let mut r = Report::new(
         "prefetch",
@@ -378,17 +402,36 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     }
     r.check("prefetch == no prefetch, bit for bit", p.check_bitwise());
     r.check("GPU vs CPU reference (approx)", p.check_reference(2048));
-    r.explain(format!(
-        "Without prefetch each step waits for its own upload: {batches} x (upload {:.3} + step {:.3}) ≈ {:.3} ms. With two buffers, batch i+1 is uploaded on the copy stream while step i runs: {:.3} ms ({:.2}x).",
-        m.upload,
-        m.step,
-        m.serial.median,
-        m.prefetch.median,
-        m.serial.median / m.prefetch.median
-    ));
+    let speedup = m.serial.median / m.prefetch.median;
+    let (slower, faster) = if m.upload >= m.step {
+        ("the upload", "the step")
+    } else {
+        ("the step", "the upload")
+    };
+    let hideable = m.upload.min(m.step);
+    r.explain(if batches == 1 {
+        format!(
+            "With one batch there is no next batch to prefetch: both versions upload, then step ({:.3} ms without the second buffer, {:.3} ms with it). Use --batches 2 or more.",
+            m.serial.median, m.prefetch.median
+        )
+    } else if speedup >= CLEAR_SPEEDUP {
+        format!(
+            "Without prefetch each step waits for its own upload: {batches} x (upload {:.3} + step {:.3} ms) = {:.3} ms measured. With two buffers, later batches upload on the copy stream while earlier steps run: {:.3} ms, {speedup:.2}x faster.",
+            m.upload, m.step, m.serial.median, m.prefetch.median
+        )
+    } else {
+        format!(
+            "Prefetching gained nothing measurable here ({:.3} ms vs {:.3} ms without, {speedup:.2}x): {faster} takes {hideable:.3} ms a batch against {:.3} ms for {slower}, and even a perfect overlap ({model:.3} ms) would save at most {:.3} ms.",
+            m.prefetch.median,
+            m.serial.median,
+            m.upload.max(m.step),
+            (m.serial.median - model).max(0.0)
+        )
+    });
     r.explain("Two events per buffer guard it: the step waits for its upload (uploaded[s]), and the upload of batch i+2 waits for step i to finish reading the same buffer (consumed[s]); without the second the copy engine could overwrite a batch still in use.");
     r.explain(format!(
-        "The slower of upload and step sets the pace (model {model:.3} ms); prefetching hides the faster one, so it pays most when the two are about equal."
+        "Here {slower} is the slower stage and sets the pace (model {model:.3} ms, measured {:.2}x that); prefetching can hide at most {faster} ({hideable:.3} ms a batch), so it pays most when the two are about equal.",
+        m.prefetch.median / model
     ));
     Ok(r)
 }
@@ -398,10 +441,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn model_hides_the_faster_stage() {
-        assert_eq!(prefetch_model(1.0, 2.0, 1), 3.0);
-        assert_eq!(prefetch_model(1.0, 2.0, 8), 3.0 + 7.0 * 2.0);
-        assert_eq!(prefetch_model(2.0, 1.0, 8), 3.0 + 7.0 * 2.0);
+    fn the_shared_estimate_hides_the_faster_stage() {
+        assert_eq!(pipeline_estimate(1.0, 2.0, 1), 3.0);
+        assert_eq!(pipeline_estimate(1.0, 2.0, 8), 3.0 + 7.0 * 2.0);
+        assert_eq!(pipeline_estimate(2.0, 1.0, 8), 3.0 + 7.0 * 2.0);
     }
 
     #[test]
@@ -417,5 +460,35 @@ mod tests {
             .map(|j| reference_element(&input, n, batches - 1, iters, j).0)
             .collect();
         assert!(check_accumulator(&missing_one, &input, batches, iters, 64).is_err());
+    }
+
+    fn opts(elements: usize, batches: usize, iters: u32) -> Options {
+        Options {
+            elements: Some(elements),
+            batches: Some(batches),
+            iters: Some(iters),
+            ..Options::default()
+        }
+    }
+
+    /// The error a refused set of flags gives: InvalidInput, in one line.
+    fn refusal(o: &Options) -> String {
+        match check_options(o) {
+            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
+            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_accept_the_defaults_and_refuse_hostile_flags() {
+        check_options(&Options::default()).unwrap();
+        check_options(&opts(1, 1, 0)).unwrap();
+        assert!(refusal(&opts(0, 8, 50)).contains("--elements"));
+        assert!(refusal(&opts(1 << 20, 0, 50)).contains("--batches"));
+        assert!(refusal(&opts(1, MAX_BATCHES + 1, 50)).contains("--batches"));
+        assert!(refusal(&opts(100_000_000, 1024, 50)).contains("--batches 1024"));
+        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1, 50)).contains("--elements"));
+        assert!(refusal(&opts(usize::MAX, usize::MAX, 50)).contains("--"));
+        assert!(refusal(&opts(DEFAULT_ELEMENTS, 8, u32::MAX)).contains("estimated"));
     }
 }

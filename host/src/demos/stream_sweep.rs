@@ -8,7 +8,9 @@
 //! `--streams` and shows, for each K, the time, the bound and how close the one gets to the
 //! other.
 //!
-//! The CUDA C++ is the overlap demo's loop with K as a parameter:
+//! The seed technique is the overlap demo's (the CUDA C++ Programming Guide's staged
+//! concurrent copy and execute) with K as a parameter, the usual way to pick the number of
+//! streams for a given size and GPU; in CUDA C++:
 //!
 //! ```text
 //! for (int K = 1; K <= 64; K *= 2) {
@@ -22,9 +24,11 @@
 use serde::Serialize;
 
 use crate::data::ensure_bitwise_equal;
+use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
+use crate::demos::compute_transfer::CLEAR_SPEEDUP;
 use crate::demos::overlap::{self, measure, pipeline_bound, Overlap};
-use crate::demos::Options;
-use crate::error::{ensure, Error, Result};
+use crate::demos::{buffer_bytes, ensure_host_memory, Options};
+use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::report::Report;
 
@@ -75,23 +79,51 @@ pub fn best(rows: &[SweepRow]) -> Option<&SweepRow> {
     rows.iter().min_by(|a, b| a.ms.total_cmp(&b.ms))
 }
 
-pub fn validate(n: usize, max: usize) -> Result<()> {
-    ensure((1..=overlap::MAX_STREAMS).contains(&max), || {
-        format!(
-            "--streams must be from 1 to {}, not {max}",
-            overlap::MAX_STREAMS
-        )
-    })?;
-    ensure(n >= max, || {
-        format!("--elements {n} is fewer than --streams {max}: every stream needs an element")
-    })
+/// Checks the flags without a GPU: the overlap demo's own checks for the largest K (element
+/// and stream counts, its host memory), host memory for the reference output kept across
+/// the sweep, and the work of one repeat under `model`: for every K, a one-stream and a
+/// K-stream run of the whole array.
+pub fn check_sizes(n: usize, max: usize, iters: u32, model: &WorkModel) -> Result<()> {
+    overlap::check_sizes(n, max)?;
+    let one_run = 2.0 * model.copy_ms(n) + model.compute_ms(n, iters);
+    ensure_bounded(
+        "stream-sweep",
+        2.0 * stream_counts(max).len() as f64 * one_run,
+        &format!("--elements {n} x --iters {iters} over K = 1 to {max}"),
+    )?;
+    // The overlap demo's four arrays plus the reference output.
+    ensure_host_memory(
+        buffer_bytes::<f32>(n, 5)?,
+        &format!("a sweep over {n} floats"),
+    )
 }
 
-/// The sweep: for each K a fresh [`Overlap`] (same seed, so the same input), measured with
-/// the overlap demo's own `measure`, each K's output compared bit for bit with the first
-/// one-stream output.
+/// Checks the flags this demo reads, before the GPU is touched.
+pub fn check_options(opts: &Options) -> Result<()> {
+    check_sizes(
+        opts.elements.unwrap_or(overlap::DEFAULT_ELEMENTS),
+        opts.streams.unwrap_or(DEFAULT_MAX_STREAMS),
+        opts.iters.unwrap_or(overlap::DEFAULT_ITERS),
+        &WorkModel::H100,
+    )
+}
+
+/// The same checks for the GPU present, plus its free device memory (the overlap demo's
+/// one array).
+pub fn validate(gpu: &Gpu, n: usize, max: usize, iters: u32) -> Result<()> {
+    check_sizes(n, max, iters, &WorkModel::for_gpu(gpu))?;
+    gpu.ensure_device_memory(
+        buffer_bytes::<f32>(n, 1)?,
+        &format!("an array of {n} floats"),
+    )
+}
+
+/// The sweep: for each K a fresh [`Overlap`] (same seed, so the same input; its streams and
+/// chunks are fixed at creation, so it is not reused across K), measured with the overlap
+/// demo's own `measure`, each K's output compared bit for bit with the first one-stream
+/// output.
 pub fn sweep(gpu: &Gpu, n: usize, max: usize, iters: u32, reps: usize, seed: u64) -> Result<Sweep> {
-    validate(n, max)?;
+    validate(gpu, n, max, iters)?;
     let mut rows = Vec::new();
     let mut reference: Option<Vec<f32>> = None;
     let mut bitwise = Ok(String::new());
@@ -136,17 +168,11 @@ pub fn sweep(gpu: &Gpu, n: usize, max: usize, iters: u32, reps: usize, seed: u64
     })
 }
 
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
-}
-
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let n = opts.elements.unwrap_or(overlap::DEFAULT_ELEMENTS);
     let iters = opts.iters.unwrap_or(overlap::DEFAULT_ITERS);
     let max = opts.streams.unwrap_or(DEFAULT_MAX_STREAMS);
     let reps = opts.reps.clamp(1, MAX_REPS);
-    validate(n, max)?;
     let Sweep {
         rows,
         bitwise,
@@ -154,7 +180,8 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     } = sweep(gpu, n, max, iters, reps, opts.seed)?;
     let top = best(&rows)
         .cloned()
-        .ok_or_else(|| Error::InvalidInput("the sweep measured no stream count".into()))?;
+        // `stream_counts` always holds K = 1.
+        .ok_or_else(|| Error::Internal("the sweep measured no stream count".into()))?;
 
     let mut r = Report::new(
         "stream-sweep",
@@ -188,22 +215,44 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     r.check("every K == one stream, bit for bit", bitwise);
     r.check("GPU vs CPU reference (approx)", vs_cpu);
     let last = rows.last().unwrap_or(&top);
-    r.explain(format!(
-        "The bound falls with K towards the slowest stage, and the measured time follows it: best K = {} at {:.3} ms ({:.2}x the bound).",
-        top.streams, top.ms, top.measured_over_bound
-    ));
-    r.explain(if top.streams == last.streams {
-        format!(
-            "The time was still falling at the largest K tried ({}): chunks of {} elements are still large enough that each copy's and launch's fixed cost stays small; smaller --elements or more streams show where it turns.",
-            last.streams,
-            n / last.streams
-        )
+    let one = rows.first().map_or(top.ms, |row| row.ms);
+    let gain = one / top.ms;
+    let clear = top.streams > 1 && gain >= CLEAR_SPEEDUP;
+    if rows.len() == 1 {
+        r.explain(format!(
+            "With --streams 1 there is no sweep: only K = 1 ran ({one:.3} ms, {:.2}x its bound, the plain sum H + C + D). Use --streams 2 or more (default {DEFAULT_MAX_STREAMS}) to compare stream counts.",
+            top.measured_over_bound
+        ));
     } else {
-        format!(
-            "Past the best K, chunks get small and each copy and launch pays its fixed cost: at K = {} the time is {:.3} ms, {:.2}x its bound.",
-            last.streams, last.ms, last.measured_over_bound
-        )
-    });
+        r.explain(if !clear {
+            format!(
+                "More streams did not help here: one stream took {one:.3} ms and the fastest K ({}) {:.3} ms, although the bound falls to {:.3} ms at K = {}: what the bound leaves out (each chunk's fixed copy and launch costs, or copies that do not overlap kernels on this GPU) outweighs the overlap at this size.",
+                top.streams, top.ms, last.bound_ms, last.streams
+            )
+        } else {
+            format!(
+                "The bound falls with K towards the slowest stage; measured, K = {} was fastest: {:.3} ms against {one:.3} ms on one stream ({gain:.2}x), {:.2}x its bound.",
+                top.streams, top.ms, top.measured_over_bound
+            )
+        });
+        r.explain(if !clear {
+            format!(
+                "No K beat one stream by {:.0}% or more, so no best K is claimed at this size (the best figure above may be noise).",
+                (CLEAR_SPEEDUP - 1.0) * 100.0
+            )
+        } else if top.streams == last.streams {
+            format!(
+                "The time was still falling at the largest K tried ({}): chunks of {} elements are still large enough that each copy's and launch's fixed cost stays small; smaller --elements or more streams show where it turns.",
+                last.streams,
+                n / last.streams
+            )
+        } else {
+            format!(
+                "Beyond K = {} more streams did not pay: at K = {} the time is {:.3} ms (best {:.3} ms), {:.2}x its bound; smaller chunks pay each copy's and launch's fixed cost more often.",
+                top.streams, last.streams, last.ms, top.ms, last.measured_over_bound
+            )
+        });
+    }
     r.explain("The best K depends on the size, the iteration count and the GPU: rerun with other --elements and --iters to see it move.");
     Ok(r)
 }
@@ -232,5 +281,36 @@ mod tests {
         let rows = [row(1, 9.0), row(8, 4.0), row(64, 5.0)];
         assert_eq!(best(&rows).map(|r| r.streams), Some(8));
         assert!(best(&[]).is_none());
+    }
+
+    fn opts(elements: usize, streams: usize, iters: u32) -> Options {
+        Options {
+            elements: Some(elements),
+            streams: Some(streams),
+            iters: Some(iters),
+            ..Options::default()
+        }
+    }
+
+    /// The error a refused set of flags gives: InvalidInput, in one line.
+    fn refusal(o: &Options) -> String {
+        match check_options(o) {
+            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
+            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_accept_the_defaults_and_refuse_hostile_flags() {
+        check_options(&Options::default()).unwrap();
+        // One stream is allowed: the report says there is no sweep.
+        check_options(&opts(1, 1, 0)).unwrap();
+        assert!(refusal(&opts(1 << 20, 0, 100)).contains("--streams"));
+        assert!(refusal(&opts(1 << 20, 65, 100)).contains("--streams"));
+        assert!(refusal(&opts(4, 8, 100)).contains("--streams 8 is more than --elements 4"));
+        assert!(refusal(&opts(0, 8, 100)).contains("--elements"));
+        assert!(refusal(&opts(usize::MAX, 8, 100)).contains("--elements"));
+        // 16M elements x 2^32 iterations, seven times over.
+        assert!(refusal(&opts(1 << 24, 64, u32::MAX)).contains("estimated"));
     }
 }

@@ -1,8 +1,13 @@
-//! # Four ways to wait for the GPU, and what each one waits for
+//! # Five ways to wait for the GPU, and what each one waits for
 //!
-//! The concept: the host can wait for the whole device, for one stream, for one event, or
-//! not wait at all and ask (poll). They differ in *what* they wait for, and so in how long
-//! the host is held, and in *how* the host waits (spinning, yielding or sleeping).
+//! The concept: the host can wait for the whole device, for one stream (here the long one or
+//! the short one), for one event, or not wait at all and ask (poll): five measurements of
+//! four mechanisms. They differ in *what* they wait for, and so in how long the host is
+//! held, and in *how* the host waits (spinning, yielding or sleeping).
+//!
+//! The seed technique is the CUDA C++ Programming Guide's "Explicit Synchronization" and
+//! "Events" sections (`cudaDeviceSynchronize`, `cudaStreamSynchronize`,
+//! `cudaEventSynchronize`, `cudaEventQuery`) with the tutorials' `SleepKernel` as the work.
 //!
 //! The setup, identical for every method: a long `sleep_kernel` of T ms on stream A and a
 //! short one of T/10 on stream B, issued back to back so both run at once; then one method:
@@ -19,8 +24,8 @@
 //! synchronize after stream B's work holds the host for stream A's long kernel too.
 use serde::Serialize;
 
-use crate::demos::Options;
-use crate::error::{ensure, Error, Result};
+use crate::demos::{check_sleep_us, Options};
+use crate::error::{Error, Result};
 use crate::gpu::{Gpu, LaunchConfig};
 use crate::report::Report;
 use crate::stream::{Event, Stream};
@@ -31,6 +36,11 @@ pub const SUMMARY: &str =
 pub const FLAGS: &str = "--sleep-us (10000: the long kernel on stream A; B's is a tenth) --reps";
 
 pub const DEFAULT_SLEEP_US: f64 = 10_000.0;
+/// Below 1 ms the short kernel (a tenth) is too close to the launch and wake-up overheads
+/// for the waits to tell the kernels apart; above 1 s one repeat (five waits for up to the
+/// long kernel each) takes over five seconds.
+pub const MIN_SLEEP_US: f64 = 1_000.0;
+pub const MAX_SLEEP_US: f64 = 1e6;
 /// The short kernel on stream B runs this fraction of the long one.
 pub const SHORT_FRACTION: f64 = 0.1;
 
@@ -106,11 +116,21 @@ pub fn check_wait(method: Method, measured_ms: f64, long_ms: f64, short_ms: f64)
     Ok(format!("{measured_ms:.3} ms: waited for {what}"))
 }
 
+/// The long kernel's length, `--sleep-us`, within this demo's range.
 pub fn validate(sleep_us: f64) -> Result<()> {
-    ensure(
-        sleep_us.is_finite() && (1000.0..=1e6).contains(&sleep_us),
-        || format!("--sleep-us must be from 1000 to 1000000 for this demo, not {sleep_us}"),
+    check_sleep_us(
+        sleep_us,
+        MIN_SLEEP_US,
+        MAX_SLEEP_US,
+        "the short kernel (a tenth) must stand out from launch overheads, and a repeat must stay short",
     )
+}
+
+/// Checks the flags this demo reads, before the GPU is touched: only `--sleep-us` (and
+/// `--reps`); no allocation depends on a flag. The shared checks of every demo still apply.
+pub fn check_options(opts: &Options) -> Result<()> {
+    super::check_common(opts)?;
+    validate(opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US))
 }
 
 /// The two streams and two events every measurement uses.
@@ -217,11 +237,6 @@ pub fn measure_all(gpu: &Gpu, setup: &SyncSetup, reps: usize) -> Result<Vec<Meth
         .collect())
 }
 
-/// Checks the flags this demo reads, before the GPU is touched.
-pub fn check_options(opts: &Options) -> Result<()> {
-    super::check_common(opts)
-}
-
 pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
     let long_us = opts.sleep_us.unwrap_or(DEFAULT_SLEEP_US);
     let setup = SyncSetup::new(gpu, long_us)?;
@@ -253,31 +268,61 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
         );
     }
     r.detail("methods", &rows);
+    let mut fits = Vec::with_capacity(rows.len());
     for row in &rows {
+        let outcome = check_wait(row.method, row.host_ms.median, long_ms, short_ms);
+        fits.push((row.method, outcome.is_ok()));
         r.check(
             &format!("{} waited for {}", row.name, row.waits_for),
-            check_wait(row.method, row.host_ms.median, long_ms, short_ms),
+            outcome,
         );
     }
+    let fit = |m: Method| fits.iter().any(|&(f, ok)| f == m && ok);
     let get = |m: Method| {
         rows.iter()
             .find(|r| r.method == m)
             .map_or(0.0, |r| r.host_ms.median)
     };
-    r.explain(format!(
-        "A device synchronize holds the host until every stream is idle ({:.3} ms, the long kernel), even when only stream B's result is needed; stream B's synchronize returns after B's short kernel ({:.3} ms).",
+    let (device, stream_b) = (
         get(Method::DeviceSynchronize),
-        get(Method::StreamShortSynchronize)
-    ));
-    r.explain(format!(
-        "An event marks one point in a stream: synchronizing on the event recorded after B's kernel returns at that point ({:.3} ms). Created with BLOCKING_SYNC, the host thread sleeps in the driver instead of spinning.",
-        get(Method::EventSynchronize)
-    ));
-    r.explain(format!(
-        "Polling is_complete() returns at the same point ({:.3} ms) but keeps a CPU core busy the whole time ({:.0} polls); it pays off only when the host has other work to do between polls.",
+        get(Method::StreamShortSynchronize),
+    );
+    r.explain(
+        if fit(Method::DeviceSynchronize) && fit(Method::StreamShortSynchronize) {
+            format!(
+                "A device synchronize held the host until every stream was idle ({device:.3} ms, the long kernel), though only stream B's result was needed; stream B's synchronize returned after B's short kernel ({stream_b:.3} ms)."
+            )
+        } else {
+            format!(
+                "The device and stream-B waits did not match what they cover ({device:.3} ms and {stream_b:.3} ms against a {long_ms:.3} ms kernel on A and a {short_ms:.3} ms one on B): see the checks."
+            )
+        },
+    );
+    let event = get(Method::EventSynchronize);
+    r.explain(if fit(Method::EventSynchronize) {
+        format!(
+            "An event marks one point in a stream: synchronizing on the event recorded after B's kernel returned at that point ({event:.3} ms), not at the end of A's. Created with BLOCKING_SYNC, the host thread sleeps in the driver instead of spinning."
+        )
+    } else {
+        format!(
+            "The event synchronize held the host {event:.3} ms, not the short kernel's {short_ms:.3} ms that its event follows: see the checks."
+        )
+    });
+    let (polling, polls) = (
         get(Method::EventPolling),
-        rows.iter().find(|r| r.method == Method::EventPolling).map_or(0.0, |r| r.polls.median)
-    ));
+        rows.iter()
+            .find(|r| r.method == Method::EventPolling)
+            .map_or(0.0, |r| r.polls.median),
+    );
+    r.explain(if fit(Method::EventPolling) {
+        format!(
+            "Polling is_complete() also returned after B's kernel ({polling:.3} ms) but kept a CPU core busy the whole time ({polls:.0} polls); it pays off only when the host has other work to do between polls."
+        )
+    } else {
+        format!(
+            "Polling is_complete() returned after {polling:.3} ms ({polls:.0} polls), not at the point after B's kernel: see the checks."
+        )
+    });
     Ok(r)
 }
 
@@ -303,5 +348,32 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), METHODS.len());
         assert_eq!(METHODS.iter().filter(|m| m.waits_for_long()).count(), 2);
+    }
+
+    #[test]
+    fn long_waits_must_cover_the_long_kernel_and_short_ones_must_not() {
+        assert!(check_wait(Method::StreamLongSynchronize, 10.0, 10.0, 1.0).is_ok());
+        assert!(check_wait(Method::StreamLongSynchronize, 1.0, 10.0, 1.0).is_err());
+        assert!(check_wait(Method::EventSynchronize, 1.0, 10.0, 1.0).is_ok());
+        assert!(check_wait(Method::EventSynchronize, 6.0, 10.0, 1.0).is_err());
+    }
+
+    #[test]
+    fn options_refuse_a_sleep_outside_the_range_in_one_line() {
+        let with = |us: f64| Options {
+            sleep_us: Some(us),
+            ..Options::default()
+        };
+        check_options(&Options::default()).unwrap();
+        check_options(&with(MIN_SLEEP_US)).unwrap();
+        check_options(&with(MAX_SLEEP_US)).unwrap();
+        for us in [0.0, 999.0, 1e6 + 1.0, f64::NAN, f64::INFINITY, -5.0] {
+            match check_options(&with(us)) {
+                Err(Error::InvalidInput(why)) => {
+                    assert!(why.contains("--sleep-us") && !why.contains('\n'), "{why}")
+                }
+                other => panic!("--sleep-us {us}: {other:?}"),
+            }
+        }
     }
 }
