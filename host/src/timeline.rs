@@ -1,7 +1,7 @@
 //! Per-stream timelines: when each copy and launch started and ended on the GPU.
 //!
-//! Attach a [`Timeline`] to streams ([`crate::stream::Stream::attach_timeline`]) and every
-//! operation they enqueue is bracketed by two events; no demo code changes. After the work is
+//! Attach a [`Timeline`] to streams ([`Timeline::attach`]) and every operation they enqueue
+//! is bracketed by two events; no demo code changes. [`Timeline::finish`] draws the run. After the work is
 //! synchronized, [`Timeline::resolve`] turns the events into milliseconds and
 //! [`render`] draws one row per stream, which is how overlap becomes visible:
 //!
@@ -10,11 +10,12 @@
 //! overlap-1 |    HHHHCCCCCCDDDD            |
 //! ```
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::stream::Event;
+use crate::stream::{Event, Stream};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -66,6 +67,26 @@ pub struct Span {
 impl Timeline {
     pub fn new() -> Timeline {
         Timeline::default()
+    }
+
+    /// A fresh timeline, attached to every stream in `streams`: the start of a recorded run.
+    pub fn attach(streams: &[&Stream]) -> Rc<Timeline> {
+        let timeline = Rc::new(Timeline::new());
+        for s in streams {
+            s.attach_timeline(&timeline);
+        }
+        timeline
+    }
+
+    /// The end of a recorded run: detaches from `streams` whatever the run returned, then
+    /// draws what it recorded against `origin`, an event the run recorded before its first
+    /// operation. All recorded work must have completed.
+    pub fn finish(&self, streams: &[&Stream], run: Result<()>, origin: &Event) -> Result<String> {
+        for s in streams {
+            s.detach_timeline();
+        }
+        run?;
+        Ok(render(&self.resolve(origin)?, 72))
     }
 
     pub(crate) fn push(&self, stream: &str, kind: OpKind, label: &str, start: Event, end: Event) {

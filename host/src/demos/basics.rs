@@ -40,7 +40,7 @@ use crate::gpu::Gpu;
 use crate::memory::{copy_to_device_sync, copy_to_host_sync, device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
-use crate::timeline::{render, Timeline};
+use crate::timeline::Timeline;
 use crate::timing::Stats;
 
 pub const SUMMARY: &str = "blocking copies + kernel vs the same on one stream with async copies from pinned memory; host work done meanwhile";
@@ -237,12 +237,9 @@ impl Basics {
 
     /// One more asynchronous run with a timeline on the stream.
     pub fn timeline(&mut self, gpu: &Gpu) -> Result<String> {
-        let timeline = std::rc::Rc::new(Timeline::new());
-        self.stream.attach_timeline(&timeline);
-        let result = self.run_async(gpu);
-        self.stream.detach_timeline();
-        result?;
-        Ok(render(&timeline.resolve(&self.start)?, 72))
+        let timeline = Timeline::attach(&[&self.stream]);
+        let run = self.run_async(gpu).map(drop);
+        timeline.finish(&[&self.stream], run, &self.start)
     }
 }
 

@@ -47,7 +47,7 @@ use crate::gpu::Gpu;
 use crate::memory::{device, pinned};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
-use crate::timeline::{render, Timeline};
+use crate::timeline::Timeline;
 use crate::timing::{host_ms, Stats};
 
 pub const SUMMARY: &str =
@@ -402,14 +402,12 @@ impl CallbackPipeline {
     /// One more pipelined run with a timeline on the stream (the host functions themselves
     /// do not appear: they are not copies or kernels).
     pub fn timeline(&mut self, gpu: &Gpu) -> Result<String> {
-        let timeline = std::rc::Rc::new(Timeline::new());
         self.gpu_start.record(&self.stream)?;
-        self.stream.attach_timeline(&timeline);
-        let result = self.run_pipelined(gpu);
-        self.stream.detach_timeline();
-        result?;
-        self.stream.synchronize()?;
-        Ok(render(&timeline.resolve(&self.gpu_start)?, 72))
+        let timeline = Timeline::attach(&[&self.stream]);
+        let run = self
+            .run_pipelined(gpu)
+            .and_then(|_| self.stream.synchronize());
+        timeline.finish(&[&self.stream], run, &self.gpu_start)
     }
 }
 
@@ -549,6 +547,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::testing::refusal;
 
     fn ev(ms: f64, what: &str) -> HostEvent {
         HostEvent {
@@ -623,27 +622,19 @@ mod tests {
         }
     }
 
-    /// The error a refused set of flags gives: InvalidInput, in one line.
-    fn refusal(o: &Options) -> String {
-        match check_options(o) {
-            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
-            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
-        }
-    }
-
     #[test]
     fn options_accept_the_defaults_and_refuse_hostile_flags() {
         check_options(&Options::default()).unwrap();
         check_options(&opts(1, 1, 0)).unwrap();
-        assert!(refusal(&opts(0, 8, 500)).contains("--elements"));
-        assert!(refusal(&opts(1 << 20, 0, 500)).contains("--batches"));
-        assert!(refusal(&opts(1, MAX_BATCHES + 1, 500)).contains("--batches"));
-        assert!(refusal(&opts(100_000_000, 1024, 500)).contains("--batches 1024"));
-        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1, 500)).contains("--elements"));
-        assert!(refusal(&opts(usize::MAX, usize::MAX, 500)).contains("--"));
+        assert!(refusal(check_options, &opts(0, 8, 500)).contains("--elements"));
+        assert!(refusal(check_options, &opts(1 << 20, 0, 500)).contains("--batches"));
+        assert!(refusal(check_options, &opts(1, MAX_BATCHES + 1, 500)).contains("--batches"));
+        assert!(refusal(check_options, &opts(100_000_000, 1024, 500)).contains("--batches 1024"));
+        assert!(refusal(check_options, &opts(MAX_ELEMENTS + 1, 1, 500)).contains("--elements"));
+        assert!(refusal(check_options, &opts(usize::MAX, usize::MAX, 500)).contains("--"));
         // The review's case: one batch of 2^28 elements for a million iterations would
         // compute for minutes; it is refused up front instead of timing out.
-        assert!(refusal(&opts(268_435_456, 1, 1_000_000)).contains("estimated"));
+        assert!(refusal(check_options, &opts(268_435_456, 1, 1_000_000)).contains("estimated"));
     }
 
     #[test]

@@ -44,7 +44,7 @@ use crate::gpu::Gpu;
 use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
-use crate::timeline::{render, Timeline};
+use crate::timeline::Timeline;
 use crate::timing::Stats;
 
 use self::estimate::{ensure_bounded, WorkModel};
@@ -385,14 +385,9 @@ impl ComputeTransfer {
 
     /// One more two-stream run with a timeline on both streams.
     pub fn timeline(&mut self, gpu: &Gpu) -> Result<String> {
-        let timeline = std::rc::Rc::new(Timeline::new());
-        self.transfer.attach_timeline(&timeline);
-        self.compute.attach_timeline(&timeline);
-        let result = self.run_pipelined(gpu);
-        self.transfer.detach_timeline();
-        self.compute.detach_timeline();
-        result?;
-        Ok(render(&timeline.resolve(&self.marks[0])?, 72))
+        let timeline = Timeline::attach(&[&self.transfer, &self.compute]);
+        let run = self.run_pipelined(gpu).map(drop);
+        timeline.finish(&[&self.transfer, &self.compute], run, &self.marks[0])
     }
 }
 
@@ -502,6 +497,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::testing::refusal;
 
     #[test]
     fn model_is_the_plain_sum_for_one_batch() {
@@ -532,26 +528,18 @@ mod tests {
         }
     }
 
-    /// The error a refused set of flags gives: InvalidInput, in one line.
-    fn refusal(o: &Options) -> String {
-        match check_options(o) {
-            Err(crate::Error::InvalidInput(why)) if !why.contains('\n') => why,
-            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
-        }
-    }
-
     #[test]
     fn options_accept_the_defaults_and_refuse_hostile_flags() {
         check_options(&Options::default()).unwrap();
         check_options(&opts(1, 1, 0)).unwrap();
-        assert!(refusal(&opts(0, 4, 100)).contains("--elements"));
-        assert!(refusal(&opts(1 << 20, 0, 100)).contains("--batches"));
-        assert!(refusal(&opts(1 << 20, MAX_BATCHES + 1, 100)).contains("--batches"));
-        assert!(refusal(&opts(100_000_000, 1024, 100)).contains("--batches 1024"));
-        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1, 100)).contains("--elements"));
-        assert!(refusal(&opts(usize::MAX, usize::MAX, 100)).contains("--"));
+        assert!(refusal(check_options, &opts(0, 4, 100)).contains("--elements"));
+        assert!(refusal(check_options, &opts(1 << 20, 0, 100)).contains("--batches"));
+        assert!(refusal(check_options, &opts(1 << 20, MAX_BATCHES + 1, 100)).contains("--batches"));
+        assert!(refusal(check_options, &opts(100_000_000, 1024, 100)).contains("--batches 1024"));
+        assert!(refusal(check_options, &opts(MAX_ELEMENTS + 1, 1, 100)).contains("--elements"));
+        assert!(refusal(check_options, &opts(usize::MAX, usize::MAX, 100)).contains("--"));
         // 524,288 elements x 4 batches x 2^32 iterations: hours of compute.
-        assert!(refusal(&opts(DEFAULT_ELEMENTS, 4, u32::MAX)).contains("estimated"));
+        assert!(refusal(check_options, &opts(DEFAULT_ELEMENTS, 4, u32::MAX)).contains("estimated"));
     }
 
     #[test]

@@ -552,6 +552,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::testing::refusal;
 
     #[test]
     fn stale_and_right_answers_differ() {
@@ -627,29 +628,23 @@ mod tests {
         }
     }
 
-    /// The error a refused set of flags gives: InvalidInput, in one line.
-    fn refusal(o: &Options) -> String {
-        match check_options(o) {
-            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
-            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
-        }
-    }
-
     #[test]
     fn options_accept_the_defaults_and_refuse_hostile_flags() {
         check_options(&Options::default()).unwrap();
         check_options(&opts(1, 0, MIN_SLEEP_US)).unwrap();
         assert_eq!(producer_waves(DEFAULT_ELEMENTS, &WorkModel::H100), 1);
-        assert!(refusal(&opts(0, 1000, 20_000.0)).contains("--elements"));
-        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1000, 20_000.0)).contains("--elements"));
+        assert!(refusal(check_options, &opts(0, 1000, 20_000.0)).contains("--elements"));
+        assert!(
+            refusal(check_options, &opts(MAX_ELEMENTS + 1, 1000, 20_000.0)).contains("--elements")
+        );
         for us in [50.0, 2e6, f64::NAN, f64::INFINITY, -1.0] {
-            assert!(refusal(&opts(1 << 18, 1000, us)).contains("--sleep-us"));
+            assert!(refusal(check_options, &opts(1 << 18, 1000, us)).contains("--sleep-us"));
         }
         // The review's case: 4e9 elements are ~15,000 waves of a 20 ms spin, twice a repeat.
-        assert!(refusal(&opts(4_000_000_000, 1000, 20_000.0)).contains("waves"));
+        assert!(refusal(check_options, &opts(4_000_000_000, 1000, 20_000.0)).contains("waves"));
         // 100 waves of a one-second spin.
-        assert!(refusal(&opts(100 * 1056 * 256, 1, 1e6)).contains("estimated"));
+        assert!(refusal(check_options, &opts(100 * 1056 * 256, 1, 1e6)).contains("estimated"));
         // The timed kernel alone: 2^18 elements x 2^32 iterations.
-        assert!(refusal(&opts(1 << 18, u32::MAX, 20_000.0)).contains("estimated"));
+        assert!(refusal(check_options, &opts(1 << 18, u32::MAX, 20_000.0)).contains("estimated"));
     }
 }

@@ -235,6 +235,21 @@ pub fn ensure_host_memory(bytes: usize, what: &str) -> Result<()> {
     }
 }
 
+/// Helpers for the demos' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Options;
+    use crate::error::{Error, Result};
+
+    /// The message `check` refuses `o` with; panics unless it is a one-line InvalidInput.
+    pub fn refusal(check: fn(&Options) -> Result<()>, o: &Options) -> String {
+        match check(o) {
+            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
+            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

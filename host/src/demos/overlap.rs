@@ -31,7 +31,7 @@ use crate::gpu::Gpu;
 use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
-use crate::timeline::{render, Timeline};
+use crate::timeline::Timeline;
 use crate::timing::Stats;
 
 pub const SUMMARY: &str =
@@ -233,16 +233,13 @@ impl Overlap {
 
     /// One more K-stream run with a timeline attached to every stream.
     pub fn timeline(&mut self, gpu: &Gpu) -> Result<String> {
-        let timeline = std::rc::Rc::new(Timeline::new());
-        for s in &self.streams {
-            s.attach_timeline(&timeline);
-        }
-        let result = self.run_multi_stream(gpu);
-        for s in &self.streams {
-            s.detach_timeline();
-        }
-        result?;
-        Ok(render(&timeline.resolve(&self.marks[0])?, 72))
+        let timeline = Timeline::attach(&self.streams.iter().collect::<Vec<_>>());
+        let run = self.run_multi_stream(gpu).map(drop);
+        timeline.finish(
+            &self.streams.iter().collect::<Vec<_>>(),
+            run,
+            &self.marks[0],
+        )
     }
 }
 

@@ -57,7 +57,7 @@ use crate::gpu::Gpu;
 use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
-use crate::timeline::{render, Timeline};
+use crate::timeline::Timeline;
 use crate::timing::Stats;
 
 pub const SUMMARY: &str =
@@ -329,14 +329,9 @@ impl Prefetch {
 
     /// One more prefetching run with a timeline on both streams.
     pub fn timeline(&mut self, gpu: &Gpu) -> Result<String> {
-        let timeline = std::rc::Rc::new(Timeline::new());
-        self.copy.attach_timeline(&timeline);
-        self.compute.attach_timeline(&timeline);
-        let result = self.run_prefetch(gpu);
-        self.copy.detach_timeline();
-        self.compute.detach_timeline();
-        result?;
-        Ok(render(&timeline.resolve(&self.marks[0])?, 72))
+        let timeline = Timeline::attach(&[&self.copy, &self.compute]);
+        let run = self.run_prefetch(gpu).map(drop);
+        timeline.finish(&[&self.copy, &self.compute], run, &self.marks[0])
     }
 }
 
@@ -439,6 +434,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::testing::refusal;
 
     #[test]
     fn the_shared_estimate_hides_the_faster_stage() {
@@ -471,24 +467,16 @@ mod tests {
         }
     }
 
-    /// The error a refused set of flags gives: InvalidInput, in one line.
-    fn refusal(o: &Options) -> String {
-        match check_options(o) {
-            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
-            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
-        }
-    }
-
     #[test]
     fn options_accept_the_defaults_and_refuse_hostile_flags() {
         check_options(&Options::default()).unwrap();
         check_options(&opts(1, 1, 0)).unwrap();
-        assert!(refusal(&opts(0, 8, 50)).contains("--elements"));
-        assert!(refusal(&opts(1 << 20, 0, 50)).contains("--batches"));
-        assert!(refusal(&opts(1, MAX_BATCHES + 1, 50)).contains("--batches"));
-        assert!(refusal(&opts(100_000_000, 1024, 50)).contains("--batches 1024"));
-        assert!(refusal(&opts(MAX_ELEMENTS + 1, 1, 50)).contains("--elements"));
-        assert!(refusal(&opts(usize::MAX, usize::MAX, 50)).contains("--"));
-        assert!(refusal(&opts(DEFAULT_ELEMENTS, 8, u32::MAX)).contains("estimated"));
+        assert!(refusal(check_options, &opts(0, 8, 50)).contains("--elements"));
+        assert!(refusal(check_options, &opts(1 << 20, 0, 50)).contains("--batches"));
+        assert!(refusal(check_options, &opts(1, MAX_BATCHES + 1, 50)).contains("--batches"));
+        assert!(refusal(check_options, &opts(100_000_000, 1024, 50)).contains("--batches 1024"));
+        assert!(refusal(check_options, &opts(MAX_ELEMENTS + 1, 1, 50)).contains("--elements"));
+        assert!(refusal(check_options, &opts(usize::MAX, usize::MAX, 50)).contains("--"));
+        assert!(refusal(check_options, &opts(DEFAULT_ELEMENTS, 8, u32::MAX)).contains("estimated"));
     }
 }

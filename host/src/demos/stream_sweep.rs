@@ -260,6 +260,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::demos::testing::refusal;
 
     #[test]
     fn counts_are_powers_of_two_then_the_maximum() {
@@ -292,25 +293,18 @@ mod tests {
         }
     }
 
-    /// The error a refused set of flags gives: InvalidInput, in one line.
-    fn refusal(o: &Options) -> String {
-        match check_options(o) {
-            Err(Error::InvalidInput(why)) if !why.contains('\n') => why,
-            other => panic!("{o:?}: expected a one-line InvalidInput, got {other:?}"),
-        }
-    }
-
     #[test]
     fn options_accept_the_defaults_and_refuse_hostile_flags() {
         check_options(&Options::default()).unwrap();
         // One stream is allowed: the report says there is no sweep.
         check_options(&opts(1, 1, 0)).unwrap();
-        assert!(refusal(&opts(1 << 20, 0, 100)).contains("--streams"));
-        assert!(refusal(&opts(1 << 20, 65, 100)).contains("--streams"));
-        assert!(refusal(&opts(4, 8, 100)).contains("--streams 8 is more than --elements 4"));
-        assert!(refusal(&opts(0, 8, 100)).contains("--elements"));
-        assert!(refusal(&opts(usize::MAX, 8, 100)).contains("--elements"));
+        assert!(refusal(check_options, &opts(1 << 20, 0, 100)).contains("--streams"));
+        assert!(refusal(check_options, &opts(1 << 20, 65, 100)).contains("--streams"));
+        assert!(refusal(check_options, &opts(4, 8, 100))
+            .contains("--streams 8 is more than --elements 4"));
+        assert!(refusal(check_options, &opts(0, 8, 100)).contains("--elements"));
+        assert!(refusal(check_options, &opts(usize::MAX, 8, 100)).contains("--elements"));
         // 16M elements x 2^32 iterations, seven times over.
-        assert!(refusal(&opts(1 << 24, 64, u32::MAX)).contains("estimated"));
+        assert!(refusal(check_options, &opts(1 << 24, 64, u32::MAX)).contains("estimated"));
     }
 }
