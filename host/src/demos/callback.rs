@@ -39,8 +39,8 @@ use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
 use crate::data::{ensure_bitwise_equal, ensure_close_to_reference};
-use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
 use crate::demos::compute_transfer::{CLEAR_SPEEDUP, MAX_TOTAL_ELEMENTS};
+use crate::demos::estimate::{ensure_bounded, WorkModel};
 use crate::demos::{buffer_bytes, check_elements, ensure_host_memory, Options, MAX_ELEMENTS};
 use crate::error::{ensure, Error, Result};
 use crate::gpu::Gpu;

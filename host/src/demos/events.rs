@@ -44,7 +44,7 @@ use kernels_gpu::math::{add_element, scale_element};
 use serde::Serialize;
 
 use crate::data::{ensure_bitwise_equal, random_inputs};
-use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
+use crate::demos::estimate::{ensure_bounded, WorkModel};
 use crate::demos::{
     buffer_bytes, check_elements, check_sleep_us, ensure_host_memory, Options, MAX_ELEMENTS,
 };

@@ -9,6 +9,7 @@ pub mod basics;
 pub mod callback;
 pub mod compute_transfer;
 pub mod default_stream;
+pub mod estimate;
 pub mod events;
 pub mod graph;
 pub mod launch_order;

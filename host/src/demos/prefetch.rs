@@ -49,8 +49,8 @@ use crate::data::{
     ensure_bitwise_equal, random_inputs, sample_indices, ABS_TOLERANCE, REL_TOLERANCE,
 };
 use crate::demos::callback::pipeline_estimate;
-use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
 use crate::demos::compute_transfer::{CLEAR_SPEEDUP, MAX_TOTAL_ELEMENTS};
+use crate::demos::estimate::{ensure_bounded, WorkModel};
 use crate::demos::{buffer_bytes, check_elements, ensure_host_memory, Options, MAX_ELEMENTS};
 use crate::error::{ensure, Error, Result};
 use crate::gpu::Gpu;

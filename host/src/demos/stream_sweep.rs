@@ -24,8 +24,8 @@
 use serde::Serialize;
 
 use crate::data::ensure_bitwise_equal;
-use crate::demos::compute_transfer::estimate::{ensure_bounded, WorkModel};
 use crate::demos::compute_transfer::CLEAR_SPEEDUP;
+use crate::demos::estimate::{ensure_bounded, WorkModel};
 use crate::demos::overlap::{self, measure, pipeline_bound, Overlap};
 use crate::demos::{buffer_bytes, ensure_host_memory, Options};
 use crate::error::{Error, Result};
