@@ -445,32 +445,4 @@ mod tests {
         // 524,288 elements x 4 batches x 2^32 iterations: hours of compute.
         assert!(refusal(check_options, &opts(DEFAULT_ELEMENTS, 4, u32::MAX)).contains("estimated"));
     }
-
-    #[test]
-    fn work_model_matches_the_h100_defaults_and_bounds_a_repeat() {
-        let m = WorkModel::H100;
-        // The default batch computes in about the time of its two copies (2 MiB each).
-        let c = m.compute_ms(DEFAULT_ELEMENTS, DEFAULT_ITERS);
-        let h = m.copy_ms(DEFAULT_ELEMENTS);
-        assert!(
-            (0.03..0.3).contains(&c) && (0.02..0.2).contains(&h),
-            "{c} {h}"
-        );
-        assert_eq!(m.waves(1), 1);
-        assert_eq!(m.waves(m.blocks_per_wave + 1), 2);
-        assert!(crate::demos::estimate::ensure_bounded(
-            "x",
-            crate::demos::estimate::MAX_MS_PER_REPEAT,
-            "x"
-        )
-        .is_ok());
-        assert!(crate::demos::estimate::ensure_bounded(
-            "x",
-            crate::demos::estimate::MAX_MS_PER_REPEAT + 1.0,
-            "x"
-        )
-        .is_err());
-        // No overflow for the largest counts.
-        assert!(m.compute_ms(usize::MAX, u32::MAX).is_finite());
-    }
 }

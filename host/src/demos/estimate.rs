@@ -91,3 +91,29 @@ pub fn ensure_bounded(demo: &str, estimate_ms: f64, what: &str) -> Result<()> {
         MAX_MS_PER_REPEAT / 1e3
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_model_matches_the_h100_defaults_and_bounds_a_repeat() {
+        let m = WorkModel::H100;
+        // The default batch computes in about the time of its two copies (2 MiB each).
+        let c = m.compute_ms(
+            crate::demos::compute_transfer::DEFAULT_ELEMENTS,
+            crate::demos::compute_transfer::DEFAULT_ITERS,
+        );
+        let h = m.copy_ms(crate::demos::compute_transfer::DEFAULT_ELEMENTS);
+        assert!(
+            (0.03..0.3).contains(&c) && (0.02..0.2).contains(&h),
+            "{c} {h}"
+        );
+        assert_eq!(m.waves(1), 1);
+        assert_eq!(m.waves(m.blocks_per_wave + 1), 2);
+        assert!(ensure_bounded("x", MAX_MS_PER_REPEAT, "x").is_ok());
+        assert!(ensure_bounded("x", MAX_MS_PER_REPEAT + 1.0, "x").is_err());
+        // No overflow for the largest counts.
+        assert!(m.compute_ms(usize::MAX, u32::MAX).is_finite());
+    }
+}
