@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
 #include <vector>
 
@@ -41,14 +40,6 @@
   } while (0)
 
 __global__ void empty_kernel() {}
-
-// sinf's slow path keeps a small array in local memory: running this once makes the context
-// reserve local memory, which (as measured on an H200, driver 580) raises the GPU cost of
-// every later kernel node in a graph. `launch_overhead 20 100 after-sinf` shows it.
-__global__ void sinf_kernel(float* data, unsigned n) {
-  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) data[i] = sinf(data[i] * 1e6f);
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -106,9 +97,8 @@ static Sample run_graph(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
   const int kernels = argc > 2 ? std::atoi(argv[2]) : 100;
-  const bool after_sinf = argc > 3 && std::strcmp(argv[3], "after-sinf") == 0;
   if (reps < 1 || kernels < 1) {
-    std::fprintf(stderr, "usage: %s [reps >= 1] [kernels >= 1] [after-sinf]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [reps >= 1] [kernels >= 1]\n", argv[0]);
     return 2;
   }
 
@@ -124,15 +114,6 @@ int main(int argc, char** argv) {
 
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  if (after_sinf) {
-    float* d = nullptr;
-    CHECK(cudaMalloc(&d, 1 << 20));
-    CHECK(cudaMemset(d, 0, 1 << 20));
-    sinf_kernel<<<1024, 256, 0, stream>>>(d, 1 << 18);
-    CHECK(cudaStreamSynchronize(stream));
-    CHECK(cudaFree(d));
-    std::printf("ran a sinf kernel (local memory) first\n");
-  }
   cudaEvent_t start;
   cudaEvent_t stop;
   CHECK(cudaEventCreate(&start));
