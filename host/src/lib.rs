@@ -2,7 +2,8 @@
 //!
 //! The shared runtime, one module a job: [`gpu`] (driver, context, embedded PTX, device
 //! facts, launches), [`stream`] (streams and events), [`memory`] (pinned and device buffers,
-//! copies), [`kernels`] (one typed launch per kernel), [`timeline`] (per-stream spans),
+//! copies), [`kernels`] (one typed launch per kernel), [`graph`] (stream capture and CUDA
+//! graphs), [`timeline`] (per-stream spans),
 //! [`timing`] (medians), [`data`] (inputs and checks), [`report`] (what a demo prints).
 //! On top of it, [`demos`]: one module per technique, each reading like the tutorial it
 //! teaches.

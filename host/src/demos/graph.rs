@@ -165,7 +165,7 @@ struct DagParts {
     join_b: Event,
 }
 
-/// Driver calls [`enqueue_dag`] makes per iteration: 1 fork record, 2 waits, 2 copies in,
+/// Driver calls `enqueue_dag` makes per iteration: 1 fork record, 2 waits, 2 copies in,
 /// 2 producers, 2 join records, 2 waits, the combiner, the copy out.
 pub const DAG_DRIVER_CALLS: usize = 13;
 
