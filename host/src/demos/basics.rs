@@ -41,7 +41,7 @@ use crate::memory::{copy_to_device_sync, copy_to_host_sync, device, pinned, pinn
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::Timeline;
-use crate::timing::Stats;
+use crate::timing::{interleaved, Stats};
 
 pub const SUMMARY: &str = "blocking copies + kernel vs the same on one stream with async copies from pinned memory; host work done meanwhile";
 pub const FLAGS: &str = "--elements (1048576) --iters (1000) --reps --timeline";
@@ -255,19 +255,12 @@ pub struct Measured {
 }
 
 pub fn measure(gpu: &Gpu, b: &mut Basics, reps: usize) -> Result<Measured> {
-    b.run_blocking(gpu)?;
-    b.run_async(gpu)?;
-    let (mut blocking, mut asynchronous) = (Vec::new(), Vec::new());
-    for _ in 0..reps.max(1) {
-        blocking.push(b.run_blocking(gpu)?);
-        asynchronous.push(b.run_async(gpu)?);
-    }
-    let median = |runs: &[Run], f: fn(&Run) -> f64| {
-        Stats::of(&runs.iter().map(f).collect::<Vec<_>>()).median
-    };
+    let (blocking, asynchronous) =
+        interleaved(b, reps, |b| b.run_blocking(gpu), |b| b.run_async(gpu))?;
+    let median = |runs: &[Run], f: fn(&Run) -> f64| Stats::of_each(runs, f).median;
     Ok(Measured {
-        blocking_gpu: Stats::of(&blocking.iter().map(|r| r.gpu_ms).collect::<Vec<_>>()),
-        async_gpu: Stats::of(&asynchronous.iter().map(|r| r.gpu_ms).collect::<Vec<_>>()),
+        blocking_gpu: Stats::of_each(&blocking, |r| r.gpu_ms),
+        async_gpu: Stats::of_each(&asynchronous, |r| r.gpu_ms),
         blocking_in_calls_ms: median(&blocking, |r| r.host_in_calls_ms),
         async_in_calls_ms: median(&asynchronous, |r| r.host_in_calls_ms),
         blocking_units: median(&blocking, |r| r.host_units as f64),

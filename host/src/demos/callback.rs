@@ -48,7 +48,7 @@ use crate::memory::{device, pinned};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::Timeline;
-use crate::timing::{host_ms, Stats};
+use crate::timing::{host_ms, interleaved, Stats};
 
 pub const SUMMARY: &str =
     "host functions (cuLaunchHostFunc) wake the host to prepare the next batch: a pipeline";
@@ -423,25 +423,16 @@ pub struct Measured {
 }
 
 pub fn measure(gpu: &Gpu, p: &mut CallbackPipeline, reps: usize) -> Result<Measured> {
-    p.run_sequential(gpu)?;
-    p.run_pipelined(gpu)?;
-    let (mut seq, mut pipe, mut prep, mut g) = (vec![], vec![], vec![], vec![]);
-    let mut events = Vec::new();
-    for _ in 0..reps.max(1) {
-        let s = p.run_sequential(gpu)?;
-        seq.push(s.total_ms);
-        prep.push(s.prepare_ms / p.batches as f64);
-        g.push(s.gpu_ms / p.batches as f64);
-        let (ms, ev) = p.run_pipelined(gpu)?;
-        pipe.push(ms);
-        events = ev;
-    }
+    let (seq, mut pipe) =
+        interleaved(p, reps, |p| p.run_sequential(gpu), |p| p.run_pipelined(gpu))?;
+    let b = p.batches as f64;
     Ok(Measured {
-        sequential: Stats::of(&seq),
-        pipelined: Stats::of(&pipe),
-        prepare_per_batch: Stats::of(&prep).median,
-        gpu_per_batch: Stats::of(&g).median,
-        events,
+        sequential: Stats::of_each(&seq, |s| s.total_ms),
+        pipelined: Stats::of_each(&pipe, |(ms, _)| *ms),
+        prepare_per_batch: Stats::of_each(&seq, |s| s.prepare_ms / b).median,
+        gpu_per_batch: Stats::of_each(&seq, |s| s.gpu_ms / b).median,
+        // The event log of the last pipelined run.
+        events: pipe.pop().map(|(_, events)| events).unwrap_or_default(),
     })
 }
 

@@ -45,7 +45,7 @@ use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::Timeline;
-use crate::timing::Stats;
+use crate::timing::{interleaved, Stats};
 
 use crate::demos::estimate::{ensure_bounded, WorkModel};
 
@@ -304,25 +304,20 @@ pub struct Measured {
 }
 
 pub fn measure(gpu: &Gpu, ct: &mut ComputeTransfer, reps: usize) -> Result<Measured> {
-    ct.run_sequential(gpu)?;
-    ct.run_pipelined(gpu)?;
-    let (mut seq, mut pipe, mut h, mut c, mut d) = (vec![], vec![], vec![], vec![], vec![]);
+    let (seq, pipe) = interleaved(
+        ct,
+        reps,
+        |ct| ct.run_sequential(gpu),
+        |ct| ct.run_pipelined(gpu),
+    )?;
     let b = ct.batches as f64;
-    for _ in 0..reps.max(1) {
-        let p = ct.run_sequential(gpu)?;
-        seq.push(p.total());
-        h.push(p.h / b);
-        c.push(p.c / b);
-        d.push(p.d / b);
-        pipe.push(ct.run_pipelined(gpu)?);
-    }
     Ok(Measured {
-        sequential: Stats::of(&seq),
+        sequential: Stats::of_each(&seq, Phases::total),
         pipelined: Stats::of(&pipe),
         per_batch: Phases {
-            h: Stats::of(&h).median,
-            c: Stats::of(&c).median,
-            d: Stats::of(&d).median,
+            h: Stats::of_each(&seq, |p| p.h / b).median,
+            c: Stats::of_each(&seq, |p| p.c / b).median,
+            d: Stats::of_each(&seq, |p| p.d / b).median,
         },
     })
 }

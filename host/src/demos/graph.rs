@@ -50,7 +50,7 @@ use crate::graph::{capture, CaptureMode, Graph, GraphExec, NodeCounts, UpdatePat
 use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
-use crate::timing::Stats;
+use crate::timing::{interleaved, Stats};
 
 pub const SUMMARY: &str = "a multi-stream DAG replayed with streams+events vs a captured CUDA graph; update in place; launch overhead";
 pub const FLAGS: &str = "--elements (65536 per input) --iters (1000: replays of the DAG per rep, for each version, at most 1000000) --reps (10; the launch-overhead part uses at least 20); iters x reps x 2 replays must stay under about 60 s of GPU work";
@@ -457,17 +457,16 @@ fn per_iteration(
 /// Both versions, `reps` repeats of `iters` iterations each after one warm-up iteration,
 /// alternating so that clock or thermal drift affects both alike. The graph must be built.
 pub fn measure_dag(gpu: &Gpu, dag: &mut GraphDag, iters: u32, reps: usize) -> Result<DagMeasured> {
-    dag.run_streams(gpu)?;
-    dag.run_graph()?;
-    let (mut streams, mut graph) = (vec![], vec![]);
-    for _ in 0..reps.max(1) {
-        streams.push(per_iteration(iters, 1, || dag.run_streams(gpu))?);
-        graph.push(per_iteration(iters, 1, || dag.run_graph())?);
-    }
+    let (streams, graph) = interleaved(
+        dag,
+        reps,
+        |dag| per_iteration(iters, 1, || dag.run_streams(gpu)),
+        |dag| per_iteration(iters, 1, || dag.run_graph()),
+    )?;
     let merge = |v: &[PerIteration]| PerIteration {
-        gpu_us: Stats::of(&v.iter().map(|p| p.gpu_us.median).collect::<Vec<_>>()),
-        issue_us: Stats::of(&v.iter().map(|p| p.issue_us.median).collect::<Vec<_>>()),
-        wall_us: Stats::of(&v.iter().map(|p| p.wall_us.median).collect::<Vec<_>>()),
+        gpu_us: Stats::of_each(v, |p| p.gpu_us.median),
+        issue_us: Stats::of_each(v, |p| p.issue_us.median),
+        wall_us: Stats::of_each(v, |p| p.wall_us.median),
     };
     Ok(DagMeasured {
         streams: merge(&streams),
@@ -559,24 +558,16 @@ pub fn measure_launch_overhead(
     lo: &LaunchOverhead,
     reps: usize,
 ) -> Result<LaunchMeasured> {
-    lo.run_stream(gpu)?;
-    lo.run_graph()?;
-    let (mut sg, mut si, mut gg, mut gi) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..reps.max(1) {
-        let s = lo.run_stream(gpu)?;
-        sg.push(s.gpu_ms);
-        si.push(s.issue_ms);
-        let g = lo.run_graph()?;
-        gg.push(g.gpu_ms);
-        gi.push(g.issue_ms);
-    }
-    let per_kernel = |v: &[f64]| Stats::of(v).median * 1e3 / lo.kernels as f64;
+    let (by_stream, by_graph) =
+        interleaved(&mut (), reps, |_| lo.run_stream(gpu), |_| lo.run_graph())?;
+    let per_kernel =
+        |v: &[Sample], f: fn(&Sample) -> f64| Stats::of_each(v, f).median * 1e3 / lo.kernels as f64;
     Ok(LaunchMeasured {
-        stream_gpu_per_kernel_us: per_kernel(&sg),
-        stream_issue_per_kernel_us: per_kernel(&si),
-        graph_gpu_per_kernel_us: per_kernel(&gg),
-        graph_issue_per_kernel_us: per_kernel(&gi),
-        graph_launch_issue_us: Stats::of(&gi).median * 1e3,
+        stream_gpu_per_kernel_us: per_kernel(&by_stream, |s| s.gpu_ms),
+        stream_issue_per_kernel_us: per_kernel(&by_stream, |s| s.issue_ms),
+        graph_gpu_per_kernel_us: per_kernel(&by_graph, |s| s.gpu_ms),
+        graph_issue_per_kernel_us: per_kernel(&by_graph, |s| s.issue_ms),
+        graph_launch_issue_us: Stats::of_each(&by_graph, |s| s.issue_ms).median * 1e3,
     })
 }
 

@@ -32,7 +32,7 @@ use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::Timeline;
-use crate::timing::Stats;
+use crate::timing::{interleaved, Stats};
 
 pub const SUMMARY: &str =
     "one stream vs K streams each copying in, computing and copying out its chunk";
@@ -252,24 +252,19 @@ pub struct Measured {
 }
 
 pub fn measure(gpu: &Gpu, o: &mut Overlap, reps: usize) -> Result<Measured> {
-    o.run_one_stream(gpu)?;
-    o.run_multi_stream(gpu)?;
-    let (mut one, mut multi, mut h, mut c, mut d) = (vec![], vec![], vec![], vec![], vec![]);
-    for _ in 0..reps.max(1) {
-        let p = o.run_one_stream(gpu)?;
-        one.push(p.total());
-        h.push(p.h);
-        c.push(p.c);
-        d.push(p.d);
-        multi.push(o.run_multi_stream(gpu)?);
-    }
+    let (one, multi) = interleaved(
+        o,
+        reps,
+        |o| o.run_one_stream(gpu),
+        |o| o.run_multi_stream(gpu),
+    )?;
     Ok(Measured {
-        one: Stats::of(&one),
+        one: Stats::of_each(&one, Phases::total),
         multi: Stats::of(&multi),
         phases: Phases {
-            h: Stats::of(&h).median,
-            c: Stats::of(&c).median,
-            d: Stats::of(&d).median,
+            h: Stats::of_each(&one, |p| p.h).median,
+            c: Stats::of_each(&one, |p| p.c).median,
+            d: Stats::of_each(&one, |p| p.d).median,
         },
     })
 }

@@ -58,7 +58,7 @@ use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::Timeline;
-use crate::timing::Stats;
+use crate::timing::{interleaved, Stats};
 
 pub const SUMMARY: &str =
     "double-buffered prefetch: upload batch i+1 on a copy stream while step i computes";
@@ -344,22 +344,13 @@ pub struct Measured {
 }
 
 pub fn measure(gpu: &Gpu, p: &mut Prefetch, reps: usize) -> Result<Measured> {
-    p.run_serial(gpu)?;
-    p.run_prefetch(gpu)?;
-    let (mut serial, mut pre, mut up, mut st) = (vec![], vec![], vec![], vec![]);
+    let (serial, prefetch) = interleaved(p, reps, |p| p.run_serial(gpu), |p| p.run_prefetch(gpu))?;
     let b = p.batches as f64;
-    for _ in 0..reps.max(1) {
-        let t = p.run_serial(gpu)?;
-        serial.push(t.total);
-        up.push(t.upload / b);
-        st.push(t.step / b);
-        pre.push(p.run_prefetch(gpu)?);
-    }
     Ok(Measured {
-        serial: Stats::of(&serial),
-        prefetch: Stats::of(&pre),
-        upload: Stats::of(&up).median,
-        step: Stats::of(&st).median,
+        serial: Stats::of_each(&serial, |t| t.total),
+        prefetch: Stats::of(&prefetch),
+        upload: Stats::of_each(&serial, |t| t.upload / b).median,
+        step: Stats::of_each(&serial, |t| t.step / b).median,
     })
 }
 

@@ -40,7 +40,7 @@ use crate::memory::{device, pinned, pinned_from};
 use crate::report::Report;
 use crate::stream::{drain_on_error, Event, Stream};
 use crate::timeline::{render, Timeline};
-use crate::timing::Stats;
+use crate::timing::{interleaved, Stats};
 
 pub const SUMMARY: &str = "SleepKernel 4x on one stream vs once on each of 4 streams, with a full grid and with one block";
 pub const FLAGS: &str =
@@ -328,26 +328,21 @@ pub struct Measured {
 
 /// Both regimes, both versions, `reps` interleaved repeats after one warm-up of each.
 pub fn measure(gpu: &Gpu, s: &mut SleepStreams, reps: usize) -> Result<Measured> {
-    for grid in [Grid::Full, Grid::Small] {
-        s.run_one_stream(gpu, grid)?;
-        s.run_multi_stream(gpu, grid)?;
-    }
-    let mut t = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
-    for _ in 0..reps.max(1) {
-        t[0].push(s.run_one_stream(gpu, Grid::Full)?);
-        t[1].push(s.run_multi_stream(gpu, Grid::Full)?);
-        t[2].push(s.run_one_stream(gpu, Grid::Small)?);
-        t[3].push(s.run_multi_stream(gpu, Grid::Small)?);
-    }
+    let mut regime = |grid| -> Result<Regime> {
+        let (one, multi) = interleaved(
+            &mut *s,
+            reps,
+            |s| s.run_one_stream(gpu, grid),
+            |s| s.run_multi_stream(gpu, grid),
+        )?;
+        Ok(Regime {
+            one: Stats::of(&one),
+            multi: Stats::of(&multi),
+        })
+    };
     Ok(Measured {
-        full: Regime {
-            one: Stats::of(&t[0]),
-            multi: Stats::of(&t[1]),
-        },
-        small: Regime {
-            one: Stats::of(&t[2]),
-            multi: Stats::of(&t[3]),
-        },
+        full: regime(Grid::Full)?,
+        small: regime(Grid::Small)?,
     })
 }
 
