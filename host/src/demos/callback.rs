@@ -538,7 +538,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demos::testing::refusal;
+    use crate::demos::testing::{batch_opts as opts, refusal};
 
     fn ev(ms: f64, what: &str) -> HostEvent {
         HostEvent {
@@ -602,15 +602,6 @@ mod tests {
         late[2].ms = 2.55;
         assert_eq!(batches_prepared_ahead(&late, 2), 0);
         assert_eq!(batches_prepared_ahead(&good, 1), 0);
-    }
-
-    fn opts(elements: usize, batches: usize, iters: u32) -> Options {
-        Options {
-            elements: Some(elements),
-            batches: Some(batches),
-            iters: Some(iters),
-            ..Options::default()
-        }
     }
 
     #[test]

@@ -396,7 +396,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demos::testing::refusal;
+    use crate::demos::testing::{batch_opts as opts, refusal};
 
     #[test]
     fn model_is_the_plain_sum_for_one_batch() {
@@ -415,15 +415,6 @@ mod tests {
             let bf = b as f64;
             assert!(m <= bf * (h + c + d) + 1e-12);
             assert!(m >= (bf * (h + d)).max(bf * c) - 1e-12);
-        }
-    }
-
-    fn opts(elements: usize, batches: usize, iters: u32) -> Options {
-        Options {
-            elements: Some(elements),
-            batches: Some(batches),
-            iters: Some(iters),
-            ..Options::default()
         }
     }
 

@@ -242,6 +242,16 @@ pub(crate) mod testing {
     use super::Options;
     use crate::error::{Error, Result};
 
+    /// The flags of the batch pipelines (callback, compute-transfer, prefetch).
+    pub fn batch_opts(elements: usize, batches: usize, iters: u32) -> Options {
+        Options {
+            elements: Some(elements),
+            batches: Some(batches),
+            iters: Some(iters),
+            ..Options::default()
+        }
+    }
+
     /// The message `check` refuses `o` with; panics unless it is a one-line InvalidInput.
     pub fn refusal(check: fn(&Options) -> Result<()>, o: &Options) -> String {
         match check(o) {

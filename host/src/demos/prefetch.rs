@@ -425,7 +425,7 @@ pub fn run(gpu: &Gpu, opts: &Options) -> Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demos::testing::refusal;
+    use crate::demos::testing::{batch_opts as opts, refusal};
 
     #[test]
     fn the_shared_estimate_hides_the_faster_stage() {
@@ -447,15 +447,6 @@ mod tests {
             .map(|j| reference_element(&input, n, batches - 1, iters, j).0)
             .collect();
         assert!(check_accumulator(&missing_one, &input, batches, iters, 64).is_err());
-    }
-
-    fn opts(elements: usize, batches: usize, iters: u32) -> Options {
-        Options {
-            elements: Some(elements),
-            batches: Some(batches),
-            iters: Some(iters),
-            ..Options::default()
-        }
     }
 
     #[test]
