@@ -1,27 +1,18 @@
 //! streamlab: CUDA streams and concurrency, taught and measured from Rust.
 //!
-//! The shared runtime, one module a job: [`gpu`] (driver, context, embedded PTX, device
-//! facts, launches), [`stream`] (streams and events), [`memory`] (pinned and device buffers,
-//! copies), [`kernels`] (one typed launch per kernel), [`graph`] (stream capture and CUDA
-//! graphs), [`timeline`] (per-stream spans),
-//! [`timing`] (medians), [`data`] (inputs and checks), [`report`] (what a demo prints).
-//! On top of it, [`demos`]: one module per technique, each reading like the tutorial it
-//! teaches.
-pub mod data;
-pub mod demos;
-pub mod error;
-pub mod gpu;
-pub mod graph;
-pub mod kernels;
-pub mod memory;
-pub mod report;
-pub mod stream;
-pub mod timeline;
-pub mod timing;
+//! Three layers, arrows pointing down only:
+//! - [`lessons`]: one file per technique, each reading like the tutorial it teaches;
+//! - [`lab`]: the lesson harness (warm-up, interleaved repeats, statistics, checks, budget,
+//!   timeline, report, exit code) that every lesson runs in;
+//! - [`runtime`]: a thin, safe view of the CUDA driver (context, streams, events, memory,
+//!   kernels, graphs), which knows nothing of lessons.
+//!
+//! The `streamlab` command (`main.rs`) sits on top.
+pub mod lab;
+pub mod lessons;
+pub mod runtime;
 
 /// The per-element arithmetic the kernels run, compiled for the host: the CPU reference.
 pub use kernels_gpu::math;
 
-pub use error::{Error, Result};
-pub use gpu::{Gpu, LaunchConfig};
-pub use stream::{Event, Stream, StreamKind};
+pub use runtime::{Error, Gpu, Result};

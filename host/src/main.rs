@@ -1,277 +1,322 @@
-//! The `streamlab` command: device facts, the list of demos, and running them.
+//! The `streamlab` command: device facts, the list of lessons, and running them.
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
-use streamlab::demos::{self, Options, DEMOS};
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use streamlab::lab::{Entry, Settings};
+use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
 
 const AFTER_HELP: &str = "\
 Examples:
-  streamlab info                          what this GPU can overlap
-  streamlab list                          every demo, with the flags it reads
-  streamlab run overlap --streams 8       one stream vs 8 streams, verified and explained
-  streamlab run overlap --timeline        ... and draw what each stream did when
-  streamlab run all --json > runs.json    every demo, machine-readable
+  streamlab info                              what this GPU can overlap
+  streamlab list                              every lesson, in teaching order
+  streamlab run overlap                       one stream vs 8 streams, verified and explained
+  streamlab run overlap --streams 4 --help    the lesson's own flags, defaults and ranges
+  streamlab run overlap --timeline            ... and draw what each stream did when
+  streamlab run all --json > runs.json        every lesson, machine-readable
 
 Exit codes:
-  0  success, every check passed
-  2  invalid arguments (found before any buffer is allocated or demo run)
-  3  no CUDA device (the driver is there but cuInit or the device count says no)
+  0  success, every check passed (or honestly not asserted)
+  2  invalid arguments (found before any buffer is allocated or lesson run)
+  3  no CUDA device (no driver library, or cuInit or the device count says no)
   4  a CUDA call failed (the message names the call and the stream)
   5  a result check failed (async differs from sync, or the GPU from the CPU)
-  70 an internal error (a bug in streamlab: please report it)
-A machine with no NVIDIA driver at all has no libcuda.so.1: the system's loader then
-refuses to start streamlab (exit 127) before it can say anything itself.";
+  70 an internal error (a bug in streamlab: please report it)";
 
-#[derive(Parser)]
-#[command(
-    name = "streamlab",
-    version,
-    about = "CUDA streams and concurrency, taught and measured from Rust",
-    long_about = "Runs each overlap technique of the CUDA streams literature on your GPU: \
-the synchronous version and the asynchronous one, checked bit for bit against each other \
-and against the CPU, timed with CUDA events (medians over --reps), and explained.",
-    after_help = AFTER_HELP
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Print the device facts that decide what can overlap
-    Info {
-        /// Which CUDA device (0-based)
-        #[arg(long, default_value_t = 0)]
-        device: u32,
-        /// Machine-readable output
-        #[arg(long)]
-        json: bool,
-    },
-    /// List the demos, in the order `run all` runs them
-    List {
-        #[arg(long)]
-        json: bool,
-    },
-    /// Run one demo by name, or `all`
-    Run(RunArgs),
-}
-
-#[derive(Args)]
-struct RunArgs {
-    /// A demo name from `streamlab list`, or `all`
-    demo: String,
-    /// Array size in f32 elements (default: the demo's own)
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    elements: Option<u64>,
-    /// Number of streams, 1 to 64 (default: the demo's own)
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
-    streams: Option<u64>,
-    /// Iterations: x = sin(x)*cos(x) steps per element in the compute kernel; in `graph`,
-    /// replays of the DAG per repeat (default: the demo's own)
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    iters: Option<u32>,
-    /// Number of batches in the pipeline demos; in `priority`, waves of the long kernel
-    /// (default: the demo's own)
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    batches: Option<u64>,
-    /// How long each SleepKernel spins, in microseconds (default: the demo's own)
-    #[arg(long, value_parser = parse_sleep_us)]
-    sleep_us: Option<f64>,
-    /// Timed repeats; every figure is their median
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    reps: u64,
-    /// Seed of the pseudo-random input data
-    #[arg(long, default_value_t = 0x5EED)]
-    seed: u64,
-    /// Also draw a per-stream timeline of one run (demos that support it)
-    #[arg(long)]
-    timeline: bool,
-    /// Which CUDA device (0-based)
-    #[arg(long, default_value_t = 0)]
-    device: u32,
-    /// Machine-readable output (one JSON object per demo; an array for `all`)
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_sleep_us(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if v.is_finite() && v > 0.0 && v <= 10_000_000.0 {
-        Ok(v)
-    } else {
-        Err("must be more than 0 and at most 10000000 (10 s)".into())
+fn cli() -> Command {
+    let common = [
+        Arg::new("reps")
+            .help_heading("Common flags")
+            .long("reps")
+            .global(true)
+            .default_value("10")
+            .value_parser(streamlab::lab::args::whole(1usize..=10_000))
+            .help("Timed repeats of each version [1..=10000]; every figure is their median"),
+        Arg::new("seed")
+            .help_heading("Common flags")
+            .long("seed")
+            .global(true)
+            .default_value("24301")
+            .value_parser(streamlab::lab::args::whole(0u64..=u64::MAX))
+            .help("Seed of the pseudo-random input data"),
+        Arg::new("timeline")
+            .help_heading("Common flags")
+            .long("timeline")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            .help("Also draw what each stream did, for one run of each version"),
+        Arg::new("device")
+            .help_heading("Common flags")
+            .long("device")
+            .global(true)
+            .default_value("0")
+            .value_parser(streamlab::lab::args::whole(0u32..=1023))
+            .help("Which CUDA device (0-based)"),
+        Arg::new("json")
+            .help_heading("Common flags")
+            .long("json")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            .help("Machine-readable output on stdout (errors too)"),
+    ];
+    let mut run = Command::new("run")
+        .about("Run one lesson by name, or `all`")
+        .subcommand_required(true)
+        .subcommand_value_name("LESSON")
+        .args(common)
+        .subcommand(Command::new("all").about("Every lesson with its defaults, in teaching order"));
+    for lesson in LESSONS {
+        run = run.subcommand((lesson.command)());
     }
+    Command::new("streamlab")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("CUDA streams and concurrency, taught and measured from Rust")
+        .long_about(
+            "Runs each overlap technique of the CUDA streams literature on your GPU: the version \
+without the technique and the version with it, checked bit for bit against each other and \
+against the CPU, timed with CUDA events (medians over --reps), and explained.",
+        )
+        .after_help(AFTER_HELP)
+        .subcommand_required(true)
+        .subcommand(
+            Command::new("info")
+                .about("Print the device facts that decide what can overlap")
+                .arg(Arg::new("device").long("device").default_value("0")
+                    .value_parser(streamlab::lab::args::whole(0u32..=1023))
+                    .help("Which CUDA device (0-based)"))
+                .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Machine-readable output")),
+        )
+        .subcommand(
+            Command::new("list")
+                .about("List the lessons, in the order `run all` runs them")
+                .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Machine-readable output")),
+        )
+        .subcommand(run)
+}
+
+/// One line for a clap error: its first line without "error: ", plus clap's "did you mean"
+/// tip when it has one, and where to look.
+fn clap_error_line(e: &clap::Error, command: &str) -> String {
+    use clap::error::ErrorKind;
+    if e.kind() == ErrorKind::MissingSubcommand && command.starts_with("streamlab run") {
+        let names: Vec<&str> = LESSONS.iter().map(|l| l.name).collect();
+        return format!(
+            "run: <LESSON> is missing: name one of {}, or all (see streamlab list)",
+            names.join(", ")
+        );
+    }
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let tip = lines
+        .find(|l| l.starts_with("tip:"))
+        .map(|t| format!("; {t}"))
+        .unwrap_or_default();
+    format!("{first}{tip} (see {command} --help)")
+}
+
+/// The words of `argv` that name a command streamlab has: `streamlab run overlap` for
+/// `streamlab run overlap --bad`, `streamlab run` for `streamlab run overlp`.
+fn command_path(argv: &[String]) -> String {
+    let mut path = vec!["streamlab"];
+    let mut words = argv.iter().skip(1).filter(|a| !a.starts_with('-'));
+    if let Some(top) = words.next().filter(|w| ["info", "list", "run"].contains(&w.as_str())) {
+        path.push(top);
+        if let Some(lesson) = words.next().filter(|w| *w == "all" || find(w).is_some()) {
+            path.push(lesson);
+        }
+    }
+    path.join(" ")
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    // A panic is a bug: one line and exit 70, like every other error, without a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("streamlab: internal error (a bug in streamlab): {message}{at}");
+        std::process::exit(70);
+    }));
+    let argv: Vec<String> = std::env::args().collect();
+    let json = argv.iter().any(|a| a == "--json");
+    let matches = match cli().try_get_matches_from(&argv) {
+        Ok(m) => m,
         // --help and --version are not errors: clap prints them as usual.
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
-            // One line, like every other streamlab error: clap's first line, without its
-            // "error: " prefix, then where to look.
-            let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("streamlab: {first} (see streamlab --help)");
-            return ExitCode::from(2);
+            let line = clap_error_line(&e, &command_path(&argv));
+            return fail(&Error::InvalidInput(line), None, json);
         }
     };
-    match execute(cli.command) {
+    match execute(&matches, json) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("streamlab: {e}");
-            ExitCode::from(e.exit_code() as u8)
-        }
+        Err((e, lesson)) => fail(&e, lesson, json),
     }
 }
 
-fn execute(command: Command) -> Result<ExitCode, Error> {
-    match command {
-        Command::List { json } => {
-            if json {
-                let list: Vec<_> = DEMOS
-                    .iter()
-                    .map(|d| serde_json::json!({"name": d.name, "summary": d.summary, "flags": d.flags}))
+/// Prints `e` as streamlab's one error line (and as JSON on stdout with `--json`), and
+/// returns its exit code.
+fn fail(e: &Error, lesson: Option<&str>, json: bool) -> ExitCode {
+    let line = match lesson {
+        Some(name) => format!("streamlab: {name}: {e}"),
+        None => format!("streamlab: {e}"),
+    };
+    eprintln!("{line}");
+    if json {
+        let value = serde_json::json!({
+            "error": line.trim_start_matches("streamlab: "),
+            "lesson": lesson,
+            "exit_code": e.exit_code(),
+        });
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+    }
+    ExitCode::from(e.exit_code() as u8)
+}
+
+type Failure = (Error, Option<&'static str>);
+
+fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
+    match matches.subcommand() {
+        Some(("list", m)) => {
+            list(m.get_flag("json"));
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(("info", m)) => {
+            let device = *m.get_one::<u32>("device").unwrap_or(&0);
+            info(device, m.get_flag("json")).map_err(|e| (e, None))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(("run", m)) => run(m, json),
+        _ => Err((Error::Internal("no subcommand".into()), None)),
+    }
+}
+
+fn list(json: bool) {
+    if json {
+        let list: Vec<_> = LESSONS
+            .iter()
+            .map(|l| {
+                let flags: Vec<String> = (l.command)()
+                    .get_arguments()
+                    .filter_map(|a| a.get_long().map(|f| format!("--{f}")))
                     .collect();
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&list).unwrap_or_default()
-                );
-            } else {
-                let width = DEMOS.iter().map(|d| d.name.len()).max().unwrap_or(0);
-                for d in DEMOS {
-                    println!(
-                        "{:<width$}  {}\n{:<width$}  flags: {}",
-                        d.name, d.summary, "", d.flags
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Info { device, json } => {
-            let gpu = Gpu::new(device)?;
-            let i = &gpu.info;
-            if json {
-                println!("{}", serde_json::to_string_pretty(i).unwrap_or_default());
-            } else {
-                let (least, greatest) = i.priority_range;
-                println!("device {}: {}", i.ordinal, i.name);
-                println!(
-                    "  compute capability     {}.{}",
-                    i.compute_capability.0, i.compute_capability.1
-                );
-                println!("  multiprocessors (SMs)  {}", i.multiprocessors);
-                println!(
-                    "  memory                 {:.1} GiB total, {:.1} GiB free",
-                    gib(i.total_memory_bytes),
-                    gib(i.free_memory_bytes)
-                );
-                println!("  SM clock               {} MHz", i.clock_khz / 1000);
-                println!(
-                    "  memory clock, bus      {} MHz, {} bits",
-                    i.memory_clock_khz / 1000,
-                    i.memory_bus_width_bits
-                );
-                println!("  L2 cache               {} MiB", i.l2_cache_bytes >> 20);
-                println!("  concurrentKernels      {}   (kernels from different streams can run at once)", i.concurrent_kernels as u8);
-                println!("  asyncEngineCount       {}   (copy engines: 2+ means copy-in and copy-out overlap each other)", i.async_engine_count);
-                println!(
-                    "  deviceOverlap          {}   (a copy can overlap a kernel)",
-                    i.device_overlap as u8
-                );
-                println!("  stream priorities      {least} (least) to {greatest} (greatest)");
-                println!(
-                    "  driver API version     {}.{}",
-                    i.driver_version / 1000,
-                    i.driver_version % 1000 / 10
-                );
-                println!(
-                    "  embedded PTX target    {} (JIT-compiled by the driver for this GPU)",
-                    i.ptx_arch
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Run(args) => run(args),
+                serde_json::json!({"name": l.name, "summary": l.summary, "flags": flags})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+        return;
     }
+    let width = LESSONS.iter().map(|l| l.name.len()).max().unwrap_or(0);
+    for l in LESSONS {
+        println!("{:<width$}  {}", l.name, l.summary);
+    }
+    println!("\nstreamlab run <LESSON> --help shows a lesson's flags, with defaults and ranges.");
 }
 
-fn gib(bytes: usize) -> f64 {
-    bytes as f64 / (1u64 << 30) as f64
+fn info(device: u32, json: bool) -> Result<(), Error> {
+    let gpu = Gpu::new(device)?;
+    let i = &gpu.info;
+    if json {
+        println!("{}", serde_json::to_string_pretty(i).unwrap_or_default());
+        return Ok(());
+    }
+    let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
+    let (least, greatest) = i.priority_range;
+    println!("device {}: {}", i.ordinal, i.name);
+    println!("  compute capability     {}.{}", i.compute_capability.0, i.compute_capability.1);
+    println!("  multiprocessors (SMs)  {}", i.multiprocessors);
+    println!(
+        "  memory                 {:.1} GiB total, {:.1} GiB free",
+        gib(i.total_memory_bytes),
+        gib(i.free_memory_bytes)
+    );
+    println!("  SM clock               {} MHz", i.clock_khz / 1000);
+    println!(
+        "  memory clock, bus      {} MHz, {} bits",
+        i.memory_clock_khz / 1000,
+        i.memory_bus_width_bits
+    );
+    println!("  L2 cache               {} MiB", i.l2_cache_bytes >> 20);
+    println!("  concurrentKernels      {}   (kernels from different streams can run at once)", i.concurrent_kernels as u8);
+    println!("  asyncEngineCount       {}   (copy engines: 2+ means copy-in and copy-out overlap each other)", i.async_engine_count);
+    println!("  deviceOverlap          {}   (a copy can overlap a kernel)", i.device_overlap as u8);
+    println!("  stream priorities      {least} (least) to {greatest} (greatest)");
+    println!("  driver API version     {}.{}", i.driver_version / 1000, i.driver_version % 1000 / 10);
+    println!("  embedded PTX target    {} (JIT-compiled by the driver for this GPU)", i.ptx_arch);
+    Ok(())
 }
 
-fn run(args: RunArgs) -> Result<ExitCode, Error> {
-    // Resolve the demo names before touching the GPU: a typo is an argument error.
-    let selected: Vec<&demos::Demo> = if args.demo == "all" {
-        DEMOS.iter().collect()
-    } else {
-        vec![demos::find(&args.demo)?]
+fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
+    let settings = Settings {
+        reps: *m.get_one::<usize>("reps").unwrap_or(&10),
+        seed: *m.get_one::<u64>("seed").unwrap_or(&0x5EED),
+        timeline: m.get_flag("timeline"),
     };
-    let opts = Options {
-        elements: args.elements.map(|v| v as usize),
-        streams: args.streams.map(|v| v as usize),
-        iters: args.iters,
-        batches: args.batches.map(|v| v as usize),
-        sleep_us: args.sleep_us,
-        reps: args.reps as usize,
-        seed: args.seed,
-        timeline: args.timeline,
+    let device = *m.get_one::<u32>("device").unwrap_or(&0);
+    // The selected lessons and their flags, all checked before the GPU is touched.
+    let selected: Vec<(&'static Entry, ArgMatches)> = match m.subcommand() {
+        Some(("all", _)) => LESSONS
+            .iter()
+            .map(|l| {
+                let defaults = (l.command)()
+                    .try_get_matches_from([l.name])
+                    .map_err(|e| (Error::Internal(e.to_string()), Some(l.name)))?;
+                Ok((l, defaults))
+            })
+            .collect::<Result<_, Failure>>()?,
+        Some((name, sub)) => {
+            let entry = find(name).ok_or((Error::Internal(format!("unknown lesson {name}")), None))?;
+            vec![(entry, sub.clone())]
+        }
+        None => return Err((Error::Internal("no lesson".into()), None)),
     };
-    // Every selected demo checks its flags before the GPU is touched.
-    for demo in &selected {
-        (demo.validate)(&opts).map_err(|e| match e {
-            // Name the demo: with `run all` the flag may be fine for the others.
-            Error::InvalidInput(why) => Error::InvalidInput(format!("{}: {why}", demo.name)),
-            other => other,
-        })?;
+    for (entry, matches) in &selected {
+        (entry.check)(matches).map_err(|e| (e, Some(entry.name)))?;
     }
-    let gpu = Gpu::new(args.device)?;
+    let single = selected.len() == 1;
+    let gpu = Gpu::new(device).map_err(|e| (e, single.then(|| selected[0].0.name)))?;
     let mut reports = Vec::new();
     let mut failure = None;
-    for demo in selected {
-        match (demo.run)(&gpu, &opts) {
+    for (entry, matches) in &selected {
+        match (entry.run)(&gpu, matches, &settings) {
             Ok(report) => {
-                if !args.json {
+                if !json {
                     println!("{}", report.to_text());
                 }
                 reports.push(report);
             }
             Err(e) => {
                 // Stop (the context may be unusable after a CUDA error), but keep what ran.
-                failure = Some((demo.name, e));
+                failure = Some((e, Some(entry.name)));
                 break;
             }
         }
     }
-    if args.json && !reports.is_empty() {
-        let value = if reports.len() == 1 && args.demo != "all" && failure.is_none() {
+    if json && !reports.is_empty() && failure.is_none() {
+        let value = if single {
             serde_json::to_value(&reports[0])
         } else {
             serde_json::to_value(&reports)
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default()
-        );
+        println!("{}", serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default());
     }
-    if let Some((name, e)) = failure {
-        eprintln!("streamlab: {name}: {e}");
-        return Ok(ExitCode::from(e.exit_code() as u8));
+    if let Some(f) = failure {
+        if json && !reports.is_empty() {
+            // What ran before the failure, then the error object from `fail`.
+            println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default());
+        }
+        return Err(f);
     }
-    let failed: Vec<&str> = reports
-        .iter()
-        .filter(|r| !r.passed())
-        .map(|r| r.demo.as_str())
-        .collect();
+    let failed: Vec<&str> = reports.iter().filter(|r| !r.passed()).map(|r| r.lesson.as_str()).collect();
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        let e = Error::Verification(format!("checks failed in: {}", failed.join(", ")));
-        eprintln!("streamlab: {e}");
-        Ok(ExitCode::from(e.exit_code() as u8))
+        Err((Error::Verification(format!("checks failed in: {}", failed.join(", "))), None))
     }
 }

@@ -1,49 +1,19 @@
-//! The `extern "ptx-kernel"` entry points. Parameters are scalars and raw pointers only:
-//! that is the ABI the driver sees, and what `cuLaunchKernel`'s argument array carries.
-//! Every element-wise kernel is a grid-stride loop ([`for_each_index`]), so any grid covers
-//! any `n`; the pointers' validity for `n` elements is the host's typed launches' job.
+//! The kernels, each declared once in [`kernels!`](crate::kernels!): on the GPU an
+//! `extern "ptx-kernel"` entry point, on the host a [`Signature`](crate::Signature) in
+//! [`signatures`] from which `streamlab` generates its launcher. Parameters are scalars and
+//! raw pointers only: that is the ABI the driver sees, and what `cuLaunchKernel`'s argument
+//! array carries. Every element-wise kernel is a grid-stride loop (`for_each_index`), so any
+//! grid covers any `n`; the pointers' validity for `n` elements is the host launchers' job.
+#[cfg(target_arch = "nvptx64")]
 use crate::math;
+#[cfg(target_arch = "nvptx64")]
 use crate::thread::{clock64, globaltimer, grid_size_1d, index_1d, thread_idx_x};
-
-/// Spins until `cycles` clock ticks of this multiprocessor have passed (the tutorials'
-/// SleepKernel). Occupies its block without touching memory.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sleep_kernel(cycles: u64) {
-    let start = clock64();
-    while clock64().wrapping_sub(start) < cycles {}
-}
-
-/// `sleep_kernel`, plus thread 0 of block 0 writes `%globaltimer` at its start and its end
-/// to `stamps[0]` and `stamps[1]`: when the kernel really ran, as the GPU saw it.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn sleep_stamped_kernel(cycles: u64, stamps: *mut u64) {
-    let first = index_1d() == 0;
-    if first {
-        *stamps = globaltimer();
-    }
-    let start = clock64();
-    while clock64().wrapping_sub(start) < cycles {}
-    if first {
-        *stamps.add(1) = globaltimer();
-    }
-}
-
-/// In place: `data[i] = compute_element(data[i], iters)` for `i < n`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn compute_kernel(data: *mut f32, n: u32, iters: u32) {
-    compute_slice(data, n, iters);
-}
-
-/// The same work on one slice `data[offset .. offset + len]` (the tutorials' processChunk).
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn chunk_kernel(data: *mut f32, offset: u32, len: u32, iters: u32) {
-    compute_slice(data.add(offset as usize), len, iters);
-}
 
 /// Calls `f(i)` for every `i < n` this thread owns in a grid-stride loop: thread `t` takes
 /// `t`, `t + grid size`, `t + 2 * grid size`, ... so any grid covers any `n`. The index is
 /// 64-bit: with `n` near `u32::MAX`, a 32-bit `i + grid size` would wrap around to an
 /// element another thread already did.
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn for_each_index(n: u32, mut f: impl FnMut(usize)) {
     let (n, step) = (n as u64, grid_size_1d() as u64);
@@ -54,6 +24,7 @@ fn for_each_index(n: u32, mut f: impl FnMut(usize)) {
     }
 }
 
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn compute_slice(data: *mut f32, n: u32, iters: u32) {
     for_each_index(n, |k| {
@@ -62,71 +33,77 @@ unsafe fn compute_slice(data: *mut f32, n: u32, iters: u32) {
     });
 }
 
-/// `c[i] = a[i] + b[i]`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn vector_add_kernel(
-    a: *const f32,
-    b: *const f32,
-    c: *mut f32,
-    n: u32,
-) {
-    for_each_index(n, |k| *c.add(k) = math::add_element(*a.add(k), *b.add(k)));
-}
+crate::kernels! {
+    /// Spins until `cycles` clock ticks of this multiprocessor have passed (the tutorials'
+    /// SleepKernel). Occupies its block without touching memory.
+    pub fn sleep_kernel(cycles: u64) {
+        let start = clock64();
+        while clock64().wrapping_sub(start) < cycles {}
+    }
 
-/// A DAG producer: `output[i] = scale * sin(input[i]) + 1`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn produce_kernel(
-    input: *const f32,
-    output: *mut f32,
-    n: u32,
-    scale: f32,
-) {
-    for_each_index(n, |k| {
-        *output.add(k) = math::produce_element(*input.add(k), scale)
-    });
-}
+    /// `sleep_kernel`, plus thread 0 of block 0 writes `%globaltimer` at its start and its end
+    /// to `stamps[0]` and `stamps[1]`: when the kernel really ran, as the GPU saw it.
+    pub fn sleep_stamped_kernel(cycles: u64, stamps: *mut u64) {
+        let first = index_1d() == 0;
+        if first {
+            *stamps = globaltimer();
+        }
+        let start = clock64();
+        while clock64().wrapping_sub(start) < cycles {}
+        if first {
+            *stamps.add(1) = globaltimer();
+        }
+    }
 
-/// The DAG combiner: `out[i] = a[i] * b[i] + a[i]`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn combine_kernel(
-    a: *const f32,
-    b: *const f32,
-    out: *mut f32,
-    n: u32,
-) {
-    for_each_index(n, |k| {
-        *out.add(k) = math::combine_element(*a.add(k), *b.add(k))
-    });
-}
+    /// In place: `data[i] = compute_element(data[i], iters)` for `i < n`.
+    pub fn compute_kernel(data: *mut f32, n: u32, iters: u32) {
+        compute_slice(data, n, iters);
+    }
 
-/// In place: `data[i] = data[i] * factor + offset`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn scale_kernel(data: *mut f32, n: u32, factor: f32, offset: f32) {
-    for_each_index(n, |k| {
-        let p = data.add(k);
-        *p = math::scale_element(*p, factor, offset);
-    });
-}
+    /// The same work on one slice `data[offset .. offset + len]` (the tutorials' processChunk).
+    pub fn chunk_kernel(data: *mut f32, offset: u32, len: u32, iters: u32) {
+        compute_slice(data.add(offset as usize), len, iters);
+    }
 
-/// `output[i] = input[i] * factor`, but each thread first spins `cycles` clock ticks: a
-/// deliberately slow producer, so that a consumer that forgets to wait for it reads stale data.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn slow_scale_kernel(
-    input: *const f32,
-    output: *mut f32,
-    n: u32,
-    factor: f32,
-    cycles: u64,
-) {
-    let start = clock64();
-    while clock64().wrapping_sub(start) < cycles {}
-    for_each_index(n, |k| {
-        *output.add(k) = math::scale_element(*input.add(k), factor, 0.0)
-    });
-}
+    /// `c[i] = a[i] + b[i]`.
+    pub fn vector_add_kernel(a: *const f32, b: *const f32, c: *mut f32, n: u32) {
+        for_each_index(n, |k| *c.add(k) = math::add_element(*a.add(k), *b.add(k)));
+    }
 
-/// Does nothing: what is left of a launch is its overhead.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn empty_kernel() {
-    let _ = thread_idx_x();
+    /// A DAG producer: `output[i] = scale * sin(input[i]) + 1`.
+    pub fn produce_kernel(input: *const f32, output: *mut f32, n: u32, scale: f32) {
+        for_each_index(n, |k| {
+            *output.add(k) = math::produce_element(*input.add(k), scale)
+        });
+    }
+
+    /// The DAG combiner: `out[i] = a[i] * b[i] + a[i]`.
+    pub fn combine_kernel(a: *const f32, b: *const f32, out: *mut f32, n: u32) {
+        for_each_index(n, |k| {
+            *out.add(k) = math::combine_element(*a.add(k), *b.add(k))
+        });
+    }
+
+    /// In place: `data[i] = data[i] * factor + offset`.
+    pub fn scale_kernel(data: *mut f32, n: u32, factor: f32, offset: f32) {
+        for_each_index(n, |k| {
+            let p = data.add(k);
+            *p = math::scale_element(*p, factor, offset);
+        });
+    }
+
+    /// `output[i] = input[i] * factor`, but each thread first spins `cycles` clock ticks: a
+    /// deliberately slow producer, so that a consumer that forgets to wait for it reads stale data.
+    pub fn slow_scale_kernel(input: *const f32, output: *mut f32, n: u32, factor: f32, cycles: u64) {
+        let start = clock64();
+        while clock64().wrapping_sub(start) < cycles {}
+        for_each_index(n, |k| {
+            *output.add(k) = math::scale_element(*input.add(k), factor, 0.0)
+        });
+    }
+
+    /// Does nothing: what is left of a launch is its overhead.
+    pub fn empty_kernel() {
+        let _ = thread_idx_x();
+    }
 }

@@ -1,27 +1,21 @@
-//! One error type for the whole host crate, and the exit codes the CLI maps it to.
+//! One error type for the whole crate, and the exit codes the CLI maps it to.
 //!
 //! Every driver call goes through [`check`] with the name of the operation and, where there
 //! is one, the stream it was issued on, so an error reads
-//! `cuMemcpyHtoDAsync (copy-in, chunk 3) on stream "overlap-3": CUDA_ERROR_INVALID_VALUE (1): invalid argument`.
-use std::ffi::{c_char, CStr};
+//! `cuMemcpyHtoDAsync on stream "overlap-3": CUDA_ERROR_INVALID_VALUE (1): invalid argument`.
+use std::ffi::CStr;
 use std::fmt;
 
-use cust::sys::CUresult;
+use cudarc::driver::sys::{self as cu, CUresult};
 
-// The driver's own lookup functions, declared here with the status as a plain integer: the
-// bindings take `CUresult`, a Rust enum from CUDA 11.4 headers, and building one from a code
-// that enum lacks (newer drivers have many) would be undefined behaviour.
-extern "C" {
-    #[link_name = "cuGetErrorName"]
-    fn get_error_name(status: u32, name: *mut *const c_char) -> u32;
-    #[link_name = "cuGetErrorString"]
-    fn get_error_string(status: u32, text: *mut *const c_char) -> u32;
+/// A CUDA driver status code with its name and description, read from the driver when the
+/// error is made (so a code the bindings name is printed as the driver names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverCode {
+    code: u32,
+    name: String,
+    description: Option<String>,
 }
-
-/// A CUDA driver status code with its name and description, read from the driver itself
-/// (so codes newer than the bindings still print correctly).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverCode(u32);
 
 impl DriverCode {
     pub const INVALID_VALUE: u32 = 1;
@@ -33,51 +27,48 @@ impl DriverCode {
     pub const STREAM_CAPTURE_ISOLATION: u32 = 905;
     pub const STREAM_CAPTURE_IMPLICIT: u32 = 906;
 
+    /// A code known only by number (tests, and codes that did not come from a call).
     pub fn new(code: u32) -> DriverCode {
-        DriverCode(code)
-    }
-
-    /// A status returned by a `cust::sys` call.
-    pub fn from_status(status: CUresult) -> DriverCode {
-        DriverCode(status as u32)
-    }
-
-    pub fn code(self) -> u32 {
-        self.0
-    }
-
-    pub fn name(self) -> String {
-        let mut ptr = std::ptr::null();
-        // SAFETY: cuGetErrorName takes any integer, writes a pointer to a static
-        // NUL-terminated string or returns an error for unknown codes; it needs no context.
-        let ok = unsafe { get_error_name(self.0, &mut ptr) } == 0 && !ptr.is_null();
-        if ok {
-            // SAFETY: checked non-null above; the driver owns a static string.
-            unsafe { CStr::from_ptr(ptr) }
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            format!("CUDA error {}", self.0)
+        DriverCode {
+            code,
+            name: format!("CUDA error {code}"),
+            description: None,
         }
     }
 
-    pub fn description(self) -> Option<String> {
+    /// A status returned by a driver call.
+    pub fn from_status(status: CUresult) -> DriverCode {
         let mut ptr = std::ptr::null();
-        // SAFETY: as in `name`.
-        let ok = unsafe { get_error_string(self.0, &mut ptr) } == 0 && !ptr.is_null();
-        // SAFETY: checked non-null; static string owned by the driver.
-        ok.then(|| {
-            unsafe { CStr::from_ptr(ptr) }
-                .to_string_lossy()
-                .into_owned()
-        })
+        // SAFETY: cuGetErrorString writes a pointer to a static NUL-terminated string, or
+        // returns an error for codes it does not know; it needs no context.
+        let ok = unsafe { cu::cuGetErrorString(status, &mut ptr) } == CUresult::CUDA_SUCCESS;
+        let description = (ok && !ptr.is_null())
+            // SAFETY: checked non-null above; the driver owns a static string.
+            .then(|| unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned());
+        DriverCode {
+            code: status as u32,
+            name: format!("{status:?}"),
+            description,
+        }
+    }
+
+    pub fn code(&self) -> u32 {
+        self.code
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
     }
 }
 
 impl fmt::Display for DriverCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.name(), self.0)?;
-        if let Some(d) = self.description() {
+        write!(f, "{} ({})", self.name, self.code)?;
+        if let Some(d) = &self.description {
             write!(f, ": {d}")?;
         }
         Ok(())
@@ -125,7 +116,7 @@ impl Error {
     /// The driver code, when this is a driver error.
     pub fn driver_code(&self) -> Option<u32> {
         match self {
-            Error::Cuda { code, .. } => Some(code.0),
+            Error::Cuda { code, .. } => Some(code.code()),
             _ => None,
         }
     }
@@ -151,7 +142,7 @@ impl fmt::Display for Error {
                     "{op} during stream capture (capture status: {status}): {cause}"
                 )
             }
-            Error::InvalidInput(why) => write!(f, "invalid input: {why}"),
+            Error::InvalidInput(why) => write!(f, "{why}"),
             Error::Verification(why) => write!(f, "verification failed: {why}"),
             Error::Internal(why) => write!(f, "internal error (a bug in streamlab): {why}"),
         }
@@ -162,29 +153,13 @@ impl std::error::Error for Error {}
 
 /// Turns a raw driver status into a `Result`, naming the operation and stream.
 pub fn check(status: CUresult, op: impl Into<String>, stream: Option<&str>) -> Result<()> {
-    let code = DriverCode::from_status(status);
-    if code.code() == 0 {
+    if status == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
         Err(Error::Cuda {
             op: op.into(),
             stream: stream.map(str::to_owned),
-            code,
-        })
-    }
-}
-
-/// Adds context to cust's own results.
-pub trait Context<T> {
-    fn context(self, op: &str) -> Result<T>;
-}
-
-impl<T> Context<T> for cust::error::CudaResult<T> {
-    fn context(self, op: &str) -> Result<T> {
-        self.map_err(|e| Error::Cuda {
-            op: op.to_owned(),
-            stream: None,
-            code: DriverCode::new(e as u32),
+            code: DriverCode::from_status(status),
         })
     }
 }

@@ -1,5 +1,5 @@
-//! What a demo hands back: its figures, its checks and what they mean, printable as text for
-//! a learner or as JSON for a script.
+//! What a lesson run hands back: its figures, its checks and what they mean, printable as
+//! text for a learner or as JSON for a script.
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -10,16 +10,33 @@ pub struct Figure {
     pub unit: String,
 }
 
+/// How a check ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Passed,
+    Failed,
+    /// Not asserted, for a reason given in the detail (a concurrency check under
+    /// compute-sanitizer, which serializes kernels).
+    NotAsserted,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
     pub name: String,
-    pub passed: bool,
+    pub verdict: Verdict,
     pub detail: String,
+}
+
+impl Check {
+    pub fn passed(&self) -> bool {
+        self.verdict != Verdict::Failed
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    pub demo: String,
+    pub lesson: String,
     pub title: String,
     pub device: String,
     pub parameters: Map<String, Value>,
@@ -34,9 +51,9 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn new(demo: &str, title: &str, device: &str) -> Report {
+    pub fn new(lesson: &str, title: &str, device: &str) -> Report {
         Report {
-            demo: demo.into(),
+            lesson: lesson.into(),
             title: title.into(),
             device: device.into(),
             parameters: Map::new(),
@@ -58,20 +75,6 @@ impl Report {
             name: name.into(),
             value,
             unit: unit.into(),
-        });
-        self
-    }
-
-    /// Records a check. `Ok(detail)` passes; `Err(e)` fails with the error's text.
-    pub fn check(&mut self, name: &str, outcome: crate::Result<String>) -> &mut Self {
-        let (passed, detail) = match outcome {
-            Ok(detail) => (true, detail),
-            Err(e) => (false, e.to_string()),
-        };
-        self.checks.push(Check {
-            name: name.into(),
-            passed,
-            detail,
         });
         self
     }
@@ -98,12 +101,12 @@ impl Report {
     }
 
     pub fn passed(&self) -> bool {
-        self.checks.iter().all(|c| c.passed)
+        self.checks.iter().all(Check::passed)
     }
 
     /// The learner-facing text form.
     pub fn to_text(&self) -> String {
-        let mut out = format!("== {} — {}\n", self.demo, self.title);
+        let mut out = format!("== {} — {}\n", self.lesson, self.title);
         out.push_str(&format!("device: {}\n", self.device));
         if !self.parameters.is_empty() {
             let params: Vec<String> = self
@@ -123,11 +126,14 @@ impl Report {
             ));
         }
         if let Some(t) = &self.timeline {
-            out.push_str("timeline (one run, GPU time):\n");
             out.push_str(t);
         }
         for c in &self.checks {
-            let mark = if c.passed { "ok  " } else { "FAIL" };
+            let mark = match c.verdict {
+                Verdict::Passed => "ok  ",
+                Verdict::Failed => "FAIL",
+                Verdict::NotAsserted => "--  ",
+            };
             out.push_str(&format!("  [{mark}] {}: {}\n", c.name, c.detail));
         }
         for line in &self.interpretation {

@@ -1,5 +1,8 @@
-//! Inputs, CPU references and result checks shared by the demos.
-use crate::error::{Error, Result};
+//! Inputs, chunking, and the comparisons the checks use: bit for bit between two GPU
+//! versions, and `approx` between the GPU and the CPU reference.
+use std::ops::Range;
+
+use crate::runtime::{Error, Result};
 
 /// Deterministic pseudo-random floats in [-π, π) (xorshift64*): the same `seed` gives the
 /// same input on every machine, so a failing check can be rerun exactly.
@@ -12,6 +15,21 @@ pub fn random_inputs(n: usize, seed: u64) -> Vec<f32> {
             state ^= state >> 27;
             let bits = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40; // 24 random bits
             (bits as f32 / (1u32 << 24) as f32) * 2.0 * std::f32::consts::PI - std::f32::consts::PI
+        })
+        .collect()
+}
+
+/// `k` contiguous ranges covering `0..n`, as even as possible; when `k` does not divide `n`
+/// the first `n % k` chunks get one more element, so the last chunk is the shorter one.
+pub fn chunk_ranges(n: usize, k: usize) -> Vec<Range<usize>> {
+    let (base, extra) = (n / k.max(1), n % k.max(1));
+    let mut start = 0;
+    (0..k)
+        .map(|i| {
+            let len = base + usize::from(i < extra);
+            let r = start..start + len;
+            start += len;
+            r
         })
         .collect()
 }
@@ -113,6 +131,18 @@ mod tests {
         assert!(err.contains("2 of 3") && err.contains("index 1"), "{err}");
         // -0.0 == 0.0 numerically, but not bit for bit.
         assert!(ensure_bitwise_equal("t", &[0.0], &[-0.0]).is_err());
+    }
+
+    #[test]
+    fn chunks_cover_everything_once_with_the_last_shorter() {
+        for (n, k) in [(10, 4), (16, 8), (7, 7), (1, 1), (1000, 64), (65, 64)] {
+            let c = chunk_ranges(n, k);
+            assert_eq!(c.len(), k);
+            assert_eq!((c[0].start, c[k - 1].end), (0, n));
+            assert!(c.windows(2).all(|w| w[0].end == w[1].start));
+            assert!(c.iter().all(|r| !r.is_empty() && r.len() >= c[k - 1].len()));
+        }
+        assert_eq!(chunk_ranges(10, 4), vec![0..3, 3..6, 6..8, 8..10]);
     }
 
     #[test]

@@ -47,25 +47,6 @@ impl std::fmt::Display for Stats {
     }
 }
 
-/// How every demo measures a pair: one warm-up of each version (module load, first-touch
-/// and clock ramp stay out of the figures), then `reps` (at least one) interleaved runs of
-/// both, so that clock or thermal drift affects both alike. Returns each version's runs.
-pub fn interleaved<S, A, B>(
-    state: &mut S,
-    reps: usize,
-    mut first: impl FnMut(&mut S) -> crate::Result<A>,
-    mut second: impl FnMut(&mut S) -> crate::Result<B>,
-) -> crate::Result<(Vec<A>, Vec<B>)> {
-    first(state)?;
-    second(state)?;
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..reps.max(1) {
-        a.push(first(state)?);
-        b.push(second(state)?);
-    }
-    Ok((a, b))
-}
-
 /// Host wall-clock milliseconds spent in `f`.
 pub fn host_ms<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let t = std::time::Instant::now();
@@ -78,32 +59,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn interleaved_warms_up_once_then_alternates() {
-        let mut log = Vec::new();
-        let (a, b) = interleaved(
-            &mut log,
-            2,
-            |l: &mut Vec<char>| {
-                l.push('a');
-                Ok(l.len())
-            },
-            |l: &mut Vec<char>| {
-                l.push('b');
-                Ok(l.len())
-            },
-        )
-        .unwrap();
-        assert_eq!(log, ['a', 'b', 'a', 'b', 'a', 'b']);
-        assert_eq!((a, b), (vec![3, 5], vec![4, 6]));
-        let s = Stats::of_each(&[(1, 2.0), (2, 4.0), (3, 9.0)], |r| r.1);
-        assert_eq!(s.median, 4.0);
-    }
-
-    #[test]
     fn median_of_odd_and_even_counts() {
         assert_eq!(Stats::of(&[3.0, 1.0, 2.0]).median, 2.0);
         assert_eq!(Stats::of(&[4.0, 1.0, 3.0, 2.0]).median, 2.5);
         let s = Stats::of(&[5.0, 1.0, 9.0]);
         assert_eq!((s.min, s.max, s.count), (1.0, 9.0, 3));
+        let s = Stats::of_each(&[(1, 2.0), (2, 4.0), (3, 9.0)], |r| r.1);
+        assert_eq!(s.median, 4.0);
     }
 }

@@ -1,9 +1,7 @@
 //! Per-stream timelines: when each copy and launch started and ended on the GPU.
 //!
-//! Attach a [`Timeline`] to streams ([`Timeline::attach`]) and every operation they enqueue
-//! is bracketed by two events; no demo code changes. [`Timeline::finish`] draws the run. After the work is
-//! synchronized, [`Timeline::resolve`] turns the events into milliseconds and
-//! [`render`] draws one row per stream, which is how overlap becomes visible:
+//! [`Timeline::record`] observes streams while a version runs (no lesson code changes),
+//! and [`render`] draws one row per stream, which is how overlap becomes visible:
 //!
 //! ```text
 //! overlap-0 |HHHHCCCCCCDDDD                |
@@ -14,29 +12,17 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
-use crate::error::Result;
-use crate::stream::{Event, Stream};
+use crate::runtime::{Event, Observer, Op, OpKind, Result, Stream};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpKind {
-    CopyToDevice,
-    Kernel,
-    CopyToHost,
-    CopyOnDevice,
-    HostFn,
-}
-
-impl OpKind {
-    /// The character a timeline row draws for this kind of work.
-    pub fn glyph(self) -> char {
-        match self {
-            OpKind::CopyToDevice => 'H',
-            OpKind::Kernel => 'K',
-            OpKind::CopyToHost => 'D',
-            OpKind::CopyOnDevice => 'd',
-            OpKind::HostFn => 'f',
-        }
+/// The character a timeline row draws for this kind of work.
+pub fn glyph(kind: OpKind) -> char {
+    match kind {
+        OpKind::CopyToDevice => 'H',
+        OpKind::Kernel => 'K',
+        OpKind::CopyToHost => 'D',
+        OpKind::CopyOnDevice => 'd',
+        OpKind::HostFn => 'f',
+        OpKind::Graph => 'G',
     }
 }
 
@@ -48,13 +34,15 @@ struct Pending {
     end: Event,
 }
 
-/// A recorder shared by the streams it is attached to.
+/// A recorder that streams call around each operation (see [`Observer`]): it brackets every
+/// operation with two events. A span then starts when the stream reaches the operation, not
+/// when an engine starts it, so queueing shows up as work.
 #[derive(Default)]
 pub struct Timeline {
     pending: RefCell<Vec<Pending>>,
 }
 
-/// One resolved operation, in milliseconds since the origin event.
+/// One resolved operation, in milliseconds since the first recorded start.
 #[derive(Debug, Clone, Serialize)]
 pub struct Span {
     pub stream: String,
@@ -64,57 +52,71 @@ pub struct Span {
     pub end_ms: f64,
 }
 
-impl Timeline {
-    pub fn new() -> Timeline {
-        Timeline::default()
-    }
-
-    /// A fresh timeline, attached to every stream in `streams`: the start of a recorded run.
-    pub fn attach(streams: &[&Stream]) -> Rc<Timeline> {
-        let timeline = Rc::new(Timeline::new());
-        for s in streams {
-            s.attach_timeline(&timeline);
-        }
-        timeline
-    }
-
-    /// The end of a recorded run: detaches from `streams` whatever the run returned, then
-    /// draws what it recorded against `origin`, an event the run recorded before its first
-    /// operation. All recorded work must have completed.
-    pub fn finish(&self, streams: &[&Stream], run: Result<()>, origin: &Event) -> Result<String> {
-        for s in streams {
-            s.detach_timeline();
-        }
-        run?;
-        Ok(render(&self.resolve(origin)?, 72))
-    }
-
-    pub(crate) fn push(&self, stream: &str, kind: OpKind, label: &str, start: Event, end: Event) {
+impl Observer for Timeline {
+    fn observe(
+        &self,
+        stream: &Stream,
+        op: &Op<'_>,
+        enqueue: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let start = Event::new(stream.context())?;
+        start.record(stream)?;
+        enqueue()?;
+        let end = Event::new(stream.context())?;
+        end.record(stream)?;
         self.pending.borrow_mut().push(Pending {
-            stream: stream.to_owned(),
-            kind,
-            label: label.to_owned(),
+            stream: stream.name().to_owned(),
+            kind: op.kind,
+            label: op.label.to_owned(),
             start,
             end,
         });
+        Ok(())
+    }
+}
+
+impl Timeline {
+    /// Observes `streams` while `run` runs, then resolves what it recorded. `run` must have
+    /// completed its work (synchronized) when it returns.
+    pub fn record(streams: &[&Stream], run: impl FnOnce() -> Result<()>) -> Result<Vec<Span>> {
+        let timeline = Rc::new(Timeline::default());
+        for s in streams {
+            s.observe(Rc::clone(&timeline) as Rc<dyn Observer>);
+        }
+        let outcome = run();
+        for s in streams {
+            s.unobserve();
+        }
+        outcome?;
+        timeline.resolve()
     }
 
-    /// Resolves every recorded operation against `origin`, an event recorded before them.
-    /// All recorded work must have completed (synchronize first).
-    pub fn resolve(&self, origin: &Event) -> Result<Vec<Span>> {
-        self.pending
-            .borrow()
+    /// Every recorded operation in ms since the earliest start. All recorded work must have
+    /// completed.
+    pub fn resolve(&self) -> Result<Vec<Span>> {
+        let pending = self.pending.borrow();
+        let Some(first) = pending.first() else {
+            return Ok(Vec::new());
+        };
+        let mut spans = pending
             .iter()
             .map(|p| {
                 Ok(Span {
                     stream: p.stream.clone(),
                     kind: p.kind,
                     label: p.label.clone(),
-                    start_ms: p.start.elapsed_ms(origin)?,
-                    end_ms: p.end.elapsed_ms(origin)?,
+                    start_ms: p.start.elapsed_ms(&first.start)?,
+                    end_ms: p.end.elapsed_ms(&first.start)?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        // Another stream may have started before the first recorded operation.
+        let origin = spans.iter().map(|s| s.start_ms).fold(0.0, f64::min);
+        for s in &mut spans {
+            s.start_ms -= origin;
+            s.end_ms -= origin;
+        }
+        Ok(spans)
     }
 }
 
@@ -138,7 +140,7 @@ pub fn render(spans: &[Span], width: usize) -> String {
         for s in spans.iter().filter(|s| s.stream == name) {
             let a = ((s.start_ms * scale) as usize).min(width - 1);
             let b = ((s.end_ms * scale).ceil() as usize).clamp(a + 1, width);
-            row[a..b].iter_mut().for_each(|c| *c = s.kind.glyph());
+            row[a..b].iter_mut().for_each(|c| *c = glyph(s.kind));
         }
         out.push_str(&format!(
             "{name:>name_width$} |{}|\n",
@@ -152,7 +154,7 @@ pub fn render(spans: &[Span], width: usize) -> String {
         w = width.saturating_sub(3)
     ));
     out.push_str(&format!(
-        "{:>name_width$}  H copy to device, K kernel, D copy to host, d copy on device, f host function\n",
+        "{:>name_width$}  H copy to device, K kernel, D copy to host, d copy on device, f host function, G graph\n",
         ""
     ));
     out

@@ -6,16 +6,15 @@
 //! | `cudaStreamBeginCapture(s, mode)` ... `cudaStreamEndCapture(s, &g)` | `graph::capture(&s, mode, \|s\| ...)` |
 //! | `cudaStreamIsCapturing(s, &status)`                  | `graph::capture_status(&s)`                |
 //! | `cudaGraphInstantiate(&exec, g, 0)`                  | `g.instantiate()`                          |
-//! | `cudaGraphLaunch(exec, s)`                           | `unsafe { exec.launch(&s) }`               |
+//! | `cudaGraphLaunch(exec, s)`                           | `exec.launch(&s)`                          |
 //! | `cudaGraphExecUpdate(exec, g2, &info)`               | `exec.update_from(&g2)` (re-instantiates when refused) |
 //! | `cudaGraphGetNodes` / `cudaGraphNodeGetType`         | `g.node_counts()`                          |
 //! | `cudaGraphDestroy` / `cudaGraphExecDestroy`          | `Drop`                                     |
 //!
-//! cust 0.3.2 can build a graph node by node but cannot capture, instantiate or launch one,
-//! so this module calls the driver (`cust::sys`, bindings from the CUDA 11.4 headers) itself.
-//! Every symbol used here is also exported, with the 11.4 signature, by CUDA 12 and 13
-//! drivers (`cuGraphExecUpdate` is the pre-12 entry point; CUDA 12 headers rename the new
-//! one `_v2`, and the old symbol stays for binaries built against older headers).
+//! A graph replays the captured copies with the captured host addresses, long after the
+//! calls that enqueued them returned. So a capture remembers every buffer its copies and
+//! kernels use; the graph keeps them alive, and each launch marks the host buffers in flight
+//! on the launching stream, exactly as a direct copy would. That makes `launch` safe.
 //!
 //! Capture errors are the ones learners meet first: synchronizing inside a capture, touching
 //! the legacy default stream while a blocking stream is captured, waiting on an event recorded
@@ -23,10 +22,15 @@
 //! capture (so the stream leaves capture mode and stays usable), discards the partial graph,
 //! and turns the driver's code into an [`Error::Capture`] naming the call, the capture status
 //! and the cause in words.
-use cust::sys as cu;
+use std::rc::Rc;
 
-use crate::error::{check, DriverCode, Error, Result};
-use crate::stream::{Stream, StreamKind};
+use cudarc::driver::sys as cu;
+
+use crate::runtime::context::Context;
+use crate::runtime::error::{check, DriverCode, Error, Result};
+use crate::runtime::keep::{self, Kept};
+use crate::runtime::observe::{Op, OpKind};
+use crate::runtime::stream::{Stream, StreamKind};
 
 /// Which API calls other than the captured ones are refused while a capture is active
 /// (`cudaStreamCaptureMode`).
@@ -43,7 +47,7 @@ pub enum CaptureMode {
 
 impl CaptureMode {
     fn raw(self) -> cu::CUstreamCaptureMode {
-        use cu::CUstreamCaptureMode_enum as M;
+        use cu::CUstreamCaptureMode as M;
         match self {
             CaptureMode::Global => M::CU_STREAM_CAPTURE_MODE_GLOBAL,
             CaptureMode::ThreadLocal => M::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
@@ -226,6 +230,10 @@ pub fn capture(
         .check(status, "cuStreamBeginCapture")
         .map_err(|e| to_capture_error(e, CaptureStatus::None))?;
 
+    if let Err(e) = keep::begin_capture() {
+        let _ = end_capture(stream);
+        return Err(e);
+    }
     // Should `enqueue` panic, the guard still ends the capture while unwinding.
     let mut guard = EndOnUnwind {
         stream,
@@ -233,9 +241,14 @@ pub fn capture(
     };
     let enqueued = enqueue(stream);
     guard.armed = false;
+    let kept = keep::end_capture();
     // Read the status before ending: "invalidated" tells the learner the capture was broken.
     let status_before_end = capture_status(stream).unwrap_or(CaptureStatus::Unknown(u32::MAX));
     let (end_status, graph) = end_capture(stream);
+    let graph = graph.map(|mut g| {
+        g.kept = Rc::new(kept);
+        g
+    });
 
     if let Err(e) = enqueued {
         // The first error is the one to report; the end of an invalidated capture fails too.
@@ -267,6 +280,7 @@ impl Drop for EndOnUnwind<'_> {
     fn drop(&mut self) {
         if self.armed {
             // The graph, if any, is dropped (destroyed) at once.
+            keep::end_capture();
             let _ = end_capture(self.stream);
         }
     }
@@ -279,7 +293,11 @@ fn end_capture(stream: &Stream) -> (cu::CUresult, Option<Graph>) {
     // SAFETY: live stream, valid out-pointer. The driver hands us ownership of the graph it
     // writes (NULL when the capture was invalidated).
     let status = unsafe { cu::cuStreamEndCapture(stream.as_raw(), &mut raw) };
-    let graph = (!raw.is_null()).then_some(Graph { raw });
+    let graph = (!raw.is_null()).then(|| Graph {
+        raw,
+        kept: Rc::new(Vec::new()),
+        _context: stream.context().clone(),
+    });
     (status, graph)
 }
 
@@ -339,6 +357,9 @@ impl std::fmt::Display for NodeCounts {
 /// A graph: a DAG of GPU operations, recorded but not runnable until instantiated.
 pub struct Graph {
     raw: cu::CUgraph,
+    /// The buffers its nodes use, kept alive for its executable graphs.
+    kept: Rc<Vec<Kept>>,
+    _context: Context,
 }
 
 impl Graph {
@@ -378,7 +399,11 @@ impl Graph {
         // SAFETY: live graph, valid out-pointer, flags 0 (no auto-free, no upload).
         let status = unsafe { cu::cuGraphInstantiateWithFlags(&mut raw, self.raw, 0) };
         check(status, "cuGraphInstantiateWithFlags", None)?;
-        Ok(GraphExec { raw })
+        Ok(GraphExec {
+            raw,
+            kept: vec![Rc::clone(&self.kept)],
+            _context: self._context.clone(),
+        })
     }
 }
 
@@ -462,6 +487,9 @@ pub fn classify_update(code: u32, result: u32) -> UpdateOutcome {
 /// An executable graph: instantiated once, launched any number of times.
 pub struct GraphExec {
     raw: cu::CUgraphExec,
+    /// What the graphs it was made or updated from use: their nodes may still point there.
+    kept: Vec<Rc<Vec<Kept>>>,
+    _context: Context,
 }
 
 impl GraphExec {
@@ -470,16 +498,34 @@ impl GraphExec {
     }
 
     /// Enqueues the whole graph on `stream` (`cuGraphLaunch`): one call, however many nodes.
-    /// Later work on `stream` waits for the entire graph.
-    ///
-    /// # Safety
-    /// The graph replays exactly what was captured, with the same pointers: every buffer the
-    /// captured copies and kernels touch must still be allocated, and host buffers written
-    /// by its copies must not be used by the host until the launch has completed.
-    pub unsafe fn launch(&self, stream: &Stream) -> Result<()> {
-        // SAFETY: live handles; what the graph touches is the caller's contract.
-        let status = unsafe { cu::cuGraphLaunch(self.raw, stream.as_raw()) };
-        stream.check(status, "cuGraphLaunch")
+    /// Later work on `stream` waits for the entire graph. Refused (with an error) while the
+    /// host borrows a buffer the graph's copies would race with.
+    pub fn launch(&self, stream: &Stream) -> Result<()> {
+        let host = || {
+            self.kept.iter().flat_map(|k| k.iter()).filter_map(|k| match k {
+                Kept::Host(buffer, access) => Some((buffer, *access)),
+                Kept::Device(_) => None,
+            })
+        };
+        for (buffer, access) in host() {
+            buffer.admit(access)?;
+        }
+        let op = Op {
+            kind: OpKind::Graph,
+            label: "graph launch",
+            bytes: 0,
+            launch: None,
+        };
+        stream.enqueue(op, || {
+            // SAFETY: live handles; every buffer the graph's nodes use is kept alive by
+            // `self.kept`, and the host buffers admitted the access above.
+            let status = unsafe { cu::cuGraphLaunch(self.raw, stream.as_raw()) };
+            stream.check(status, "cuGraphLaunch")
+        })?;
+        for (buffer, _) in host() {
+            buffer.in_flight_on(stream.share());
+        }
+        Ok(())
     }
 
     /// Brings this executable graph up to date with `graph`, a graph of the same shape whose
@@ -491,21 +537,33 @@ impl GraphExec {
     /// executable graph is left as it was. Returns which path was taken. Launches already
     /// enqueued keep the old parameters; the next launch uses the new ones.
     pub fn update_from(&mut self, graph: &Graph) -> Result<UpdatePath> {
-        let mut error_node: cu::CUgraphNode = std::ptr::null_mut();
-        let mut result: u32 = 0;
-        // SAFETY: live handles and valid out-pointers. This is the CUDA 11.x signature of
-        // `cuGraphExecUpdate`, which CUDA 12+ drivers still export under this name; the result
-        // is a 4-byte enum read as u32 so that newer values are no UB.
+        // The driver writes a 4-byte enum and two node handles; read the enum as u32 so
+        // that a value newer than the bindings is no UB.
+        #[repr(C)]
+        struct ResultInfo {
+            result: u32,
+            error_node: cu::CUgraphNode,
+            error_from_node: cu::CUgraphNode,
+        }
+        let mut info = ResultInfo {
+            result: 0,
+            error_node: std::ptr::null_mut(),
+            error_from_node: std::ptr::null_mut(),
+        };
+        // SAFETY: live handles; `info` has the layout of CUgraphExecUpdateResultInfo.
         let status = unsafe {
-            cu::cuGraphExecUpdate(
+            cu::cuGraphExecUpdate_v2(
                 self.raw,
                 graph.raw,
-                &mut error_node,
-                &mut result as *mut u32 as *mut cu::CUgraphExecUpdateResult,
+                &mut info as *mut ResultInfo as *mut cu::CUgraphExecUpdateResultInfo,
             )
         };
+        let result = info.result;
         match classify_update(DriverCode::from_status(status).code(), result) {
-            UpdateOutcome::Applied => Ok(UpdatePath::InPlace),
+            UpdateOutcome::Applied => {
+                self.kept.push(Rc::clone(&graph.kept));
+                Ok(UpdatePath::InPlace)
+            }
             UpdateOutcome::Refused(reason) => {
                 *self = graph.instantiate()?;
                 Ok(UpdatePath::Reinstantiated {

@@ -1,0 +1,53 @@
+//! Value parsers for lesson flags, so every range is checked and worded the same way:
+//! `--streams 100: must be a whole number from 1 to 64`. A lesson writes the same range in
+//! its flag's help (`Number of streams [1..=64]`); `tests` check the two agree.
+use std::ops::RangeInclusive;
+use std::str::FromStr;
+
+/// A whole number in `range`.
+pub fn whole<T>(range: RangeInclusive<T>) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
+{
+    move |s: &str| {
+        let message = || format!("must be a whole number from {} to {}", range.start(), range.end());
+        let v: T = s.trim().parse().map_err(|_| message())?;
+        if range.contains(&v) {
+            Ok(v)
+        } else {
+            Err(message())
+        }
+    }
+}
+
+/// A number (decimals allowed) in `range`.
+pub fn number(range: RangeInclusive<f64>) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let message = || format!("must be a number from {} to {}", range.start(), range.end());
+        let v: f64 = s.trim().parse().map_err(|_| message())?;
+        if v.is_finite() && range.contains(&v) {
+            Ok(v)
+        } else {
+            Err(message())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_checked_and_worded_alike() {
+        let streams = whole(1u64..=64);
+        assert_eq!(streams("8"), Ok(8));
+        let e = streams("65").unwrap_err();
+        assert_eq!(e, "must be a whole number from 1 to 64");
+        assert_eq!(streams("-3").unwrap_err(), e);
+        assert_eq!(streams("2.5").unwrap_err(), e);
+        let sleep = number(100.0..=1e7);
+        assert_eq!(sleep("250.5"), Ok(250.5));
+        assert_eq!(sleep("50").unwrap_err(), "must be a number from 100 to 10000000");
+        assert!(sleep("NaN").is_err() && sleep("inf").is_err());
+    }
+}

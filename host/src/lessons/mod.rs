@@ -1,0 +1,23 @@
+//! The lessons, one file per technique, in the order `streamlab run all` runs them. Each
+//! implements [`Lesson`](crate::lab::Lesson); the lab does the rest. Lessons never import
+//! each other: what two of them share lives in the lab or the runtime.
+//!
+//! Adding a lesson: write its file, and add one line to the list below.
+use crate::lab::{entry, Entry};
+
+macro_rules! lessons {
+    ($($module:ident :: $lesson:ident),* $(,)?) => {
+        $(pub mod $module;)*
+        /// Every lesson, in teaching order.
+        pub const LESSONS: &[Entry] = &[$(entry::<$module::$lesson>()),*];
+    };
+}
+
+lessons! {
+    overlap::Overlap,
+}
+
+/// The lesson named `name`.
+pub fn find(name: &str) -> Option<&'static Entry> {
+    LESSONS.iter().find(|l| l.name == name)
+}

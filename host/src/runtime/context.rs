@@ -1,0 +1,264 @@
+//! The driver and the context: loading `libcuda`, `cuInit`, a device's primary context, and
+//! the device facts that decide what can overlap.
+//!
+//! Every handle the runtime hands out (stream, event, buffer, module, graph) holds a
+//! [`Context`], a reference-counted owner of the primary context, so the context is released
+//! only after the last of them is gone: drop order is enforced by the types, not by comments.
+use std::rc::Rc;
+
+use cudarc::driver::sys::{self as cu, CUdevice_attribute as A};
+use serde::Serialize;
+
+use crate::runtime::error::{check, DriverCode, Error, Result};
+
+/// Loads the driver library and initialises it. The library is opened at run time, so a
+/// machine without the NVIDIA driver gets this one-line error instead of a loader failure.
+fn init_driver() -> Result<()> {
+    // SAFETY: only looks for the library on the loader's path; nothing is called.
+    if !unsafe { cu::is_culib_present() } {
+        return Err(Error::NoDevice(
+            "libcuda.so.1 (the NVIDIA driver's library) is not installed on this machine".into(),
+        ));
+    }
+    // SAFETY: cuInit takes flags 0 and may be called more than once.
+    let status = unsafe { cu::cuInit(0) };
+    if status != cu::CUresult::CUDA_SUCCESS {
+        return Err(Error::NoDevice(format!(
+            "cuInit: {}",
+            DriverCode::from_status(status)
+        )));
+    }
+    Ok(())
+}
+
+/// How many CUDA devices the driver sees, or why there are none.
+pub fn device_count() -> Result<u32> {
+    init_driver()?;
+    let mut count = 0;
+    // SAFETY: valid out-pointer, driver initialised.
+    check(unsafe { cu::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount", None)?;
+    Ok(count.max(0) as u32)
+}
+
+struct Primary {
+    raw: cu::CUcontext,
+    device: cu::CUdevice,
+    ordinal: u32,
+}
+
+impl Drop for Primary {
+    fn drop(&mut self) {
+        // SAFETY: balances the cuDevicePrimaryCtxRetain in `Context::new`; every handle
+        // that used the context held an Rc to it, so none is left.
+        unsafe { cu::cuDevicePrimaryCtxRelease_v2(self.device) };
+    }
+}
+
+/// A device's primary context (what the CUDA runtime uses), retained while any clone lives.
+#[derive(Clone)]
+pub struct Context {
+    primary: Rc<Primary>,
+}
+
+/// Anything that can say which context it works in: lets `Stream::new(&gpu, ..)` and
+/// `Stream::new(&context, ..)` read the same.
+pub trait AsContext {
+    fn context(&self) -> &Context;
+}
+
+impl AsContext for Context {
+    fn context(&self) -> &Context {
+        self
+    }
+}
+
+impl Context {
+    /// Initialises the driver and retains device `ordinal`'s primary context, current on
+    /// this thread.
+    pub fn new(ordinal: u32) -> Result<Context> {
+        let count = device_count()?;
+        if count == 0 {
+            return Err(Error::NoDevice("the driver reports 0 devices".into()));
+        }
+        if ordinal >= count {
+            return Err(Error::InvalidInput(format!(
+                "--device {ordinal} does not exist: this machine has {count} CUDA device(s), 0 to {}",
+                count - 1
+            )));
+        }
+        let mut device = 0;
+        // SAFETY: valid out-pointer; the ordinal is in range.
+        check(
+            unsafe { cu::cuDeviceGet(&mut device, ordinal as i32) },
+            "cuDeviceGet",
+            None,
+        )?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and device; released in `Primary::drop`.
+        check(
+            unsafe { cu::cuDevicePrimaryCtxRetain(&mut raw, device) },
+            "cuDevicePrimaryCtxRetain",
+            None,
+        )?;
+        let context = Context {
+            primary: Rc::new(Primary {
+                raw,
+                device,
+                ordinal,
+            }),
+        };
+        context.make_current()?;
+        Ok(context)
+    }
+
+    /// Makes this context current on the calling thread (`cuCtxSetCurrent`).
+    pub fn make_current(&self) -> Result<()> {
+        // SAFETY: the context is retained for as long as `self` lives.
+        check(
+            unsafe { cu::cuCtxSetCurrent(self.primary.raw) },
+            "cuCtxSetCurrent",
+            None,
+        )
+    }
+
+    pub fn ordinal(&self) -> u32 {
+        self.primary.ordinal
+    }
+
+    pub fn as_raw(&self) -> cu::CUcontext {
+        self.primary.raw
+    }
+
+    pub(crate) fn device(&self) -> cu::CUdevice {
+        self.primary.device
+    }
+
+    /// Waits for all work on the device (`cudaDeviceSynchronize`).
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: no arguments; the context is current.
+        check(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize", None)
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize)> {
+        let (mut free, mut total) = (0, 0);
+        // SAFETY: valid out-pointers; the context is current.
+        check(
+            unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) },
+            "cuMemGetInfo",
+            None,
+        )?;
+        Ok((free, total))
+    }
+
+    /// Fails with a one-line explanation when `bytes` of device memory are not free.
+    pub fn ensure_device_memory(&self, bytes: usize, what: &str) -> Result<()> {
+        let (free, _) = self.memory()?;
+        // Leave room for the context, the module and the driver's own allocations.
+        let usable = free.saturating_sub(256 << 20);
+        if bytes > usable {
+            return Err(Error::InvalidInput(format!(
+                "{what} needs {:.1} MiB of device memory but only {:.1} MiB is free",
+                bytes as f64 / 1048576.0,
+                usable as f64 / 1048576.0
+            )));
+        }
+        Ok(())
+    }
+
+    fn attribute(&self, attr: A, name: &str) -> Result<i32> {
+        let mut value = 0;
+        // SAFETY: valid out-pointer and device handle.
+        let status = unsafe { cu::cuDeviceGetAttribute(&mut value, attr, self.device()) };
+        check(status, format!("cuDeviceGetAttribute({name})"), None)?;
+        Ok(value)
+    }
+
+    /// The device facts `streamlab info` prints and lessons size their work by.
+    pub fn info(&self, ptx_arch: &'static str) -> Result<DeviceInfo> {
+        let (free, total) = self.memory()?;
+        let (mut least, mut greatest) = (0, 0);
+        // SAFETY: valid out-pointers; the context is current.
+        let status = unsafe { cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) };
+        check(status, "cuCtxGetStreamPriorityRange", None)?;
+        let mut driver_version = 0;
+        // SAFETY: valid out-pointer.
+        let status = unsafe { cu::cuDriverGetVersion(&mut driver_version) };
+        check(status, "cuDriverGetVersion", None)?;
+        let mut name = [0 as std::ffi::c_char; 256];
+        // SAFETY: the buffer holds 256 bytes, the length we pass; the driver NUL-terminates.
+        let status = unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, self.device()) };
+        check(status, "cuDeviceGetName", None)?;
+        // SAFETY: NUL-terminated by the driver within the buffer.
+        let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let a = |attr, what| self.attribute(attr, what);
+        Ok(DeviceInfo {
+            ordinal: self.ordinal(),
+            name,
+            compute_capability: (
+                a(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major")?,
+                a(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor")?,
+            ),
+            multiprocessors: a(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count")?,
+            max_threads_per_multiprocessor: a(
+                A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                "max threads per SM",
+            )?,
+            total_memory_bytes: total,
+            free_memory_bytes: free,
+            clock_khz: a(A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE, "clock rate")?,
+            memory_clock_khz: a(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, "memory clock")?,
+            memory_bus_width_bits: a(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, "bus width")?,
+            l2_cache_bytes: a(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 size")?,
+            concurrent_kernels: a(A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, "concurrentKernels")?
+                != 0,
+            async_engine_count: a(A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, "asyncEngineCount")?,
+            device_overlap: a(A::CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, "deviceOverlap")? != 0,
+            priority_range: (least, greatest),
+            driver_version,
+            ptx_arch,
+        })
+    }
+}
+
+/// What `streamlab info` prints, and what lessons use to size their work.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceInfo {
+    pub ordinal: u32,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub multiprocessors: i32,
+    /// Resident threads per SM (2048 on sm_75..sm_90 datacenter parts, 1536 on sm_86/sm_89).
+    pub max_threads_per_multiprocessor: i32,
+    pub total_memory_bytes: usize,
+    pub free_memory_bytes: usize,
+    pub clock_khz: i32,
+    pub memory_clock_khz: i32,
+    pub memory_bus_width_bits: i32,
+    pub l2_cache_bytes: i32,
+    /// Can run kernels from different streams at the same time.
+    pub concurrent_kernels: bool,
+    /// Copy engines: 1 overlaps copies with kernels, 2+ also overlaps copies in both directions.
+    pub async_engine_count: i32,
+    /// Can overlap one copy with kernel execution (the old `deviceOverlap` flag).
+    pub device_overlap: bool,
+    /// (least, greatest) stream priority; numerically the greatest is the smallest.
+    pub priority_range: (i32, i32),
+    pub driver_version: i32,
+    pub ptx_arch: &'static str,
+}
+
+impl DeviceInfo {
+    /// How many blocks of `threads` threads fit on one SM at once (by thread count; the
+    /// sleep kernel uses no shared memory and few registers, so threads are the limit).
+    pub fn resident_blocks_per_sm(&self, threads: u32) -> u32 {
+        (self.max_threads_per_multiprocessor as u32 / threads.max(1)).max(1)
+    }
+
+    /// How many clock ticks of an SM make `micros` microseconds, at the rated clock.
+    pub fn cycles_for_micros(&self, micros: f64) -> u64 {
+        (micros * self.clock_khz as f64 / 1000.0).round() as u64
+    }
+}

@@ -1,0 +1,66 @@
+//! [`Gpu`]: a device's context, its facts, and streamlab's kernels loaded into it. The one
+//! object a lesson is handed; it derefs to [`Kernels`], so a launch reads
+//! `gpu.compute(&stream, &data, iters)`, as `compute_kernel<<<g, b, 0, stream>>>` does.
+use std::ops::Deref;
+use std::path::Path;
+
+use crate::runtime::context::{AsContext, Context, DeviceInfo};
+use crate::runtime::error::Result;
+use crate::runtime::kernels::{Kernels, PTX_ARCH};
+
+pub struct Gpu {
+    pub info: DeviceInfo,
+    kernels: Kernels,
+    context: Context,
+}
+
+impl Gpu {
+    /// Initialises the driver, makes device `ordinal`'s primary context current and loads
+    /// the embedded PTX.
+    pub fn new(ordinal: u32) -> Result<Gpu> {
+        let context = Context::new(ordinal)?;
+        let kernels = Kernels::embedded(&context)?;
+        Self::assemble(context, kernels)
+    }
+
+    /// Like [`Gpu::new`], but the kernels come from `path` (a cubin, fatbin or PTX file),
+    /// checked against each kernel's declared parameters. `cuda-reference/kernels.cu` built
+    /// by nvcc defines the same kernels, so nvcc's machine code runs under the very same
+    /// host code: the fairest Rust-vs-nvcc comparison.
+    pub fn with_kernels_from(ordinal: u32, path: &Path) -> Result<Gpu> {
+        let context = Context::new(ordinal)?;
+        let kernels = Kernels::from_file(&context, path)?;
+        Self::assemble(context, kernels)
+    }
+
+    fn assemble(context: Context, kernels: Kernels) -> Result<Gpu> {
+        Ok(Gpu {
+            info: context.info(PTX_ARCH)?,
+            kernels,
+            context,
+        })
+    }
+
+    /// Waits for all work on the device (`cudaDeviceSynchronize`).
+    pub fn synchronize(&self) -> Result<()> {
+        self.context.synchronize()
+    }
+
+    /// Fails with a one-line explanation when `bytes` of device memory are not free.
+    pub fn ensure_device_memory(&self, bytes: usize, what: &str) -> Result<()> {
+        self.context.ensure_device_memory(bytes, what)
+    }
+}
+
+impl AsContext for Gpu {
+    fn context(&self) -> &Context {
+        &self.context
+    }
+}
+
+impl Deref for Gpu {
+    type Target = Kernels;
+    fn deref(&self) -> &Kernels {
+        &self.kernels
+    }
+}

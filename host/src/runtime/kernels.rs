@@ -1,0 +1,331 @@
+//! The kernel module and one safe launcher per kernel.
+//!
+//! Each kernel is declared once, in `kernels-gpu` (`kernels!`): the declaration defines the
+//! GPU function and a [`Signature`] whose `Params` tuple is the only argument list
+//! [`Kernels::launch`] accepts for it. The safe launchers below check lengths and build that
+//! tuple from device buffers, so an argument list cannot drift from the kernel it feeds;
+//! `tests/ptx.rs` checks the same declarations against the PTX's `.param` lists.
+//!
+//! `gpu.compute(&stream, &data, iters)` is CUDA C++'s
+//! `compute_kernel<<<(n + 255) / 256, 256, 0, stream>>>(data, n, iters)`.
+use std::ffi::CString;
+use std::ops::Range;
+use std::path::Path;
+
+use cudarc::driver::sys as cu;
+use kernels_gpu::kernels::signatures as sig;
+use kernels_gpu::Signature;
+
+use crate::runtime::context::{AsContext, Context};
+use crate::runtime::error::{check, Error, Result};
+use crate::runtime::launch::{launch, KernelArgs, LaunchConfig};
+use crate::runtime::memory::DeviceView;
+use crate::runtime::stream::Stream;
+
+/// The PTX built from `kernels-gpu` by `build.rs`.
+pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.ptx"));
+/// The architecture the PTX was built for (`STREAMLAB_GPU_ARCH` at build time).
+pub const PTX_ARCH: &str = env!("STREAMLAB_PTX_ARCH");
+
+/// A loaded module and its kernels' function handles, looked up once.
+pub struct Kernels {
+    module: cu::CUmodule,
+    functions: Vec<(&'static str, cu::CUfunction)>,
+    // Last: the module is unloaded before the context can go.
+    _context: Context,
+}
+
+impl Drop for Kernels {
+    fn drop(&mut self) {
+        // SAFETY: we own the module; work using its functions completes first (driver docs).
+        unsafe { cu::cuModuleUnload(self.module) };
+    }
+}
+
+impl Kernels {
+    /// Loads the embedded PTX (the driver JIT-compiles it for this GPU here).
+    pub fn embedded(on: &impl AsContext) -> Result<Kernels> {
+        let image = CString::new(PTX)
+            .map_err(|_| Error::Internal("the embedded PTX contains a NUL byte".into()))?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; `image` is a NUL-terminated PTX text.
+        let status = unsafe { cu::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
+        check(status, "cuModuleLoadData (JIT-compiling the embedded PTX)", None)?;
+        Self::look_up(on, module, false)
+    }
+
+    /// Loads `path` (a cubin, fatbin or PTX file, e.g. `cuda-reference/kernels.cu` built by
+    /// nvcc) and checks that each kernel streamlab launches is there with the parameter sizes
+    /// of its declaration (`cuFuncGetParamInfo`), so the launchers can trust it.
+    pub fn from_file(on: &impl AsContext, path: &Path) -> Result<Kernels> {
+        if !path.is_file() {
+            return Err(Error::InvalidInput(format!(
+                "kernel module {} does not exist",
+                path.display()
+            )));
+        }
+        let name = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| Error::InvalidInput("the module path contains a NUL byte".into()))?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and NUL-terminated path.
+        let status = unsafe { cu::cuModuleLoad(&mut module, name.as_ptr()) };
+        check(status, format!("cuModuleLoad({})", path.display()), None)?;
+        Self::look_up(on, module, true)
+    }
+
+    fn look_up(on: &impl AsContext, module: cu::CUmodule, verify: bool) -> Result<Kernels> {
+        let mut kernels = Kernels {
+            module,
+            functions: Vec::new(),
+            _context: on.context().clone(),
+        };
+        for &(name, sizes) in sig::ALL {
+            let c_name = CString::new(name).map_err(|_| Error::Internal(name.into()))?;
+            let mut function = std::ptr::null_mut();
+            // SAFETY: live module, valid out-pointer, NUL-terminated name.
+            let status = unsafe { cu::cuModuleGetFunction(&mut function, module, c_name.as_ptr()) };
+            check(status, format!("cuModuleGetFunction({name})"), None)?;
+            if verify {
+                check_params(function, name, sizes)?;
+            }
+            kernels.functions.push((name, function));
+        }
+        Ok(kernels)
+    }
+
+    fn function(&self, name: &str) -> Result<cu::CUfunction> {
+        self.functions
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| Error::Internal(format!("kernel {name} was not loaded")))
+    }
+
+    /// Launches kernel `K` with exactly its declared argument tuple.
+    ///
+    /// # Safety
+    /// Every pointer in `args` must be valid for what the kernel accesses given the other
+    /// arguments (the safe launchers below check the lengths that guarantee it).
+    pub(crate) unsafe fn launch<K: Signature>(
+        &self,
+        stream: &Stream,
+        config: LaunchConfig,
+        args: K::Params,
+    ) -> Result<()>
+    where
+        K::Params: KernelArgs,
+    {
+        let function = self.function(K::NAME)?;
+        // SAFETY: the tuple type is the kernel's declared parameter list; pointer validity is
+        // the caller's contract.
+        unsafe { launch(function, K::NAME, config, stream, args) }
+    }
+}
+
+/// The parameter sizes `function` reports must be `sizes`, and there must be no more.
+fn check_params(function: cu::CUfunction, name: &str, sizes: &[usize]) -> Result<()> {
+    let param = |i: usize| {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: live function handle and valid out-pointers.
+        let status = unsafe { cu::cuFuncGetParamInfo(function, i, &mut offset, &mut size) };
+        (status, size)
+    };
+    for (i, &want) in sizes.iter().enumerate() {
+        let (status, size) = param(i);
+        check(status, format!("cuFuncGetParamInfo({name}, {i})"), None)?;
+        if size != want {
+            return Err(Error::InvalidInput(format!(
+                "kernel {name} in the loaded module takes a {size}-byte parameter {i}, but its declaration in kernels-gpu says {want} bytes"
+            )));
+        }
+    }
+    if param(sizes.len()).0 == cu::CUresult::CUDA_SUCCESS {
+        return Err(Error::InvalidInput(format!(
+            "kernel {name} in the loaded module takes more than the {} parameters of its declaration",
+            sizes.len()
+        )));
+    }
+    Ok(())
+}
+
+fn element_count(n: usize, what: &str) -> Result<u32> {
+    u32::try_from(n).map_err(|_| {
+        Error::InvalidInput(format!(
+            "{what}: {n} elements is more than a kernel's u32 index allows"
+        ))
+    })
+}
+
+fn same_len(lens: &[usize], what: &str) -> Result<()> {
+    if lens.windows(2).all(|w| w[0] == w[1]) {
+        Ok(())
+    } else {
+        Err(Error::Internal(format!(
+            "{what}: buffers of different lengths {lens:?}"
+        )))
+    }
+}
+
+fn mut_ptr(view: &DeviceView<'_, f32>) -> *mut f32 {
+    view.device_ptr() as *mut f32
+}
+
+fn const_ptr(view: &DeviceView<'_, f32>) -> *const f32 {
+    view.device_ptr() as *const f32
+}
+
+/// One safe launcher per kernel.
+impl Kernels {
+    /// `sleep_kernel`: every thread of `config` spins `cycles` SM clock ticks.
+    pub fn sleep(&self, stream: &Stream, config: LaunchConfig, cycles: u64) -> Result<()> {
+        // SAFETY: no pointers.
+        unsafe { self.launch::<sig::sleep_kernel>(stream, config, (cycles,)) }
+    }
+
+    /// One block of one thread spins `cycles` ticks; `stamps[0..2]` get its GPU start and
+    /// end times (`%globaltimer`, ns).
+    pub fn sleep_stamped<'a>(
+        &self,
+        stream: &Stream,
+        cycles: u64,
+        stamps: impl Into<DeviceView<'a, u64>>,
+    ) -> Result<()> {
+        let stamps = stamps.into();
+        if stamps.len() < 2 {
+            return Err(Error::Internal("sleep_stamped needs room for 2 stamps".into()));
+        }
+        let config = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+        let ptr = stamps.device_ptr() as *mut u64;
+        // SAFETY: the kernel writes stamps[0] and stamps[1], checked to exist.
+        unsafe { self.launch::<sig::sleep_stamped_kernel>(stream, config, (cycles, ptr)) }
+    }
+
+    /// `compute_kernel`: `x = sin(x) * cos(x)`, `iters` times, on every element, in place.
+    pub fn compute<'a>(
+        &self,
+        stream: &Stream,
+        data: impl Into<DeviceView<'a, f32>>,
+        iters: u32,
+    ) -> Result<()> {
+        let data = data.into();
+        let n = element_count(data.len(), "compute")?;
+        let config = LaunchConfig::for_elements(data.len());
+        // SAFETY: the kernel touches data[0..n], the view's length.
+        unsafe { self.launch::<sig::compute_kernel>(stream, config, (mut_ptr(&data), n, iters)) }
+    }
+
+    /// `chunk_kernel`: the compute work on `data[range]` only (the tutorials' processChunk).
+    pub fn compute_chunk<'a>(
+        &self,
+        stream: &Stream,
+        data: impl Into<DeviceView<'a, f32>>,
+        range: Range<usize>,
+        iters: u32,
+    ) -> Result<()> {
+        let data = data.into();
+        if range.start > range.end || range.end > data.len() {
+            return Err(Error::Internal(format!(
+                "chunk {range:?} is outside a buffer of {}",
+                data.len()
+            )));
+        }
+        let offset = element_count(range.start, "chunk offset")?;
+        let len = element_count(range.len(), "chunk")?;
+        let config = LaunchConfig::for_elements(range.len());
+        let args = (mut_ptr(&data), offset, len, iters);
+        // SAFETY: the kernel touches data[offset..offset + len], inside the view (checked).
+        unsafe { self.launch::<sig::chunk_kernel>(stream, config, args) }
+    }
+
+    /// `vector_add_kernel`: `c = a + b`.
+    pub fn vector_add<'a, 'b, 'c>(
+        &self,
+        stream: &Stream,
+        a: impl Into<DeviceView<'a, f32>>,
+        b: impl Into<DeviceView<'b, f32>>,
+        c: impl Into<DeviceView<'c, f32>>,
+    ) -> Result<()> {
+        let (a, b, c) = (a.into(), b.into(), c.into());
+        same_len(&[a.len(), b.len(), c.len()], "vector_add")?;
+        let n = element_count(a.len(), "vector_add")?;
+        let config = LaunchConfig::for_elements(a.len());
+        let args = (const_ptr(&a), const_ptr(&b), mut_ptr(&c), n);
+        // SAFETY: all three views hold n elements.
+        unsafe { self.launch::<sig::vector_add_kernel>(stream, config, args) }
+    }
+
+    /// `produce_kernel`: `output = scale * sin(input) + 1`.
+    pub fn produce<'a, 'b>(
+        &self,
+        stream: &Stream,
+        input: impl Into<DeviceView<'a, f32>>,
+        output: impl Into<DeviceView<'b, f32>>,
+        scale: f32,
+    ) -> Result<()> {
+        let (input, output) = (input.into(), output.into());
+        same_len(&[input.len(), output.len()], "produce")?;
+        let n = element_count(input.len(), "produce")?;
+        let config = LaunchConfig::for_elements(input.len());
+        let args = (const_ptr(&input), mut_ptr(&output), n, scale);
+        // SAFETY: both views hold n elements.
+        unsafe { self.launch::<sig::produce_kernel>(stream, config, args) }
+    }
+
+    /// `combine_kernel`: `out = a * b + a`.
+    pub fn combine<'a, 'b, 'c>(
+        &self,
+        stream: &Stream,
+        a: impl Into<DeviceView<'a, f32>>,
+        b: impl Into<DeviceView<'b, f32>>,
+        out: impl Into<DeviceView<'c, f32>>,
+    ) -> Result<()> {
+        let (a, b, out) = (a.into(), b.into(), out.into());
+        same_len(&[a.len(), b.len(), out.len()], "combine")?;
+        let n = element_count(a.len(), "combine")?;
+        let config = LaunchConfig::for_elements(a.len());
+        let args = (const_ptr(&a), const_ptr(&b), mut_ptr(&out), n);
+        // SAFETY: all three views hold n elements.
+        unsafe { self.launch::<sig::combine_kernel>(stream, config, args) }
+    }
+
+    /// `scale_kernel`: `data = data * factor + offset`, in place.
+    pub fn scale<'a>(
+        &self,
+        stream: &Stream,
+        data: impl Into<DeviceView<'a, f32>>,
+        factor: f32,
+        offset: f32,
+    ) -> Result<()> {
+        let data = data.into();
+        let n = element_count(data.len(), "scale")?;
+        let config = LaunchConfig::for_elements(data.len());
+        let args = (mut_ptr(&data), n, factor, offset);
+        // SAFETY: the view holds n elements.
+        unsafe { self.launch::<sig::scale_kernel>(stream, config, args) }
+    }
+
+    /// `slow_scale_kernel`: each thread spins `cycles` ticks, then `output = input * factor`.
+    pub fn slow_scale<'a, 'b>(
+        &self,
+        stream: &Stream,
+        input: impl Into<DeviceView<'a, f32>>,
+        output: impl Into<DeviceView<'b, f32>>,
+        factor: f32,
+        cycles: u64,
+    ) -> Result<()> {
+        let (input, output) = (input.into(), output.into());
+        same_len(&[input.len(), output.len()], "slow_scale")?;
+        let n = element_count(input.len(), "slow_scale")?;
+        let config = LaunchConfig::for_elements(input.len());
+        let args = (const_ptr(&input), mut_ptr(&output), n, factor, cycles);
+        // SAFETY: both views hold n elements.
+        unsafe { self.launch::<sig::slow_scale_kernel>(stream, config, args) }
+    }
+
+    /// `empty_kernel` on one block of one thread: the launch and nothing else.
+    pub fn empty(&self, stream: &Stream) -> Result<()> {
+        let config = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+        // SAFETY: no arguments.
+        unsafe { self.launch::<sig::empty_kernel>(stream, config, ()) }
+    }
+}

@@ -1,0 +1,101 @@
+//! Kernel launches: the geometry, and `cuLaunchKernel` with an argument list whose types come
+//! from the kernel's one declaration in `kernels-gpu` (see [`kernels_gpu::Signature`]).
+use std::ffi::c_void;
+
+use cudarc::driver::sys as cu;
+use serde::Serialize;
+
+use crate::runtime::error::Result;
+use crate::runtime::observe::{Op, OpKind};
+use crate::runtime::stream::Stream;
+
+/// Launch geometry: CUDA C++'s `<<<grid, block, shared>>>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LaunchConfig {
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// One thread per element, 256 threads a block.
+    pub fn for_elements(n: usize) -> LaunchConfig {
+        let blocks = n.div_ceil(256).clamp(1, i32::MAX as usize) as u32;
+        LaunchConfig::new((blocks, 1, 1), (256, 1, 1))
+    }
+
+    pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> LaunchConfig {
+        LaunchConfig {
+            grid,
+            block,
+            shared_bytes: 0,
+        }
+    }
+}
+
+/// A tuple of kernel arguments, turned into the array of pointers `cuLaunchKernel` reads.
+pub trait KernelArgs {
+    fn pointers(&mut self) -> Vec<*mut c_void>;
+}
+
+macro_rules! tuple_args {
+    ($($field:tt $t:ident),*) => {
+        impl<$($t),*> KernelArgs for ($($t,)*) {
+            #[allow(clippy::unused_unit)]
+            fn pointers(&mut self) -> Vec<*mut c_void> {
+                vec![$(&mut self.$field as *mut $t as *mut c_void),*]
+            }
+        }
+    };
+}
+tuple_args!();
+tuple_args!(0 A);
+tuple_args!(0 A, 1 B);
+tuple_args!(0 A, 1 B, 2 C);
+tuple_args!(0 A, 1 B, 2 C, 3 D);
+tuple_args!(0 A, 1 B, 2 C, 3 D, 4 E);
+tuple_args!(0 A, 1 B, 2 C, 3 D, 4 E, 5 F);
+
+/// `cuLaunchKernel`: what CUDA C++'s `kernel<<<grid, block, shared, stream>>>(args...)`
+/// compiles to, through the stream's observer.
+///
+/// # Safety
+/// `args` must be the parameters of `function` in number, order and type (the generated
+/// launchers take them as the kernel's declared tuple), and every device pointer among them
+/// must be valid for what the kernel accesses.
+pub(crate) unsafe fn launch<P: KernelArgs>(
+    function: cu::CUfunction,
+    name: &str,
+    config: LaunchConfig,
+    stream: &Stream,
+    mut args: P,
+) -> Result<()> {
+    let mut pointers = args.pointers();
+    let op = Op {
+        kind: OpKind::Kernel,
+        label: name,
+        bytes: 0,
+        launch: Some(config),
+    };
+    stream.enqueue(op, || {
+        let (gx, gy, gz) = config.grid;
+        let (bx, by, bz) = config.block;
+        // SAFETY: forwarded from this function's contract; `stream` is live.
+        let status = unsafe {
+            cu::cuLaunchKernel(
+                function,
+                gx,
+                gy,
+                gz,
+                bx,
+                by,
+                bz,
+                config.shared_bytes,
+                stream.as_raw(),
+                pointers.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        stream.check(status, &format!("cuLaunchKernel({name})"))
+    })
+}

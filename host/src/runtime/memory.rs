@@ -1,0 +1,479 @@
+//! Host and device buffers, and the blocking copies between them.
+//!
+//! | CUDA C++                                         | streamlab                                   |
+//! |--------------------------------------------------|---------------------------------------------|
+//! | `cudaMallocHost(&p, bytes)`                      | `HostBuffer::pinned(&gpu, n)`               |
+//! | `malloc` / `std::vector`                         | `HostBuffer::pageable(&gpu, n)`             |
+//! | `cudaMalloc(&d, bytes)`                          | `DeviceBuffer::zeroed(&gpu, n)`             |
+//! | `cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)`| `copy_to_device_sync(&h, &d)`               |
+//! | `cudaMemcpyAsync(d, h, bytes, H2D, stream)`      | `stream.copy_to_device(&h, &d)`             |
+//!
+//! An asynchronous copy returns before it happens, which is why CUDA C++ programs crash when
+//! they free or read the host side too early. Here a [`HostBuffer`] remembers the streams
+//! that have copies of it in flight, and [`HostBuffer::read`] and [`HostBuffer::write`] wait
+//! for them first; while the host holds a borrow, copies that would race with it are refused
+//! with an error. Dropping a buffer waits for its copies too. So the copies are safe calls.
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut, Range};
+use std::rc::Rc;
+
+use bytemuck::Pod;
+use cudarc::driver::sys as cu;
+
+use crate::runtime::context::{AsContext, Context};
+use crate::runtime::error::{check, Error, Result};
+use crate::runtime::keep::{self, Access, Kept, Pending, Tracked};
+
+fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
+    n.checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| Error::InvalidInput(format!("{what}: {n} elements do not fit in memory")))
+}
+
+fn check_range(range: &Range<usize>, len: usize, what: &str) -> Result<()> {
+    if range.start <= range.end && range.end <= len {
+        Ok(())
+    } else {
+        Err(Error::Internal(format!(
+            "{what}: range {range:?} is outside a buffer of {len} elements"
+        )))
+    }
+}
+
+struct DeviceAlloc {
+    ptr: cu::CUdeviceptr,
+    _context: Context,
+}
+
+impl Drop for DeviceAlloc {
+    fn drop(&mut self) {
+        if self.ptr != 0 {
+            // SAFETY: we own the allocation; cuMemFree waits for work using it to finish.
+            unsafe { cu::cuMemFree_v2(self.ptr) };
+        }
+    }
+}
+
+/// `n` elements of `T` in device memory (`cudaMalloc`). Allocation and freeing synchronize
+/// the device: allocate in setup, never inside a timed region.
+pub struct DeviceBuffer<T> {
+    alloc: Rc<DeviceAlloc>,
+    len: usize,
+    _element: PhantomData<T>,
+}
+
+impl<T: Pod> DeviceBuffer<T> {
+    /// `n` zeroed elements.
+    pub fn zeroed(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = bytes_of::<T>(n, "cuMemAlloc")?;
+        let mut ptr = 0;
+        if bytes > 0 {
+            // SAFETY: valid out-pointer; the context is current.
+            check(unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) }, "cuMemAlloc", None)?;
+        }
+        let buffer = DeviceBuffer {
+            alloc: Rc::new(DeviceAlloc {
+                ptr,
+                _context: on.context().clone(),
+            }),
+            len: n,
+            _element: PhantomData,
+        };
+        if bytes > 0 {
+            // SAFETY: the allocation holds `bytes` bytes.
+            let status = unsafe { cu::cuMemsetD8_v2(ptr, 0, bytes) };
+            check(status, "cuMemsetD8", Some("legacy default stream"))?;
+        }
+        Ok(buffer)
+    }
+
+    /// A device copy of `values` (allocates, then copies with `cudaMemcpy`).
+    pub fn from_slice(on: &impl AsContext, values: &[T]) -> Result<DeviceBuffer<T>> {
+        let buffer = Self::zeroed(on, values.len())?;
+        copy_to_device_sync(values, &buffer)?;
+        Ok(buffer)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The elements `range` of this buffer, for a copy or a launch.
+    pub fn slice(&self, range: Range<usize>) -> Result<DeviceView<'_, T>> {
+        check_range(&range, self.len, "device buffer")?;
+        Ok(DeviceView {
+            buffer: self,
+            range,
+        })
+    }
+
+    /// The whole buffer copied to a new `Vec` (`cudaMemcpy`, blocking).
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); self.len];
+        copy_to_host_sync(self, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// A range of a [`DeviceBuffer`].
+pub struct DeviceView<'a, T> {
+    buffer: &'a DeviceBuffer<T>,
+    range: Range<usize>,
+}
+
+impl<T> Clone for DeviceView<'_, T> {
+    fn clone(&self) -> Self {
+        DeviceView {
+            buffer: self.buffer,
+            range: self.range.clone(),
+        }
+    }
+}
+
+impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for DeviceView<'a, T> {
+    fn from(buffer: &'a DeviceBuffer<T>) -> Self {
+        DeviceView {
+            buffer,
+            range: 0..buffer.len,
+        }
+    }
+}
+
+impl<T: Pod> DeviceView<'_, T> {
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    /// The device address of the first element. Also tells a capture in progress that the
+    /// graph must keep this buffer alive.
+    pub(crate) fn device_ptr(&self) -> cu::CUdeviceptr {
+        keep::keep(|| Kept::Device(Rc::clone(&self.buffer.alloc) as Rc<dyn Any>));
+        self.buffer.alloc.ptr + (self.range.start * std::mem::size_of::<T>()) as u64
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.range.len() * std::mem::size_of::<T>()
+    }
+}
+
+enum Storage<T> {
+    /// Page-locked memory from `cuMemHostAlloc`, freed with `cuMemFreeHost`.
+    Pinned,
+    /// Ordinary (pageable) memory: the driver stages async copies of it through its own
+    /// pinned buffer, so they are not asynchronous.
+    Pageable(#[allow(dead_code)] Vec<T>),
+}
+
+struct HostAlloc<T> {
+    ptr: *mut T,
+    len: usize,
+    storage: Storage<T>,
+    /// 0: free; n > 0: n shared borrows by the host; -1: one mutable borrow.
+    borrows: Cell<isize>,
+    in_flight: RefCell<Vec<Rc<dyn Pending>>>,
+    _context: Context,
+}
+
+impl<T> HostAlloc<T> {
+    fn wait_for_device(&self) -> Result<()> {
+        let streams = std::mem::take(&mut *self.in_flight.borrow_mut());
+        for (i, s) in streams.iter().enumerate() {
+            if let Err(e) = s.wait() {
+                // Keep what was not waited for: the next access waits again.
+                self.in_flight.borrow_mut().extend(streams[i..].iter().cloned());
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T> Tracked for HostAlloc<T> {
+    fn admit(&self, access: Access) -> Result<()> {
+        let borrows = self.borrows.get();
+        let refused = match access {
+            Access::DeviceReads => borrows < 0,
+            Access::DeviceWrites => borrows != 0,
+        };
+        if refused {
+            return Err(Error::Internal(format!(
+                "a copy {} a host buffer that the host is still {} (drop the borrow first)",
+                if access == Access::DeviceWrites { "into" } else { "from" },
+                if borrows < 0 { "writing" } else { "reading" }
+            )));
+        }
+        Ok(())
+    }
+
+    fn in_flight_on(&self, stream: Rc<dyn Pending>) {
+        let mut list = self.in_flight.borrow_mut();
+        if !list.iter().any(|s| s.id() == stream.id()) {
+            list.push(stream);
+        }
+    }
+}
+
+impl<T> Drop for HostAlloc<T> {
+    fn drop(&mut self) {
+        // A copy still in flight would write into freed memory: wait for it. An error here
+        // has nowhere to go, and the device is then unusable anyway.
+        let _ = self.wait_for_device();
+        if let Storage::Pinned = self.storage {
+            // SAFETY: `ptr` came from cuMemHostAlloc and no copy of it is in flight.
+            unsafe { cu::cuMemFreeHost(self.ptr.cast()) };
+        }
+    }
+}
+
+/// `n` elements of `T` in host memory that copies to and from the device can use.
+pub struct HostBuffer<T> {
+    alloc: Rc<HostAlloc<T>>,
+}
+
+impl<T: Pod> HostBuffer<T> {
+    /// `n` zeroed elements of page-locked (pinned) memory (`cudaMallocHost`): the only host
+    /// memory the copy engines can read or write while the host goes on.
+    pub fn pinned(on: &impl AsContext, n: usize) -> Result<HostBuffer<T>> {
+        let bytes = bytes_of::<T>(n, "cuMemHostAlloc")?;
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; flags 0 is plain pinned memory; the context is current.
+        let status = unsafe { cu::cuMemHostAlloc(&mut ptr, bytes.max(1), 0) };
+        check(status, "cuMemHostAlloc (pinned buffer)", None)?;
+        // SAFETY: the allocation holds at least `bytes` bytes; zero bytes are a valid `T`.
+        unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
+        Ok(Self::wrap(on, ptr.cast(), n, Storage::Pinned))
+    }
+
+    /// A pinned copy of `values`.
+    pub fn pinned_from(on: &impl AsContext, values: &[T]) -> Result<HostBuffer<T>> {
+        let buffer = Self::pinned(on, values.len())?;
+        buffer.write()?.copy_from_slice(values);
+        Ok(buffer)
+    }
+
+    /// `n` zeroed elements of ordinary pageable memory (a `Vec`).
+    pub fn pageable(on: &impl AsContext, n: usize) -> Result<HostBuffer<T>> {
+        Ok(Self::pageable_from_vec(on, vec![T::zeroed(); n]))
+    }
+
+    /// Pageable memory holding `values`.
+    pub fn pageable_from_vec(on: &impl AsContext, mut values: Vec<T>) -> HostBuffer<T> {
+        let (ptr, len) = (values.as_mut_ptr(), values.len());
+        Self::wrap(on, ptr, len, Storage::Pageable(values))
+    }
+
+    fn wrap(on: &impl AsContext, ptr: *mut T, len: usize, storage: Storage<T>) -> HostBuffer<T> {
+        HostBuffer {
+            alloc: Rc::new(HostAlloc {
+                ptr,
+                len,
+                storage,
+                borrows: Cell::new(0),
+                in_flight: RefCell::new(Vec::new()),
+                _context: on.context().clone(),
+            }),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.alloc.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.alloc.len == 0
+    }
+
+    pub fn is_pinned(&self) -> bool {
+        matches!(self.alloc.storage, Storage::Pinned)
+    }
+
+    /// The elements `range`, for a copy.
+    pub fn slice(&self, range: Range<usize>) -> Result<HostView<'_, T>> {
+        check_range(&range, self.alloc.len, "host buffer")?;
+        Ok(HostView {
+            buffer: self,
+            range,
+        })
+    }
+
+    /// Waits for the copies in flight on this buffer, then lends it to the host for reading.
+    pub fn read(&self) -> Result<HostRef<'_, T>> {
+        if self.alloc.borrows.get() < 0 {
+            return Err(Error::Internal(
+                "a host buffer is read while it is being written".into(),
+            ));
+        }
+        self.alloc.wait_for_device()?;
+        self.alloc.borrows.set(self.alloc.borrows.get() + 1);
+        Ok(HostRef { buffer: self })
+    }
+
+    /// Waits for the copies in flight on this buffer, then lends it to the host for writing.
+    pub fn write(&self) -> Result<HostMut<'_, T>> {
+        if self.alloc.borrows.get() != 0 {
+            return Err(Error::Internal(
+                "a host buffer is written while it is borrowed".into(),
+            ));
+        }
+        self.alloc.wait_for_device()?;
+        self.alloc.borrows.set(-1);
+        Ok(HostMut { buffer: self })
+    }
+
+    /// A copy of the contents, after the copies in flight.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        Ok(self.read()?.to_vec())
+    }
+}
+
+impl<'a, T: Pod> From<&'a HostBuffer<T>> for HostView<'a, T> {
+    fn from(buffer: &'a HostBuffer<T>) -> Self {
+        HostView {
+            buffer,
+            range: 0..buffer.len(),
+        }
+    }
+}
+
+/// A range of a [`HostBuffer`], for a copy.
+pub struct HostView<'a, T> {
+    buffer: &'a HostBuffer<T>,
+    range: Range<usize>,
+}
+
+impl<T: Pod> HostView<'_, T> {
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    pub fn is_pinned(&self) -> bool {
+        self.buffer.is_pinned()
+    }
+
+    /// Admits a device access (see [`Tracked::admit`]), records it in a capture in progress,
+    /// and returns the address of the first element.
+    pub(crate) fn admit(&self, access: Access) -> Result<*mut T> {
+        self.buffer.alloc.admit(access)?;
+        keep::keep(|| Kept::Host(Rc::clone(&self.buffer.alloc) as Rc<dyn Tracked>, access));
+        // SAFETY: `range` was checked against the allocation's length.
+        Ok(unsafe { self.buffer.alloc.ptr.add(self.range.start) })
+    }
+
+    /// Marks the buffer in flight on `stream` after a copy was enqueued there.
+    pub(crate) fn in_flight_on(&self, stream: Rc<dyn Pending>) {
+        self.buffer.alloc.in_flight_on(stream);
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.range.len() * std::mem::size_of::<T>()
+    }
+}
+
+impl<T: Pod> Tracked for HostBuffer<T> {
+    fn admit(&self, access: Access) -> Result<()> {
+        self.alloc.admit(access)
+    }
+
+    fn in_flight_on(&self, stream: Rc<dyn Pending>) {
+        self.alloc.in_flight_on(stream);
+    }
+}
+
+/// A host buffer lent for reading; copies into it are refused until it is dropped.
+pub struct HostRef<'a, T> {
+    buffer: &'a HostBuffer<T>,
+}
+
+impl<T> Deref for HostRef<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        let a = &self.buffer.alloc;
+        // SAFETY: `ptr` holds `len` initialised elements; the borrow count keeps every device
+        // write out until this guard is dropped, and in-flight ones were waited for.
+        unsafe { std::slice::from_raw_parts(a.ptr, a.len) }
+    }
+}
+
+impl<T> Drop for HostRef<'_, T> {
+    fn drop(&mut self) {
+        let b = &self.buffer.alloc.borrows;
+        b.set(b.get() - 1);
+    }
+}
+
+/// A host buffer lent for writing; every copy of it is refused until it is dropped.
+pub struct HostMut<'a, T> {
+    buffer: &'a HostBuffer<T>,
+}
+
+impl<T> Deref for HostMut<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        let a = &self.buffer.alloc;
+        // SAFETY: as in `HostRef`, and this is the only borrow.
+        unsafe { std::slice::from_raw_parts(a.ptr, a.len) }
+    }
+}
+
+impl<T> DerefMut for HostMut<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        let a = &self.buffer.alloc;
+        // SAFETY: the borrow count is -1: no other host borrow and no device access exists.
+        unsafe { std::slice::from_raw_parts_mut(a.ptr, a.len) }
+    }
+}
+
+impl<T> Drop for HostMut<'_, T> {
+    fn drop(&mut self) {
+        self.buffer.alloc.borrows.set(0);
+    }
+}
+
+fn check_lengths(host: usize, device: usize, op: &str) -> Result<()> {
+    if host == device {
+        Ok(())
+    } else {
+        Err(Error::Internal(format!(
+            "{op}: host has {host} elements, device {device}"
+        )))
+    }
+}
+
+/// Blocking host-to-device copy on the legacy default stream (`cudaMemcpy`).
+pub fn copy_to_device_sync<'d, T: Pod>(
+    src: &[T],
+    dst: impl Into<DeviceView<'d, T>>,
+) -> Result<()> {
+    let dst = dst.into();
+    check_lengths(src.len(), dst.len(), "cuMemcpyHtoD")?;
+    // SAFETY: lengths match; the call returns only when the copy is done, so `src` outlives it.
+    let status =
+        unsafe { cu::cuMemcpyHtoD_v2(dst.device_ptr(), src.as_ptr().cast(), dst.bytes()) };
+    check(status, "cuMemcpyHtoD", Some("legacy default stream"))
+}
+
+/// Blocking device-to-host copy on the legacy default stream (`cudaMemcpy`).
+pub fn copy_to_host_sync<'d, T: Pod>(
+    src: impl Into<DeviceView<'d, T>>,
+    dst: &mut [T],
+) -> Result<()> {
+    let src = src.into();
+    check_lengths(dst.len(), src.len(), "cuMemcpyDtoH")?;
+    // SAFETY: lengths match; a blocking copy into memory we hold mutably.
+    let status =
+        unsafe { cu::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src.device_ptr(), src.bytes()) };
+    check(status, "cuMemcpyDtoH", Some("legacy default stream"))
+}

@@ -1,0 +1,31 @@
+//! The runtime: a thin, safe view of the CUDA driver. It knows nothing of lessons.
+//!
+//! [`context`] (driver, device, primary context, device facts), [`kernels`] and [`launch`]
+//! (the module and one typed launcher per kernel), [`stream`] (streams, events, the
+//! asynchronous copies), [`memory`] (host and device buffers), [`graph`] (stream capture and
+//! CUDA graphs), [`observe`] (what a stream reports to an observer), [`error`]. [`gpu`]
+//! bundles a context with its kernels. `libcuda` is loaded at run time (cudarc's
+//! `dynamic-loading`), so a machine without the driver gets a one-line error, not a loader
+//! failure.
+//!
+//! Handles keep their context alive (each holds a [`Context`], a reference-counted owner of
+//! the primary context), so nothing can outlive what it was made in. Host memory that an
+//! asynchronous copy uses is tracked ([`keep`]), so enqueueing from a borrowed buffer is safe.
+pub mod context;
+pub mod error;
+pub mod gpu;
+pub mod graph;
+mod keep;
+pub mod kernels;
+pub mod launch;
+pub mod memory;
+pub mod observe;
+pub mod stream;
+
+pub use context::{AsContext, Context, DeviceInfo};
+pub use error::{Error, Result};
+pub use gpu::Gpu;
+pub use launch::LaunchConfig;
+pub use memory::{DeviceBuffer, HostBuffer};
+pub use observe::{Observer, Op, OpKind};
+pub use stream::{Event, Stream, StreamKind};

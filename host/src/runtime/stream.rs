@@ -1,0 +1,475 @@
+//! Streams and events: owners of `CUstream` / `CUevent` that keep their context alive.
+//!
+//! | CUDA C++                                     | streamlab                                   |
+//! |----------------------------------------------|---------------------------------------------|
+//! | `cudaStreamCreate(&s)`                       | `Stream::new(&gpu, "name")`                 |
+//! | `cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)` | `Stream::non_blocking(&gpu, "name")` |
+//! | `cudaStreamCreateWithPriority(&s, f, p)`     | `Stream::with_priority(&gpu, "name", p)`    |
+//! | `cudaStreamSynchronize(s)` / `cudaStreamQuery(s)` | `s.synchronize()` / `s.is_idle()`      |
+//! | `cudaStreamWaitEvent(s, e)`                  | `s.wait_event(&e)`                          |
+//! | `cudaLaunchHostFunc(s, fn, data)`            | `s.launch_host_fn(closure)`                 |
+//! | `cudaEventCreate` / `cudaEventRecord(e, s)`  | `Event::new(&gpu)` / `e.record(&s)`         |
+//! | `cudaEventElapsedTime(&ms, a, b)`            | `b.elapsed_ms(&a)`                          |
+//!
+//! A stream names itself in every error, and calls the [`Observer`] attached to it around
+//! every copy and launch (the lab's timeline is one).
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::rc::Rc;
+
+use bytemuck::Pod;
+use cudarc::driver::sys as cu;
+
+use crate::runtime::context::{AsContext, Context};
+use crate::runtime::error::{check, DriverCode, Error, Result};
+use crate::runtime::keep::{self, Access, Pending};
+use crate::runtime::memory::{DeviceView, HostView};
+use crate::runtime::observe::{Observer, Op, OpKind};
+
+/// What a stream synchronizes with implicitly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Waits for, and is waited on by, the legacy default (NULL) stream: `cudaStreamDefault`.
+    Blocking,
+    /// No implicit synchronization with the legacy default stream: `cudaStreamNonBlocking`.
+    NonBlocking,
+    /// The legacy default stream itself (handle 0): synchronizes with every blocking stream.
+    LegacyDefault,
+}
+
+pub(crate) struct StreamInner {
+    raw: cu::CUstream,
+    name: String,
+    kind: StreamKind,
+    observer: RefCell<Option<Rc<dyn Observer>>>,
+    // Last: the context outlives the stream it destroys in `drop`.
+    context: Context,
+}
+
+impl StreamInner {
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        // SAFETY: `raw` is a live stream (or the legacy default stream) of a live context.
+        let status = unsafe { cu::cuStreamSynchronize(self.raw) };
+        check(status, "cuStreamSynchronize", Some(&self.name))
+    }
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        if self.kind != StreamKind::LegacyDefault {
+            // SAFETY: we own `raw`; work still queued completes after destroy (driver docs).
+            unsafe { cu::cuStreamDestroy_v2(self.raw) };
+        }
+    }
+}
+
+/// A CUDA stream: an in-order queue of GPU work.
+pub struct Stream {
+    inner: Rc<StreamInner>,
+}
+
+impl Stream {
+    /// A blocking stream at the default priority (`cudaStreamCreate`).
+    pub fn new(on: &impl AsContext, name: impl Into<String>) -> Result<Stream> {
+        Self::create(on.context(), name.into(), StreamKind::Blocking, 0)
+    }
+
+    /// A stream that does not synchronize with the legacy default stream.
+    pub fn non_blocking(on: &impl AsContext, name: impl Into<String>) -> Result<Stream> {
+        Self::create(on.context(), name.into(), StreamKind::NonBlocking, 0)
+    }
+
+    /// A blocking stream with a priority; lower numbers are greater priorities (see
+    /// [`DeviceInfo::priority_range`](crate::runtime::context::DeviceInfo)).
+    pub fn with_priority(on: &impl AsContext, name: impl Into<String>, priority: i32) -> Result<Stream> {
+        Self::create(on.context(), name.into(), StreamKind::Blocking, priority)
+    }
+
+    /// A non-blocking stream with a priority.
+    pub fn non_blocking_with_priority(
+        on: &impl AsContext,
+        name: impl Into<String>,
+        priority: i32,
+    ) -> Result<Stream> {
+        Self::create(on.context(), name.into(), StreamKind::NonBlocking, priority)
+    }
+
+    /// The legacy default stream (`0` in `<<<g, b, s, 0>>>`). Dropping it destroys nothing.
+    pub fn legacy_default(on: &impl AsContext) -> Stream {
+        Stream {
+            inner: Rc::new(StreamInner {
+                raw: std::ptr::null_mut(),
+                name: "legacy default stream".into(),
+                kind: StreamKind::LegacyDefault,
+                observer: RefCell::new(None),
+                context: on.context().clone(),
+            }),
+        }
+    }
+
+    fn create(context: &Context, name: String, kind: StreamKind, priority: i32) -> Result<Stream> {
+        let flags = match kind {
+            StreamKind::NonBlocking => cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            _ => cu::CUstream_flags::CU_STREAM_DEFAULT as u32,
+        };
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer and the context is current.
+        let status = unsafe { cu::cuStreamCreateWithPriority(&mut raw, flags, priority) };
+        check(status, "cuStreamCreateWithPriority", Some(&name))?;
+        Ok(Stream {
+            inner: Rc::new(StreamInner {
+                raw,
+                name,
+                kind,
+                observer: RefCell::new(None),
+                context: context.clone(),
+            }),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn kind(&self) -> StreamKind {
+        self.inner.kind
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.inner.context
+    }
+
+    /// The raw handle, for driver calls this module does not wrap.
+    pub fn as_raw(&self) -> cu::CUstream {
+        self.inner.raw
+    }
+
+    /// Another handle to this same stream (it is destroyed when the last handle goes): for
+    /// the lab, which observes a lesson's streams while the lesson runs.
+    pub fn handle(&self) -> Stream {
+        Stream {
+            inner: Rc::clone(&self.inner),
+        }
+    }
+
+    /// A second owner of this stream, for buffers that must be able to wait for it.
+    pub(crate) fn share(&self) -> Rc<dyn Pending> {
+        Rc::clone(&self.inner) as Rc<dyn Pending>
+    }
+
+    /// Calls `observer` around every following copy, launch and host function on this
+    /// stream, until [`Stream::unobserve`].
+    pub fn observe(&self, observer: Rc<dyn Observer>) {
+        *self.inner.observer.borrow_mut() = Some(observer);
+    }
+
+    pub fn unobserve(&self) {
+        *self.inner.observer.borrow_mut() = None;
+    }
+
+    /// Checks a driver status, naming this stream in the error.
+    pub fn check(&self, status: cu::CUresult, op: &str) -> Result<()> {
+        check(status, op, Some(&self.inner.name))
+    }
+
+    /// Enqueues one operation through the attached observer, if any. Every copy, launch and
+    /// host function in streamlab goes through here.
+    pub(crate) fn enqueue(&self, op: Op<'_>, mut call: impl FnMut() -> Result<()>) -> Result<()> {
+        let observer = self.inner.observer.borrow().clone();
+        match observer {
+            None => call(),
+            Some(o) => o.observe(self, &op, &mut call),
+        }
+    }
+
+    /// Blocks the host until all work queued so far on this stream is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize()
+    }
+
+    /// `true` when all work queued so far has finished (`cudaStreamQuery`), without blocking.
+    pub fn is_idle(&self) -> Result<bool> {
+        // SAFETY: `raw` is a live stream.
+        let status = unsafe { cu::cuStreamQuery(self.inner.raw) };
+        if status as u32 == DriverCode::NOT_READY {
+            return Ok(false);
+        }
+        self.check(status, "cuStreamQuery").map(|_| true)
+    }
+
+    /// Work queued on this stream after this call waits until `event` has completed.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        // SAFETY: both handles are live; flags 0 is the only documented value.
+        let status = unsafe { cu::cuStreamWaitEvent(self.inner.raw, event.raw, 0) };
+        self.check(status, "cuStreamWaitEvent")
+    }
+
+    /// Enqueues a host function (`cuLaunchHostFunc`): it runs on a driver thread once all
+    /// earlier work on this stream is done, and later work waits for it to return. It must
+    /// not call CUDA: the driver thread would deadlock or fail. Refused during a graph
+    /// capture: a graph would run the closure at every launch, and it runs only once.
+    pub fn launch_host_fn<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<()> {
+        if keep::capturing() {
+            return Err(Error::Capture {
+                op: format!("cuLaunchHostFunc on stream \"{}\"", self.name()),
+                status: "active".into(),
+                cause: "streamlab does not capture host functions: a graph runs its host nodes at every launch, and a Rust FnOnce closure can run only once".into(),
+            });
+        }
+        let op = Op {
+            kind: OpKind::HostFn,
+            label: "host function",
+            bytes: 0,
+            launch: None,
+        };
+        let mut f = Some(f);
+        self.enqueue(op, || {
+            let Some(f) = f.take() else {
+                return Err(Error::Internal("a host function was enqueued twice".into()));
+            };
+            let boxed: Box<Box<dyn FnOnce() + Send>> = Box::new(Box::new(f));
+            let data = Box::into_raw(boxed) as *mut c_void;
+            // SAFETY: `trampoline` matches CUhostFn and takes back ownership of `data` exactly
+            // once, when the driver calls it; on failure we take it back here instead.
+            let status = unsafe { cu::cuLaunchHostFunc(self.inner.raw, Some(trampoline), data) };
+            if status != cu::CUresult::CUDA_SUCCESS {
+                // SAFETY: the driver did not accept the function, so it will never call it.
+                drop(unsafe { Box::from_raw(data as *mut Box<dyn FnOnce() + Send>) });
+            }
+            self.check(status, "cuLaunchHostFunc")
+        })
+    }
+}
+
+unsafe extern "C" fn trampoline(data: *mut c_void) {
+    // SAFETY: `data` came from Box::into_raw in `launch_host_fn`, and the driver calls each
+    // host function of a stream once (captured ones are refused).
+    let f = unsafe { Box::from_raw(data as *mut Box<dyn FnOnce() + Send>) };
+    // A panic must not unwind into the driver's thread.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Stream({:?}, {:?})", self.inner.name, self.inner.kind)
+    }
+}
+
+/// A CUDA event: a marker in a stream, for timing and for cross-stream dependencies.
+pub struct Event {
+    raw: cu::CUevent,
+    _context: Context,
+}
+
+impl Event {
+    /// An event with timing enabled (`cudaEventCreate`).
+    pub fn new(on: &impl AsContext) -> Result<Event> {
+        Self::with_flags(on, cu::CUevent_flags::CU_EVENT_DEFAULT as u32, "cuEventCreate")
+    }
+
+    /// An event whose `synchronize` puts the host thread to sleep instead of spinning
+    /// (`cudaEventBlockingSync`).
+    pub fn blocking_sync(on: &impl AsContext) -> Result<Event> {
+        Self::with_flags(
+            on,
+            cu::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32,
+            "cuEventCreate(BLOCKING_SYNC)",
+        )
+    }
+
+    /// An event without timing (`cudaEventDisableTiming`): the cheapest for dependencies.
+    pub fn without_timing(on: &impl AsContext) -> Result<Event> {
+        Self::with_flags(
+            on,
+            cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+            "cuEventCreate(DISABLE_TIMING)",
+        )
+    }
+
+    fn with_flags(on: &impl AsContext, flags: u32, op: &str) -> Result<Event> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the context is current.
+        check(unsafe { cu::cuEventCreate(&mut raw, flags) }, op, None)?;
+        Ok(Event {
+            raw,
+            _context: on.context().clone(),
+        })
+    }
+
+    pub fn as_raw(&self) -> cu::CUevent {
+        self.raw
+    }
+
+    /// Marks the point in `stream` reached once all work queued before it is done.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are live.
+        stream.check(
+            unsafe { cu::cuEventRecord(self.raw, stream.as_raw()) },
+            "cuEventRecord",
+        )
+    }
+
+    /// Blocks the host until the event has completed.
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: live handle.
+        check(
+            unsafe { cu::cuEventSynchronize(self.raw) },
+            "cuEventSynchronize",
+            None,
+        )
+    }
+
+    /// `true` once the event has completed (`cudaEventQuery`), without blocking.
+    pub fn is_complete(&self) -> Result<bool> {
+        // SAFETY: live handle.
+        let status = unsafe { cu::cuEventQuery(self.raw) };
+        if status as u32 == DriverCode::NOT_READY {
+            return Ok(false);
+        }
+        check(status, "cuEventQuery", None).map(|_| true)
+    }
+
+    /// Milliseconds from `start` to this event; both must have completed.
+    pub fn elapsed_ms(&self, start: &Event) -> Result<f64> {
+        let mut ms = 0f32;
+        // SAFETY: valid out-pointer, both handles live.
+        let status = unsafe { cu::cuEventElapsedTime(&mut ms, start.raw, self.raw) };
+        check(status, "cuEventElapsedTime", None)?;
+        Ok(ms as f64)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: we own `raw`; destroying a recorded event is allowed.
+        unsafe { cu::cuEventDestroy_v2(self.raw) };
+    }
+}
+
+/// Makes every stream in `waiters` wait for everything queued so far on `on`, through
+/// `event` (recorded on `on`): the fork of a fork/join.
+pub fn fork(event: &Event, on: &Stream, waiters: &[&Stream]) -> Result<()> {
+    event.record(on)?;
+    waiters.iter().try_for_each(|w| w.wait_event(event))
+}
+
+/// Makes `on` wait for everything queued so far on each of `others`, through one event per
+/// stream (`events[i]` is recorded on `others[i]`): the join.
+pub fn join(events: &[Event], on: &Stream, others: &[&Stream]) -> Result<()> {
+    if events.len() < others.len() {
+        return Err(Error::Internal(format!(
+            "join: {} events for {} streams",
+            events.len(),
+            others.len()
+        )));
+    }
+    for (e, s) in events.iter().zip(others) {
+        e.record(s)?;
+        on.wait_event(e)?;
+    }
+    Ok(())
+}
+
+impl Pending for StreamInner {
+    fn wait(&self) -> Result<()> {
+        self.synchronize()
+    }
+
+    fn id(&self) -> usize {
+        self as *const StreamInner as usize
+    }
+}
+
+/// The asynchronous copies. They are safe: the host buffers remember that this stream has
+/// them in flight (see [`crate::runtime::memory`]).
+impl Stream {
+    /// Enqueues a host-to-device copy (`cudaMemcpyAsync(d, h, bytes, H2D, s)`). From pinned
+    /// memory it returns at once; from pageable memory the driver first stages the data, and
+    /// returns after that.
+    pub fn copy_to_device<'h, 'd, T: Pod>(
+        &self,
+        src: impl Into<HostView<'h, T>>,
+        dst: impl Into<DeviceView<'d, T>>,
+    ) -> Result<()> {
+        let (src, dst) = (src.into(), dst.into());
+        check_lengths(src.len(), dst.len(), "cuMemcpyHtoDAsync", self.name())?;
+        let host = src.admit(Access::DeviceReads)?;
+        let op = Op {
+            kind: OpKind::CopyToDevice,
+            label: if src.is_pinned() { "copy to device" } else { "copy to device (pageable)" },
+            bytes: src.bytes(),
+            launch: None,
+        };
+        self.enqueue(op, || {
+            // SAFETY: lengths match; the host buffer stays allocated until this stream has
+            // passed the copy (it waits for the streams it is in flight on before it is
+            // freed or lent to the host for writing).
+            let status = unsafe {
+                cu::cuMemcpyHtoDAsync_v2(dst.device_ptr(), host.cast(), src.bytes(), self.as_raw())
+            };
+            self.check(status, "cuMemcpyHtoDAsync")
+        })?;
+        src.in_flight_on(self.share());
+        Ok(())
+    }
+
+    /// Enqueues a device-to-host copy (`cudaMemcpyAsync(h, d, bytes, D2H, s)`).
+    pub fn copy_to_host<'h, 'd, T: Pod>(
+        &self,
+        src: impl Into<DeviceView<'d, T>>,
+        dst: impl Into<HostView<'h, T>>,
+    ) -> Result<()> {
+        let (src, dst) = (src.into(), dst.into());
+        check_lengths(dst.len(), src.len(), "cuMemcpyDtoHAsync", self.name())?;
+        let host = dst.admit(Access::DeviceWrites)?;
+        let op = Op {
+            kind: OpKind::CopyToHost,
+            label: if dst.is_pinned() { "copy to host" } else { "copy to host (pageable)" },
+            bytes: dst.bytes(),
+            launch: None,
+        };
+        self.enqueue(op, || {
+            // SAFETY: lengths match; the host buffer admitted a device write (no host borrow
+            // is live) and will wait for this stream before it is read, written or freed.
+            let status = unsafe {
+                cu::cuMemcpyDtoHAsync_v2(host.cast(), src.device_ptr(), dst.bytes(), self.as_raw())
+            };
+            self.check(status, "cuMemcpyDtoHAsync")
+        })?;
+        dst.in_flight_on(self.share());
+        Ok(())
+    }
+
+    /// Enqueues a device-to-device copy (`cudaMemcpyAsync(..., cudaMemcpyDeviceToDevice, s)`).
+    pub fn copy_on_device<'a, 'b, T: Pod>(
+        &self,
+        src: impl Into<DeviceView<'a, T>>,
+        dst: impl Into<DeviceView<'b, T>>,
+    ) -> Result<()> {
+        let (src, dst) = (src.into(), dst.into());
+        check_lengths(src.len(), dst.len(), "cuMemcpyDtoDAsync", self.name())?;
+        let op = Op {
+            kind: OpKind::CopyOnDevice,
+            label: "copy on device",
+            bytes: src.bytes(),
+            launch: None,
+        };
+        self.enqueue(op, || {
+            // SAFETY: lengths match; both are live device allocations (freeing one waits).
+            let status = unsafe {
+                cu::cuMemcpyDtoDAsync_v2(dst.device_ptr(), src.device_ptr(), src.bytes(), self.as_raw())
+            };
+            self.check(status, "cuMemcpyDtoDAsync")
+        })
+    }
+}
+
+fn check_lengths(host: usize, device: usize, op: &str, stream: &str) -> Result<()> {
+    if host == device {
+        Ok(())
+    } else {
+        Err(Error::Internal(format!(
+            "{op} on stream \"{stream}\": the source has {host} elements, the destination {device}"
+        )))
+    }
+}
