@@ -53,7 +53,8 @@ impl Plan {
     /// Refuses what cannot run here: more host memory than is available, a repeat over
     /// [`MAX_SECONDS_PER_REPEAT`], or (with a GPU) more device memory than is free.
     pub fn admit(&self, gpu: Option<&Gpu>) -> Result<()> {
-        if !(self.ms_per_repeat <= MAX_SECONDS_PER_REPEAT * 1e3) {
+        // NaN is refused too: it is not within the cap.
+        if self.ms_per_repeat.is_nan() || self.ms_per_repeat > MAX_SECONDS_PER_REPEAT * 1e3 {
             return Err(Error::InvalidInput(format!(
                 "{} is estimated at {:.0} s of work per repeat, over the {:.0} s a repeat may take: use smaller values",
                 self.work_flags,
@@ -191,7 +192,10 @@ mod tests {
         assert!(ok.admit(None).is_ok());
         let long = Plan::new().work(MAX_SECONDS_PER_REPEAT * 1e3 + 1.0, "--elements x --iters");
         let e = long.admit(None).unwrap_err().to_string();
-        assert!(e.contains("--elements x --iters") && e.contains("60 s"), "{e}");
+        assert!(
+            e.contains("--elements x --iters") && e.contains("60 s"),
+            "{e}"
+        );
         assert!(Plan::new().work(f64::NAN, "--x").admit(None).is_err());
         assert!(ensure_host_memory(usize::MAX).is_err());
         assert!(ensure_host_memory(1).is_ok());

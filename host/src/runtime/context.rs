@@ -36,7 +36,8 @@ pub fn device_count() -> Result<u32> {
     init_driver()?;
     let mut count = 0;
     // SAFETY: valid out-pointer, driver initialised.
-    check(unsafe { cu::cuDeviceGetCount(&mut count) }, "cuDeviceGetCount", None)?;
+    let status = unsafe { cu::cuDeviceGetCount(&mut count) };
+    check(status, "cuDeviceGetCount", None)?;
     Ok(count.max(0) as u32)
 }
 
@@ -88,18 +89,12 @@ impl Context {
         }
         let mut device = 0;
         // SAFETY: valid out-pointer; the ordinal is in range.
-        check(
-            unsafe { cu::cuDeviceGet(&mut device, ordinal as i32) },
-            "cuDeviceGet",
-            None,
-        )?;
+        let status = unsafe { cu::cuDeviceGet(&mut device, ordinal as i32) };
+        check(status, "cuDeviceGet", None)?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer and device; released in `Primary::drop`.
-        check(
-            unsafe { cu::cuDevicePrimaryCtxRetain(&mut raw, device) },
-            "cuDevicePrimaryCtxRetain",
-            None,
-        )?;
+        let status = unsafe { cu::cuDevicePrimaryCtxRetain(&mut raw, device) };
+        check(status, "cuDevicePrimaryCtxRetain", None)?;
         let context = Context {
             primary: Rc::new(Primary {
                 raw,
@@ -114,11 +109,8 @@ impl Context {
     /// Makes this context current on the calling thread (`cuCtxSetCurrent`).
     pub fn make_current(&self) -> Result<()> {
         // SAFETY: the context is retained for as long as `self` lives.
-        check(
-            unsafe { cu::cuCtxSetCurrent(self.primary.raw) },
-            "cuCtxSetCurrent",
-            None,
-        )
+        let status = unsafe { cu::cuCtxSetCurrent(self.primary.raw) };
+        check(status, "cuCtxSetCurrent", None)
     }
 
     pub fn ordinal(&self) -> u32 {
@@ -143,11 +135,8 @@ impl Context {
     pub fn memory(&self) -> Result<(usize, usize)> {
         let (mut free, mut total) = (0, 0);
         // SAFETY: valid out-pointers; the context is current.
-        check(
-            unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) },
-            "cuMemGetInfo",
-            None,
-        )?;
+        let status = unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) };
+        check(status, "cuMemGetInfo", None)?;
         Ok((free, total))
     }
 
@@ -212,9 +201,14 @@ impl Context {
             memory_clock_khz: a(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, "memory clock")?,
             memory_bus_width_bits: a(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, "bus width")?,
             l2_cache_bytes: a(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 size")?,
-            concurrent_kernels: a(A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, "concurrentKernels")?
-                != 0,
-            async_engine_count: a(A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, "asyncEngineCount")?,
+            concurrent_kernels: a(
+                A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS,
+                "concurrentKernels",
+            )? != 0,
+            async_engine_count: a(
+                A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT,
+                "asyncEngineCount",
+            )?,
             device_overlap: a(A::CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, "deviceOverlap")? != 0,
             priority_range: (least, greatest),
             driver_version,

@@ -42,9 +42,11 @@ impl DriverCode {
         // SAFETY: cuGetErrorString writes a pointer to a static NUL-terminated string, or
         // returns an error for codes it does not know; it needs no context.
         let ok = unsafe { cu::cuGetErrorString(status, &mut ptr) } == CUresult::CUDA_SUCCESS;
-        let description = (ok && !ptr.is_null())
+        let description = (ok && !ptr.is_null()).then(|| {
             // SAFETY: checked non-null above; the driver owns a static string.
-            .then(|| unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned());
+            let text = unsafe { CStr::from_ptr(ptr) };
+            text.to_string_lossy().into_owned()
+        });
         DriverCode {
             code: status as u32,
             name: format!("{status:?}"),

@@ -29,7 +29,7 @@ use cudarc::driver::sys as cu;
 use crate::runtime::context::Context;
 use crate::runtime::error::{check, DriverCode, Error, Result};
 use crate::runtime::keep::{self, Kept};
-use crate::runtime::observe::{Op, OpKind};
+use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::{Stream, StreamKind};
 
 /// Which API calls other than the captured ones are refused while a capture is active
@@ -502,10 +502,13 @@ impl GraphExec {
     /// host borrows a buffer the graph's copies would race with.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         let host = || {
-            self.kept.iter().flat_map(|k| k.iter()).filter_map(|k| match k {
-                Kept::Host(buffer, access) => Some((buffer, *access)),
-                Kept::Device(_) => None,
-            })
+            self.kept
+                .iter()
+                .flat_map(|k| k.iter())
+                .filter_map(|k| match k {
+                    Kept::Host(buffer, access) => Some((buffer, *access)),
+                    Kept::Device(_) => None,
+                })
         };
         for (buffer, access) in host() {
             buffer.admit(access)?;

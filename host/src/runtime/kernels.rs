@@ -50,7 +50,11 @@ impl Kernels {
         let mut module = std::ptr::null_mut();
         // SAFETY: valid out-pointer; `image` is a NUL-terminated PTX text.
         let status = unsafe { cu::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
-        check(status, "cuModuleLoadData (JIT-compiling the embedded PTX)", None)?;
+        check(
+            status,
+            "cuModuleLoadData (JIT-compiling the embedded PTX)",
+            None,
+        )?;
         Self::look_up(on, module, false)
     }
 
@@ -192,7 +196,9 @@ impl Kernels {
     ) -> Result<()> {
         let stamps = stamps.into();
         if stamps.len() < 2 {
-            return Err(Error::Internal("sleep_stamped needs room for 2 stamps".into()));
+            return Err(Error::Internal(
+                "sleep_stamped needs room for 2 stamps".into(),
+            ));
         }
         let config = LaunchConfig::new((1, 1, 1), (1, 1, 1));
         let ptr = stamps.device_ptr() as *mut u64;

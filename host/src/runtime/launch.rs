@@ -3,35 +3,11 @@
 use std::ffi::c_void;
 
 use cudarc::driver::sys as cu;
-use serde::Serialize;
 
 use crate::runtime::error::Result;
-use crate::runtime::observe::{Op, OpKind};
+pub use crate::runtime::op::LaunchConfig;
+use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::Stream;
-
-/// Launch geometry: CUDA C++'s `<<<grid, block, shared>>>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct LaunchConfig {
-    pub grid: (u32, u32, u32),
-    pub block: (u32, u32, u32),
-    pub shared_bytes: u32,
-}
-
-impl LaunchConfig {
-    /// One thread per element, 256 threads a block.
-    pub fn for_elements(n: usize) -> LaunchConfig {
-        let blocks = n.div_ceil(256).clamp(1, i32::MAX as usize) as u32;
-        LaunchConfig::new((blocks, 1, 1), (256, 1, 1))
-    }
-
-    pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> LaunchConfig {
-        LaunchConfig {
-            grid,
-            block,
-            shared_bytes: 0,
-        }
-    }
-}
 
 /// A tuple of kernel arguments, turned into the array of pointers `cuLaunchKernel` reads.
 pub trait KernelArgs {

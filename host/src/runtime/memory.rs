@@ -70,7 +70,8 @@ impl<T: Pod> DeviceBuffer<T> {
         let mut ptr = 0;
         if bytes > 0 {
             // SAFETY: valid out-pointer; the context is current.
-            check(unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) }, "cuMemAlloc", None)?;
+            let status = unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) };
+            check(status, "cuMemAlloc", None)?;
         }
         let buffer = DeviceBuffer {
             alloc: Rc::new(DeviceAlloc {
@@ -189,7 +190,9 @@ impl<T> HostAlloc<T> {
         for (i, s) in streams.iter().enumerate() {
             if let Err(e) = s.wait() {
                 // Keep what was not waited for: the next access waits again.
-                self.in_flight.borrow_mut().extend(streams[i..].iter().cloned());
+                self.in_flight
+                    .borrow_mut()
+                    .extend(streams[i..].iter().cloned());
                 return Err(e);
             }
         }
@@ -207,7 +210,11 @@ impl<T> Tracked for HostAlloc<T> {
         if refused {
             return Err(Error::Internal(format!(
                 "a copy {} a host buffer that the host is still {} (drop the borrow first)",
-                if access == Access::DeviceWrites { "into" } else { "from" },
+                if access == Access::DeviceWrites {
+                    "into"
+                } else {
+                    "from"
+                },
                 if borrows < 0 { "writing" } else { "reading" }
             )));
         }
@@ -453,15 +460,11 @@ fn check_lengths(host: usize, device: usize, op: &str) -> Result<()> {
 }
 
 /// Blocking host-to-device copy on the legacy default stream (`cudaMemcpy`).
-pub fn copy_to_device_sync<'d, T: Pod>(
-    src: &[T],
-    dst: impl Into<DeviceView<'d, T>>,
-) -> Result<()> {
+pub fn copy_to_device_sync<'d, T: Pod>(src: &[T], dst: impl Into<DeviceView<'d, T>>) -> Result<()> {
     let dst = dst.into();
     check_lengths(src.len(), dst.len(), "cuMemcpyHtoD")?;
     // SAFETY: lengths match; the call returns only when the copy is done, so `src` outlives it.
-    let status =
-        unsafe { cu::cuMemcpyHtoD_v2(dst.device_ptr(), src.as_ptr().cast(), dst.bytes()) };
+    let status = unsafe { cu::cuMemcpyHtoD_v2(dst.device_ptr(), src.as_ptr().cast(), dst.bytes()) };
     check(status, "cuMemcpyHtoD", Some("legacy default stream"))
 }
 

@@ -2,8 +2,9 @@
 //!
 //! [`context`] (driver, device, primary context, device facts), [`kernels`] and [`launch`]
 //! (the module and one typed launcher per kernel), [`stream`] (streams, events, the
-//! asynchronous copies), [`memory`] (host and device buffers), [`graph`] (stream capture and
-//! CUDA graphs), [`observe`] (what a stream reports to an observer), [`error`]. [`gpu`]
+//! asynchronous copies, and the observer a stream reports to), [`memory`] (host and device
+//! buffers), [`graph`] (stream capture and CUDA graphs), [`op`] (what an enqueued operation
+//! is), [`error`]. [`gpu`]
 //! bundles a context with its kernels. `libcuda` is loaded at run time (cudarc's
 //! `dynamic-loading`), so a machine without the driver gets a one-line error, not a loader
 //! failure.
@@ -19,13 +20,12 @@ mod keep;
 pub mod kernels;
 pub mod launch;
 pub mod memory;
-pub mod observe;
+pub mod op;
 pub mod stream;
 
 pub use context::{AsContext, Context, DeviceInfo};
 pub use error::{Error, Result};
 pub use gpu::Gpu;
-pub use launch::LaunchConfig;
 pub use memory::{DeviceBuffer, HostBuffer};
-pub use observe::{Observer, Op, OpKind};
-pub use stream::{Event, Stream, StreamKind};
+pub use op::{LaunchConfig, Op, OpKind};
+pub use stream::{Event, Observer, Stream, StreamKind};

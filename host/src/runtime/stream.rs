@@ -24,7 +24,19 @@ use crate::runtime::context::{AsContext, Context};
 use crate::runtime::error::{check, DriverCode, Error, Result};
 use crate::runtime::keep::{self, Access, Pending};
 use crate::runtime::memory::{DeviceView, HostView};
-use crate::runtime::observe::{Observer, Op, OpKind};
+use crate::runtime::op::{Op, OpKind};
+
+/// Watches a stream's operations (the runtime knows nothing of timelines or traces: the
+/// lab's timeline is one observer). `enqueue` performs the driver call; an observer runs it
+/// exactly once, and may record events or stamps around it.
+pub trait Observer {
+    fn observe(
+        &self,
+        stream: &Stream,
+        op: &Op<'_>,
+        enqueue: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()>;
+}
 
 /// What a stream synchronizes with implicitly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +93,11 @@ impl Stream {
 
     /// A blocking stream with a priority; lower numbers are greater priorities (see
     /// [`DeviceInfo::priority_range`](crate::runtime::context::DeviceInfo)).
-    pub fn with_priority(on: &impl AsContext, name: impl Into<String>, priority: i32) -> Result<Stream> {
+    pub fn with_priority(
+        on: &impl AsContext,
+        name: impl Into<String>,
+        priority: i32,
+    ) -> Result<Stream> {
         Self::create(on.context(), name.into(), StreamKind::Blocking, priority)
     }
 
@@ -264,7 +280,11 @@ pub struct Event {
 impl Event {
     /// An event with timing enabled (`cudaEventCreate`).
     pub fn new(on: &impl AsContext) -> Result<Event> {
-        Self::with_flags(on, cu::CUevent_flags::CU_EVENT_DEFAULT as u32, "cuEventCreate")
+        Self::with_flags(
+            on,
+            cu::CUevent_flags::CU_EVENT_DEFAULT as u32,
+            "cuEventCreate",
+        )
     }
 
     /// An event whose `synchronize` puts the host thread to sleep instead of spinning
@@ -312,11 +332,8 @@ impl Event {
     /// Blocks the host until the event has completed.
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: live handle.
-        check(
-            unsafe { cu::cuEventSynchronize(self.raw) },
-            "cuEventSynchronize",
-            None,
-        )
+        let status = unsafe { cu::cuEventSynchronize(self.raw) };
+        check(status, "cuEventSynchronize", None)
     }
 
     /// `true` once the event has completed (`cudaEventQuery`), without blocking.
@@ -396,7 +413,11 @@ impl Stream {
         let host = src.admit(Access::DeviceReads)?;
         let op = Op {
             kind: OpKind::CopyToDevice,
-            label: if src.is_pinned() { "copy to device" } else { "copy to device (pageable)" },
+            label: if src.is_pinned() {
+                "copy to device"
+            } else {
+                "copy to device (pageable)"
+            },
             bytes: src.bytes(),
             launch: None,
         };
@@ -424,7 +445,11 @@ impl Stream {
         let host = dst.admit(Access::DeviceWrites)?;
         let op = Op {
             kind: OpKind::CopyToHost,
-            label: if dst.is_pinned() { "copy to host" } else { "copy to host (pageable)" },
+            label: if dst.is_pinned() {
+                "copy to host"
+            } else {
+                "copy to host (pageable)"
+            },
             bytes: dst.bytes(),
             launch: None,
         };
@@ -457,7 +482,12 @@ impl Stream {
         self.enqueue(op, || {
             // SAFETY: lengths match; both are live device allocations (freeing one waits).
             let status = unsafe {
-                cu::cuMemcpyDtoDAsync_v2(dst.device_ptr(), src.device_ptr(), src.bytes(), self.as_raw())
+                cu::cuMemcpyDtoDAsync_v2(
+                    dst.device_ptr(),
+                    src.device_ptr(),
+                    src.bytes(),
+                    self.as_raw(),
+                )
             };
             self.check(status, "cuMemcpyDtoDAsync")
         })
