@@ -1,0 +1,380 @@
+//! # Stream priorities
+//!
+//! When an SM has room, the block scheduler hands out pending blocks of higher-priority
+//! streams' kernels before those of lower-priority ones; it never preempts a running block.
+//! So a short, urgent kernel launched just after a long one that fills the GPU for many waves
+//! is done one wave later, instead of after every wave.
+//!
+//! The seed technique is "Stream Priorities" in NVIDIA's CUDA C++ Programming Guide:
+//!
+//! ```text
+//! int least, greatest;
+//! cudaDeviceGetStreamPriorityRange(&least, &greatest);       // 0 and -5 on an H100
+//! cudaStreamCreateWithPriority(&low,  cudaStreamDefault, least);
+//! cudaStreamCreateWithPriority(&high, cudaStreamDefault, greatest);
+//! long_kernel<<<many_waves, 256, 0, low>>>(...);
+//! urgent_kernel<<<one_wave, 256, 0, high>>>(...);            // finishes first
+//! ```
+//!
+//! In Rust: `gpu.info.priority_range` is `(least, greatest)`, `Stream::with_priority(&gpu,
+//! name, p)` is `cudaStreamCreateWithPriority`, both kernels are `gpu.sleep` grids of
+//! 256-thread blocks sized in waves (`WorkModel::blocks_per_wave`: SMs x the blocks one SM
+//! holds at once), and an event after each kernel gives its finish time after a start event.
+//! The version without priorities runs the same pair on two streams of equal priority.
+//!
+//! The bound: with priorities the urgent kernel is done after about 2 waves (the one running
+//! when it arrives, then its own); without, after all `--waves` + 1.
+use serde::Serialize;
+
+use crate::lab::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
+use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::{Error, Event, Gpu, LaunchConfig, Result, Stream};
+
+#[derive(clap::Args, Debug, Clone, Serialize)]
+pub struct Args {
+    /// Waves of blocks in the long, low-priority kernel [1..=1024]. Try 1: every block is
+    /// already running when the urgent kernel arrives, and priority cannot preempt them.
+    #[arg(long, visible_alias = "batches", default_value_t = 8, value_parser = args::whole(1usize..=MAX_WAVES))]
+    pub waves: usize,
+    /// Sleep of every block, µs [100..=10000000]: a wave must outlast the launches. Try 100.
+    #[arg(long, default_value_t = 500.0, value_parser = args::number(OUTLASTS_A_LAUNCH_US..=1e7))]
+    pub sleep_us: f64,
+}
+
+/// The most waves `--waves` takes.
+pub const MAX_WAVES: usize = 1024;
+/// Waves of blocks in the urgent, high-priority kernel.
+pub const HIGH_WAVES: usize = 1;
+/// Threads per block: the 256 that `WorkModel::blocks_per_wave` counts a wave of.
+pub const THREADS_PER_BLOCK: u32 = 256;
+/// The parts of a sample: when the long kernel was done, and the short one's finish minus
+/// the long one's (negative: the short one finished first).
+pub const LONG_DONE: &str = "long kernel done at, ms";
+pub const SHORT_MINUS_LONG: &str = "short - long finish, ms";
+
+/// What the explanation needs of the run: the flags and this GPU's facts.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Shape {
+    pub waves: usize,
+    pub sleep_us: f64,
+    /// (least, greatest) stream priority.
+    pub range: (i32, i32),
+    pub low_blocks: usize,
+    pub high_blocks: usize,
+}
+
+pub struct Priority {
+    shape: Shape,
+    cycles: u64,
+    low: Stream,
+    high: Stream,
+    equal_first: Stream,
+    equal_second: Stream,
+    start: Event,
+    first_done: Event,
+    second_done: Event,
+}
+
+impl Priority {
+    /// The long kernel on `first`, then the short one on `second`; the time is when the
+    /// short one was done.
+    fn pair(&self, gpu: &Gpu, first: &Stream, second: &Stream) -> Result<Sample> {
+        let grid =
+            |blocks: usize| LaunchConfig::new((blocks as u32, 1, 1), (THREADS_PER_BLOCK, 1, 1));
+        self.start.record(first)?;
+        gpu.sleep(first, grid(self.shape.low_blocks), self.cycles)?;
+        self.first_done.record(first)?;
+        gpu.sleep(second, grid(self.shape.high_blocks), self.cycles)?;
+        self.second_done.record(second)?;
+        self.first_done.synchronize()?;
+        self.second_done.synchronize()?;
+        let long = self.first_done.elapsed_ms(&self.start)?;
+        let short = self.second_done.elapsed_ms(&self.start)?;
+        Ok(Sample::ms(short)
+            .part(LONG_DONE, long)
+            .part(SHORT_MINUS_LONG, short - long))
+    }
+}
+
+impl Lesson for Priority {
+    const NAME: &'static str = "priority";
+    const SUMMARY: &'static str =
+        "a high-priority kernel launched after a long low-priority one finishes first";
+    type Args = Args;
+
+    fn versions(_: &Args) -> Vec<String> {
+        vec![
+            "equal priority: short kernel done at".into(),
+            "high priority: short kernel done at".into(),
+        ]
+    }
+
+    fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
+        let blocks = model.blocks_per_wave.saturating_mul(a.waves);
+        if blocks > i32::MAX as usize {
+            return Err(Error::InvalidInput(format!(
+                "--waves {} makes a grid of {blocks} blocks on this GPU, more than one launch takes",
+                a.waves
+            )));
+        }
+        // Each version keeps the GPU busy for `waves + HIGH_WAVES` waves of one sleep each.
+        let sleeps = 2.0 * (a.waves + HIGH_WAVES) as f64;
+        Ok(Plan::new().work(serial_ms(sleeps, a.sleep_us), "--waves x --sleep-us"))
+    }
+
+    fn setup(gpu: &Gpu, a: &Args, _seed: u64) -> Result<Priority> {
+        let (least, greatest) = gpu.info.priority_range;
+        let wave = WorkModel::for_device(&gpu.info).blocks_per_wave;
+        let stream = |name: &str, p| Stream::with_priority(gpu, name, p);
+        Ok(Priority {
+            shape: Shape {
+                waves: a.waves,
+                sleep_us: a.sleep_us,
+                range: (least, greatest),
+                low_blocks: wave * a.waves,
+                high_blocks: wave * HIGH_WAVES,
+            },
+            cycles: gpu.info.cycles_for_micros(a.sleep_us),
+            low: stream("low priority", least)?,
+            high: stream("high priority", greatest)?,
+            equal_first: stream("equal priority 1", least)?,
+            equal_second: stream("equal priority 2", least)?,
+            start: Event::new(gpu)?,
+            first_done: Event::new(gpu)?,
+            second_done: Event::new(gpu)?,
+        })
+    }
+
+    /// The long kernel, then the short one, on two streams of the least priority.
+    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.pair(gpu, &self.equal_first, &self.equal_second)
+    }
+
+    /// The long kernel on the least priority, then the short one on the greatest.
+    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.pair(gpu, &self.low, &self.high)
+    }
+
+    fn streams(&self) -> Vec<&Stream> {
+        vec![&self.equal_first, &self.equal_second, &self.low, &self.high]
+    }
+
+    fn verify(&mut self, _gpu: &Gpu, m: &Measured, checks: &mut Checks) -> Result<()> {
+        checks.concurrency(
+            "high-priority kernel finished first",
+            self.shape.check_high_first(m),
+        );
+        checks.record(
+            "control: at equal priority the 2nd finished last",
+            check_equal_in_order(m),
+        );
+        Ok(())
+    }
+
+    fn explain(&self, m: &Measured, r: &mut Report) {
+        self.shape.interpret(m, r);
+    }
+}
+
+/// The control: at equal priority the kernel launched second finished last in every repeat.
+pub fn check_equal_in_order(m: &Measured) -> Result<String> {
+    let v = m.without();
+    match v.part_stats(SHORT_MINUS_LONG).map(|s| s.min) {
+        Some(d) if d >= 0.0 => Ok(format!("in all {} repeats the second kernel finished after the first", v.time.count)),
+        _ => Err(Error::Verification(format!(
+            "in some repeat, at equal priority, the second kernel finished before the first (median {:.3} ms vs {:.3} ms)",
+            v.time.median,
+            v.part(LONG_DONE)
+        ))),
+    }
+}
+
+impl Shape {
+    /// Why "the high-priority kernel finishes first" cannot be claimed, if it cannot: a
+    /// device with one priority level, or a long kernel of one wave (all its blocks are
+    /// running when the urgent kernel arrives, and priority never preempts).
+    pub fn not_asserted(&self) -> Option<&'static str> {
+        if self.range.0 == self.range.1 {
+            Some("this device has a single stream priority")
+        } else if self.waves < 2 {
+            Some("with one wave every low-priority block is already running when the high-priority kernel arrives, and priority does not preempt")
+        } else {
+            None
+        }
+    }
+
+    /// The high-priority kernel finished first in every repeat, where that can be claimed.
+    pub fn check_high_first(&self, m: &Measured) -> Result<String> {
+        if let Some(why) = self.not_asserted() {
+            return Ok(format!("not asserted: {why}"));
+        }
+        let v = m.with();
+        match v.part_stats(SHORT_MINUS_LONG).map(|s| s.max) {
+            Some(d) if d < 0.0 => Ok(format!("in all {} repeats the high-priority kernel finished first", v.time.count)),
+            _ => Err(Error::Verification(format!(
+                "in some repeat the high-priority kernel finished after the low-priority one (median {:.3} ms vs {:.3} ms)",
+                v.time.median,
+                v.part(LONG_DONE)
+            ))),
+        }
+    }
+
+    /// The figures and what they mean.
+    pub fn interpret(&self, m: &Measured, r: &mut Report) {
+        let (least, greatest) = self.range;
+        let waves = self.waves;
+        r.param("low_priority_blocks", self.low_blocks)
+            .param("high_priority_blocks", self.high_blocks)
+            .param("least_priority", least)
+            .param("greatest_priority", greatest);
+        let (low, high) = (m.with().part(LONG_DONE), m.with().time.median);
+        let (first, second) = (m.without().part(LONG_DONE), m.without().time.median);
+        r.figure("prioritized: long low-priority kernel done at", low, "ms")
+            .figure(
+                "prioritized: short high-priority kernel done at",
+                high,
+                "ms",
+            )
+            .figure("equal priority: long kernel (1st) done at", first, "ms")
+            .figure("equal priority: short kernel (2nd) done at", second, "ms");
+        r.explain(format!(
+            "The long kernel ({} blocks, {waves} waves of {} µs) fills every SM; the short one ({} blocks, one wave) is launched right after on a stream of priority {greatest} (greatest) vs {least} (least).",
+            self.low_blocks, self.sleep_us, self.high_blocks
+        ));
+        let order = if high < low { "before" } else { "after" };
+        r.explain(match self.not_asserted() {
+            Some(why) => format!(
+                "Not a claim here ({why}): the short kernel is done at {high:.3} ms, {order} the long one at {low:.3} ms.{}",
+                if waves < 2 { " Try --waves 2 or more." } else { "" }
+            ),
+            None if self.check_high_first(m).is_ok() => format!("With priorities, the short kernel is done at {high:.3} ms, before the long one at {low:.3} ms: as soon as the first wave's blocks retire, the scheduler hands the free slots to the high-priority kernel's pending blocks before the low-priority ones."),
+            None => format!("With priorities the short kernel should be done first, but not in every repeat (median {high:.3} ms, {order} the long one at {low:.3} ms): see the check."),
+        });
+        let equal_order = if second > first { "after" } else { "before" };
+        r.explain(if check_equal_in_order(m).is_ok() {
+            format!("At equal priority the short kernel's blocks queue behind all of the long kernel's and it is done last ({second:.3} ms vs {first:.3} ms). Priority reorders pending blocks only: it never preempts a running block.")
+        } else {
+            format!("At equal priority the short kernel finished first in some repeat (median {second:.3} ms, {equal_order} the long one at {first:.3} ms): the blocks were not handed out in launch order here; see the check.")
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::harness::args_from;
+
+    fn plan(flags: &[&str]) -> Result<()> {
+        Priority::plan(&args_from::<Priority>(flags)?, &WorkModel::H100)?.admit(None)
+    }
+
+    fn shape(waves: usize, range: (i32, i32)) -> Shape {
+        Shape {
+            waves,
+            sleep_us: 500.0,
+            range,
+            low_blocks: WorkModel::H100.blocks_per_wave * waves,
+            high_blocks: WorkModel::H100.blocks_per_wave,
+        }
+    }
+
+    /// (long done, short done) of each repeat, equal priority then prioritized.
+    fn measured(equal: &[(f64, f64)], prioritized: &[(f64, f64)]) -> Measured {
+        let runs = |r: &[(f64, f64)]| {
+            r.iter()
+                .map(|&(long, short)| {
+                    Sample::ms(short)
+                        .part(LONG_DONE, long)
+                        .part(SHORT_MINUS_LONG, short - long)
+                })
+                .collect()
+        };
+        Measured::from_samples(
+            Priority::versions(&args_from::<Priority>(&[]).unwrap()),
+            vec![runs(equal), runs(prioritized)],
+        )
+    }
+
+    const IN_ORDER: (f64, f64) = (4.0, 4.5);
+    const HIGH_FIRST: (f64, f64) = (4.5, 1.0);
+
+    #[test]
+    fn waves_are_the_resident_blocks_of_every_sm() {
+        // An H100: 132 SMs x 8 blocks of 256 threads.
+        assert_eq!(WorkModel::H100.blocks_per_wave * 8, 8448);
+        assert_eq!(shape(1, (0, -5)).high_blocks, 1056);
+    }
+
+    #[test]
+    fn sleeps_outlast_a_launch_and_bound_a_repeat() {
+        assert!(plan(&[]).is_ok());
+        assert!(plan(&["--sleep-us", "100"]).is_ok());
+        // The old flag name still works.
+        assert!(plan(&["--batches", "2"]).is_ok());
+        // 1024 waves: 2050 waves a repeat, so at most 29,268 µs each.
+        assert!(plan(&["--waves", "1024", "--sleep-us", "29268"]).is_ok());
+        for (flags, expected) in [
+            (&["--sleep-us", "0.001"][..], "number from 100 to 10000000"),
+            (&["--sleep-us", "NaN"], "number from 100 to 10000000"),
+            (&["--waves", "0"], "whole number from 1 to 1024"),
+            (&["--waves", "1025"], "whole number from 1 to 1024"),
+            (
+                &["--waves", "1024", "--sleep-us", "29269"],
+                "--waves x --sleep-us",
+            ),
+            (&["--batches", "1024", "--sleep-us", "1e7"], "per repeat"),
+        ] {
+            let e = plan(flags).unwrap_err().to_string();
+            assert!(e.contains(expected), "{flags:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn checks_follow_finish_order() {
+        let s = shape(8, (0, -5));
+        assert!(s
+            .check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST]))
+            .is_ok());
+        assert!(s
+            .check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST, IN_ORDER]))
+            .is_err());
+        let single = shape(8, (0, 0)).check_high_first(&measured(&[IN_ORDER], &[IN_ORDER]));
+        assert!(single.unwrap().starts_with("not asserted"));
+        let one_wave = shape(1, (0, -5)).check_high_first(&measured(&[IN_ORDER], &[IN_ORDER]));
+        assert!(one_wave.unwrap().starts_with("not asserted"));
+        assert!(check_equal_in_order(&measured(&[IN_ORDER], &[HIGH_FIRST])).is_ok());
+        assert!(check_equal_in_order(&measured(&[IN_ORDER, HIGH_FIRST], &[HIGH_FIRST])).is_err());
+    }
+
+    fn told(s: &Shape, m: &Measured) -> String {
+        let mut r = Report::new("priority", "", "");
+        s.interpret(m, &mut r);
+        r.interpretation.join("\n")
+    }
+
+    #[test]
+    fn interpretation_follows_the_data() {
+        let good = told(&shape(8, (0, -5)), &measured(&[IN_ORDER], &[HIGH_FIRST]));
+        assert!(
+            good.contains("hands the free slots") && good.contains("never preempts"),
+            "{good}"
+        );
+        let bad = told(&shape(8, (0, -5)), &measured(&[HIGH_FIRST], &[IN_ORDER]));
+        assert!(
+            bad.contains("but not in every repeat")
+                && bad.contains("finished first in some repeat"),
+            "{bad}"
+        );
+        let one = told(&shape(1, (0, -5)), &measured(&[IN_ORDER], &[IN_ORDER]));
+        assert!(
+            one.contains("Not a claim here") && one.contains("Try --waves 2"),
+            "{one}"
+        );
+        assert!(!one.contains("hands the free slots"), "{one}");
+        let single = told(&shape(8, (0, 0)), &measured(&[IN_ORDER], &[IN_ORDER]));
+        assert!(
+            single.contains("single stream priority") && !single.contains("Try --waves"),
+            "{single}"
+        );
+    }
+}

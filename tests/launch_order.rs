@@ -1,0 +1,114 @@
+//! GPU tests of the launch-order lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
+//! run everywhere.
+use streamlab::lab::harness::{args_from, run};
+use streamlab::lab::{Lesson, Settings};
+use streamlab::lessons::launch_order::{LaunchOrder, GAP_US, LAST_START_US, OUT_OF_ORDER, WAITED};
+use testkit::{gpu, refusal, run_lesson, set_up};
+
+fn part(s: &streamlab::lab::Sample, name: &str) -> f64 {
+    s.parts
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(f64::NAN, |p| p.1)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn kernels_start_in_issue_order_and_overlap() {
+    let gpu = gpu();
+    let mut o: LaunchOrder = set_up(&gpu, &["--streams", "8", "--sleep-us", "1000"], 0).unwrap();
+    o.with(&gpu).unwrap();
+    let s = o.with(&gpu).unwrap();
+    assert_eq!(part(&s, OUT_OF_ORDER), 0.0, "{s:?}");
+    assert_eq!(part(&s, WAITED), 0.0, "{s:?}");
+    let last = part(&s, LAST_START_US);
+    assert!(
+        last > 0.0 && last < 500.0,
+        "8 launches spread over {last} µs"
+    );
+    // On one stream the same 8 kernels of 1 ms run one after another.
+    let one = o.without(&gpu).unwrap();
+    assert!(one.ms > 7.2 && one.ms > 4.0 * s.ms, "{one:?} vs {s:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn launch_order_report_passes() {
+    let gpu = gpu();
+    let o = run_lesson::<LaunchOrder>(&gpu, &["--streams", "6"], 3);
+    assert!(o.passed(), "{}", o.report.to_text());
+    let gap = o.measured.with().part(GAP_US);
+    assert!(
+        (0.0..200.0).contains(&gap),
+        "gap {gap} µs\n{}",
+        o.report.to_text()
+    );
+    let offset5 = o.measured.with().part(LAST_START_US);
+    assert!(offset5 > 0.0, "{}", o.report.to_text());
+    assert!(o
+        .report
+        .value("kernel 5 (stream 5): start after kernel 0")
+        .is_some());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_smallest_accepted_sleep_still_shows_the_claim() {
+    let gpu = gpu();
+    let o = run_lesson::<LaunchOrder>(&gpu, &["--sleep-us", "100"], 3);
+    assert!(o.passed(), "at its minimum sleep:\n{}", o.report.to_text());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_stream_is_reported_as_nothing_to_order_or_overlap() {
+    let gpu = gpu();
+    let o = run_lesson::<LaunchOrder>(&gpu, &["--streams", "1"], 3);
+    assert!(o.passed(), "{}", o.report.to_text());
+    let told = o.report.interpretation.join("\n");
+    assert!(
+        told.contains("One stream, one kernel"),
+        "{}",
+        o.report.to_text()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_run_refuses_what_the_plan_refuses() {
+    let gpu = gpu();
+    let args = args_from::<LaunchOrder>(&["--streams", "64", "--sleep-us", "1e7"]).unwrap();
+    match run::<LaunchOrder>(&gpu, &args, &Settings::default()) {
+        Err(streamlab::Error::InvalidInput(why)) => {
+            assert!(why.contains("--sleep-us") && !why.contains('\n'), "{why}")
+        }
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(o) => panic!("ran instead of refusing\n{}", o.report.to_text()),
+    }
+}
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, mentions) in [
+        (&["--sleep-us", "0.001"][..], "--sleep-us"),
+        (&["--sleep-us", "1e9"], "--sleep-us"),
+        (&["--streams", "0"], "--streams"),
+        (&["--streams", "65"], "--streams"),
+        (&["--streams", "64", "--sleep-us", "1e7"], "--sleep-us"),
+    ] {
+        let why = refusal::<LaunchOrder>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+}
+
+#[test]
+fn the_default_and_the_shortest_sleep_pass_the_checks() {
+    for flags in [&[][..], &["--sleep-us", "100"]] {
+        let args = args_from::<LaunchOrder>(flags).unwrap();
+        LaunchOrder::plan(&args, &streamlab::lab::WorkModel::H100)
+            .and_then(|p| p.admit(None))
+            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+    }
+}

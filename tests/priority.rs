@@ -1,0 +1,109 @@
+//! GPU tests of the priority lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
+//! run everywhere.
+use streamlab::lab::harness::{args_from, run};
+use streamlab::lab::{Lesson, Settings};
+use streamlab::lessons::priority::{Priority, LONG_DONE, SHORT_MINUS_LONG};
+use testkit::{gpu, refusal, run_lesson, set_up};
+
+fn part(s: &streamlab::lab::Sample, name: &str) -> f64 {
+    s.parts
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(f64::NAN, |p| p.1)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn high_priority_kernel_finishes_first_equal_priority_does_not() {
+    let gpu = gpu();
+    let mut p: Priority = set_up(&gpu, &["--waves", "4", "--sleep-us", "200"], 0).unwrap();
+    p.with(&gpu).unwrap();
+    let prioritized = p.with(&gpu).unwrap();
+    let equal = p.without(&gpu).unwrap();
+    assert!(
+        part(&prioritized, SHORT_MINUS_LONG) < 0.0,
+        "{prioritized:?}"
+    );
+    assert!(part(&equal, SHORT_MINUS_LONG) >= 0.0, "{equal:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn priority_report_passes() {
+    let gpu = gpu();
+    let o = run_lesson::<Priority>(&gpu, &["--sleep-us", "200"], 3);
+    assert!(o.passed(), "{}", o.report.to_text());
+    let (high, low) = (
+        o.measured.with().time.median,
+        o.measured.with().part(LONG_DONE),
+    );
+    // 8 waves of 0.2 ms: the urgent kernel is done after about 2, the long one after about 9.
+    assert!(
+        high < 0.5 * low,
+        "high {high} low {low}\n{}",
+        o.report.to_text()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_smallest_accepted_sleep_still_shows_the_claim() {
+    let gpu = gpu();
+    let o = run_lesson::<Priority>(&gpu, &["--sleep-us", "100"], 3);
+    assert!(o.passed(), "at its minimum sleep:\n{}", o.report.to_text());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn with_one_wave_the_interpretation_says_no_claim_is_made() {
+    let gpu = gpu();
+    // One wave: priority cannot reorder anything, and the text must not say it did.
+    let o = run_lesson::<Priority>(&gpu, &["--waves", "1", "--sleep-us", "200"], 3);
+    assert!(o.passed(), "{}", o.report.to_text());
+    let told = o.report.interpretation.join("\n");
+    assert!(told.contains("Not a claim here"), "{}", o.report.to_text());
+    assert!(
+        !told.contains("hands the free slots"),
+        "{}",
+        o.report.to_text()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_run_refuses_what_the_plan_refuses_with_this_gpus_waves() {
+    let gpu = gpu();
+    let args = args_from::<Priority>(&["--waves", "1024", "--sleep-us", "1e7"]).unwrap();
+    match run::<Priority>(&gpu, &args, &Settings::default()) {
+        Err(streamlab::Error::InvalidInput(why)) => {
+            assert!(why.contains("--sleep-us") && !why.contains('\n'), "{why}")
+        }
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(o) => panic!("ran instead of refusing\n{}", o.report.to_text()),
+    }
+}
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, mentions) in [
+        (&["--sleep-us", "0.001"][..], "--sleep-us"),
+        (&["--waves", "0"], "--waves"),
+        (&["--batches", "1025"], "--waves"),
+        (&["--batches", "1024", "--sleep-us", "1e7"], "--sleep-us"),
+    ] {
+        let why = refusal::<Priority>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+}
+
+#[test]
+fn the_default_and_the_shortest_sleep_pass_the_checks() {
+    for flags in [&[][..], &["--sleep-us", "100"]] {
+        let args = args_from::<Priority>(flags).unwrap();
+        Priority::plan(&args, &streamlab::lab::WorkModel::H100)
+            .and_then(|p| p.admit(None))
+            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+    }
+}
