@@ -7,11 +7,10 @@
 //! one starts from the same random values. Afterwards every build's output is compared with
 //! the Rust kernel's bit for bit (libdevice's sinf/cosf are nvcc's), and with the CPU.
 use criterion::{BenchmarkId, Criterion};
-use cust::memory::DeviceBuffer;
-use streamlab::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
+use streamlab::lab::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
 use streamlab::math::compute_element;
-use streamlab::memory::{copy_to_device_sync, copy_to_host_sync, device};
-use streamlab::{Event, Gpu, Result, Stream};
+use streamlab::runtime::{DeviceBuffer, Event, Stream};
+use streamlab::{Gpu, Result};
 use testkit::bench::{fail, gpu_timed};
 use testkit::gpu_for_bench;
 
@@ -27,15 +26,13 @@ struct ComputeBench {
 }
 
 impl ComputeBench {
-    fn new(input: &[f32]) -> Result<ComputeBench> {
-        let pristine = device::<f32>(N)?;
-        copy_to_device_sync(input, &pristine)?;
+    fn new(gpu: &Gpu, input: &[f32]) -> Result<ComputeBench> {
         Ok(ComputeBench {
-            stream: Stream::new("bench")?,
-            pristine,
-            work: device::<f32>(N)?,
-            start: Event::new()?,
-            stop: Event::new()?,
+            stream: Stream::new(gpu, "bench")?,
+            pristine: DeviceBuffer::from_slice(gpu, input)?,
+            work: DeviceBuffer::zeroed(gpu, N)?,
+            start: Event::new(gpu)?,
+            stop: Event::new(gpu)?,
         })
     }
 
@@ -52,15 +49,13 @@ impl ComputeBench {
     /// One more launch, and its output.
     fn output(&self, gpu: &Gpu) -> Result<Vec<f32>> {
         self.once(gpu)?;
-        let mut out = vec![0f32; N];
-        copy_to_host_sync(&self.work, &mut out)?;
-        Ok(out)
+        self.work.to_vec()
     }
 }
 
 /// Benches one build of the kernels and returns its output for the checks.
 fn bench_build(c: &mut Criterion, label: &str, gpu: &Gpu, input: &[f32]) -> Result<Vec<f32>> {
-    let bench = ComputeBench::new(input)?;
+    let bench = ComputeBench::new(gpu, input)?;
     let mut group = c.benchmark_group("compute_kernel");
     group.throughput(criterion::Throughput::Elements(N as u64));
     let mut failure = None;

@@ -7,7 +7,6 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/tests .gpu/benches
 cargo build --release --bin streamlab
 cp target/release/streamlab .gpu/
-# Test and bench executables, named by cargo's JSON messages.
 # Test and bench executables, named by cargo's JSON messages: tests/<kind>-<name>, benches/<name>.
 pick() { python3 -c '
 import json, sys
@@ -27,6 +26,6 @@ done
 cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench | while read -r name exe; do
   cp "$exe" ".gpu/benches/$name"
 done
-cp -r cuda-reference scripts/gpu-run.sh scripts/edge-cases.txt .gpu/
+cp -r cuda-reference scripts/gpu-run.sh scripts/edge-cases.txt scripts/small-runs.txt .gpu/
 du -sh .gpu
 ls .gpu .gpu/tests .gpu/benches

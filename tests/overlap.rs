@@ -1,11 +1,11 @@
-//! GPU tests of the chunked-overlap demo. Ignored without a GPU (run them with
+//! GPU tests of the overlap lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine).
 use approx::assert_relative_eq;
-use streamlab::data::{ABS_TOLERANCE, REL_TOLERANCE};
-use streamlab::demos::overlap::{run, Overlap};
-use streamlab::demos::Options;
-use streamlab::Error;
-use testkit::gpu;
+use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::report::Verdict;
+use streamlab::lab::Lesson;
+use streamlab::lessons::overlap::Overlap;
+use testkit::{gpu, refusal, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -20,26 +20,42 @@ fn multi_stream_equals_one_stream_bit_for_bit_for_awkward_sizes() {
         (1, 1),
         (100_000, 1),
     ] {
-        let mut o = Overlap::new(&gpu, n, k, 20, n as u64).unwrap();
-        o.run_one_stream(&gpu).unwrap();
-        o.run_multi_stream(&gpu).unwrap();
-        o.check_bitwise()
-            .unwrap_or_else(|e| panic!("n={n} k={k}: {e}"));
+        let (n_flag, k_flag) = (n.to_string(), k.to_string());
+        let o = run_lesson::<Overlap>(
+            &gpu,
+            &["--elements", &n_flag, "--streams", &k_flag, "--iters", "20"],
+            1,
+        );
+        assert_eq!(
+            o.checks
+                .iter()
+                .find(|c| c.name.contains("bit for bit"))
+                .map(|c| c.verdict),
+            Some(Verdict::Passed),
+            "n={n} k={k}: {:?}",
+            o.checks
+        );
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn gpu_matches_cpu_reference_within_tolerance() {
+fn gpu_matches_cpu_reference_for_every_element() {
     let gpu = gpu();
     let (n, iters) = (50_000, 100);
-    let mut o = Overlap::new(&gpu, n, 4, iters, 42).unwrap();
-    o.run_multi_stream(&gpu).unwrap();
+    let mut o: Overlap = set_up(
+        &gpu,
+        &["--elements", "50000", "--streams", "4", "--iters", "100"],
+        42,
+    )
+    .unwrap();
+    o.with(&gpu).unwrap();
+    let (input, out) = (o.input().unwrap(), o.output().unwrap());
     // Every element, not a sample: the CPU runs the same compute_element.
     for i in 0..n {
-        let expected = streamlab::math::compute_element(o.input[i], iters);
+        let expected = streamlab::math::compute_element(input[i], iters);
         assert_relative_eq!(
-            o.out_multi[i],
+            out[i],
             expected,
             epsilon = ABS_TOLERANCE,
             max_relative = REL_TOLERANCE
@@ -49,69 +65,71 @@ fn gpu_matches_cpu_reference_within_tolerance() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn demo_report_passes_its_checks_and_reports_a_speedup() {
+fn the_lesson_passes_its_checks_and_overlap_speeds_it_up() {
     let gpu = gpu();
-    let opts = Options {
-        elements: Some(4 << 20),
-        streams: Some(4),
-        iters: Some(50),
-        reps: 3,
-        ..Options::default()
-    };
-    let r = run(&gpu, &opts).unwrap();
-    assert!(r.passed(), "{}", r.to_text());
-    let speedup = r.value("speed-up").unwrap();
+    let o = run_lesson::<Overlap>(
+        &gpu,
+        &["--elements", "4194304", "--streams", "4", "--iters", "50"],
+        3,
+    );
+    assert!(o.passed(), "{}", o.report.to_text());
     // Copies and compute really overlap on any GPU with a copy engine.
-    assert!(speedup > 1.1, "speed-up {speedup}\n{}", r.to_text());
+    let speedup = o.measured.speedup();
+    assert!(speedup > 1.1, "speed-up {speedup}\n{}", o.report.to_text());
+    // The phases add up to the one-stream time, and the K-stream time is near the bound.
+    let one = o.measured.without();
+    let sum = one.part("H") + one.part("C") + one.part("D");
+    assert_relative_eq!(sum, one.time.median, max_relative = 0.05);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn invalid_sizes_are_refused_before_allocation() {
+fn more_device_memory_than_the_gpu_has_is_refused() {
     let gpu = gpu();
-    let too_many = Overlap::new(&gpu, 3, 4, 1, 0)
-        .err()
-        .expect("4 streams for 3 elements must be refused");
-    assert!(matches!(too_many, Error::InvalidInput(_)), "{too_many}");
     let huge = gpu.ensure_device_memory(1 << 50, "a petabyte").unwrap_err();
     assert!(
-        matches!(huge, Error::InvalidInput(_)) && huge.to_string().contains("MiB"),
+        matches!(huge, streamlab::Error::InvalidInput(_)) && huge.to_string().contains("MiB"),
         "{huge}"
     );
-    let zero = Overlap::new(&gpu, 0, 1, 1, 0)
-        .err()
-        .expect("0 elements must be refused");
-    assert!(zero.to_string().contains("--elements"), "{zero}");
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    use streamlab::demos::overlap::check_options;
-    let opts = |elements: usize, streams: usize| Options {
-        elements: Some(elements),
-        streams: Some(streams),
-        ..Options::default()
-    };
-    for (o, expected) in [
-        (opts(0, 1), "--elements must be at least 1"),
-        (opts(1 << 62, 8), "more than this demo takes"),
-        (opts(3, 4), "--streams 4 is more than --elements 3"),
-        (opts(100, 65), "--streams must be from 1 to 64"),
-        (opts(100, 0), "--streams must be from 1 to 64"),
+    for (flags, expected) in [
+        (
+            &["--elements", "0"][..],
+            "whole number from 1 to 4294967295",
+        ),
+        (
+            &["--elements", "18446744073709551615"],
+            "whole number from 1 to 4294967295",
+        ),
+        (
+            &["--elements", "3", "--streams", "4"],
+            "--streams 4 is more than --elements 3",
+        ),
+        (&["--streams", "65"], "whole number from 1 to 64"),
+        (&["--streams", "0"], "whole number from 1 to 64"),
+        (&["--streams", "-3"], "whole number from 1 to 64"),
+        (&["--iters", "0"], "whole number from 1 to 100000"),
     ] {
-        let err = check_options(&o).expect_err(expected);
-        assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+        let why = refusal::<Overlap>(flags);
         assert!(
-            err.to_string().contains(expected),
-            "{err} (expected {expected})"
+            why.contains(expected),
+            "{flags:?}: {why} (expected {expected})"
         );
-        assert_eq!(err.to_string().lines().count(), 1, "{err}");
     }
-    assert!(check_options(&Options::default()).is_ok());
     // Host memory: four buffers of 2^30 floats (16 GiB) are refused exactly where
     // /proc/meminfo says they do not fit.
-    let big = check_options(&opts(1 << 30, 8));
+    let args = streamlab::lab::harness::args_from::<Overlap>(&[
+        "--elements",
+        "1073741824",
+        "--iters",
+        "1",
+    ])
+    .unwrap();
+    let big = Overlap::plan(&args, &streamlab::lab::WorkModel::H100).and_then(|p| p.admit(None));
     let available_kib: Option<u64> = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
         t.lines()
             .find(|l| l.starts_with("MemAvailable:"))?

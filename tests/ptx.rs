@@ -1,5 +1,7 @@
-//! The embedded PTX, checked without a GPU: it names every kernel the host launches, has no
-//! unresolved externals, and NVIDIA's assembler accepts it for sm_75, sm_80 and sm_90.
+//! The embedded PTX, checked without a GPU: it defines every kernel declared in
+//! `kernels-gpu` with the declared parameter sizes (the launchers' argument lists come from
+//! the same declarations), has no unresolved externals, and NVIDIA's assembler accepts it for
+//! sm_75, sm_80 and sm_90.
 //!
 //! `ptxas` comes from the CUDA toolkit (`$CUDA_HOME/bin`, `/usr/local/cuda/bin`) or from
 //! `scripts/fetch-cuda-deps.sh` (`.deps/cuda/bin`). If none is found the test fails: a check
@@ -7,7 +9,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use streamlab::gpu::{KERNEL_NAMES, PTX};
+use kernels_gpu::kernels::signatures;
+use streamlab::runtime::kernels::PTX;
 
 fn ptxas() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -29,27 +32,47 @@ fn ptxas() -> PathBuf {
     })
 }
 
+/// The sizes of the `.param`s of `.entry name(...)` in `ptx`, in order.
+fn param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let list = &ptx[start..start + ptx[start..].find(')')?];
+    Some(
+        list.lines()
+            .filter_map(|l| l.trim().strip_prefix(".param "))
+            .map(|p| match p.split_whitespace().next() {
+                Some(".u64" | ".b64" | ".s64" | ".f64") => 8,
+                Some(".u32" | ".b32" | ".s32" | ".f32") => 4,
+                Some(".u16" | ".b16" | ".s16") => 2,
+                Some(".u8" | ".b8" | ".s8") => 1,
+                other => panic!("{name}: unexpected .param type {other:?}"),
+            })
+            .collect(),
+    )
+}
+
 #[test]
-fn ptx_defines_every_kernel_and_no_externals() {
-    let names: Vec<&str> = KERNEL_NAMES.split(',').collect();
-    for kernel in [
-        "sleep_kernel",
-        "sleep_stamped_kernel",
-        "compute_kernel",
-        "chunk_kernel",
-        "vector_add_kernel",
-        "produce_kernel",
-        "combine_kernel",
-        "scale_kernel",
-        "slow_scale_kernel",
-        "empty_kernel",
-    ] {
-        assert!(names.contains(&kernel), "{kernel} missing from {names:?}");
-        assert!(
-            PTX.contains(&format!(".entry {kernel}(")),
-            "no .entry for {kernel}"
+fn every_declared_kernel_is_in_the_ptx_with_its_declared_parameters() {
+    assert_eq!(
+        signatures::ALL.len(),
+        10,
+        "a kernel was added or removed: update this test's count"
+    );
+    for &(name, sizes) in signatures::ALL {
+        let in_ptx = param_sizes(PTX, name).unwrap_or_else(|| panic!("no .entry for {name}"));
+        assert_eq!(
+            in_ptx, sizes,
+            "{name}: PTX .param sizes vs the declaration in kernels-gpu"
         );
     }
+    // The check itself can fail: a list with one parameter too many is told apart.
+    let (name, sizes) = signatures::ALL[2];
+    let mut wrong = sizes.to_vec();
+    wrong.push(4);
+    assert_ne!(param_sizes(PTX, name).unwrap(), wrong);
+}
+
+#[test]
+fn no_externals_are_left_and_libdevice_is_inlined() {
     assert!(!PTX.contains(".extern"), "unresolved .extern in the PTX");
     // libdevice's sinf was linked in and inlined: its body is there, no call to it is left.
     assert!(

@@ -81,15 +81,29 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
         .subcommand(
             Command::new("info")
                 .about("Print the device facts that decide what can overlap")
-                .arg(Arg::new("device").long("device").default_value("0")
-                    .value_parser(streamlab::lab::args::whole(0u32..=1023))
-                    .help("Which CUDA device (0-based)"))
-                .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Machine-readable output")),
+                .arg(
+                    Arg::new("device")
+                        .long("device")
+                        .default_value("0")
+                        .value_parser(streamlab::lab::args::whole(0u32..=1023))
+                        .help("Which CUDA device (0-based)"),
+                )
+                .arg(
+                    Arg::new("json")
+                        .long("json")
+                        .action(ArgAction::SetTrue)
+                        .help("Machine-readable output"),
+                ),
         )
         .subcommand(
             Command::new("list")
                 .about("List the lessons, in the order `run all` runs them")
-                .arg(Arg::new("json").long("json").action(ArgAction::SetTrue).help("Machine-readable output")),
+                .arg(
+                    Arg::new("json")
+                        .long("json")
+                        .action(ArgAction::SetTrue)
+                        .help("Machine-readable output"),
+                ),
         )
         .subcommand(run)
 }
@@ -121,7 +135,10 @@ fn clap_error_line(e: &clap::Error, command: &str) -> String {
 fn command_path(argv: &[String]) -> String {
     let mut path = vec!["streamlab"];
     let mut words = argv.iter().skip(1).filter(|a| !a.starts_with('-'));
-    if let Some(top) = words.next().filter(|w| ["info", "list", "run"].contains(&w.as_str())) {
+    if let Some(top) = words
+        .next()
+        .filter(|w| ["info", "list", "run"].contains(&w.as_str()))
+    {
         path.push(top);
         if let Some(lesson) = words.next().filter(|w| *w == "all" || find(w).is_some()) {
             path.push(lesson);
@@ -139,7 +156,10 @@ fn main() -> ExitCode {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         eprintln!("streamlab: internal error (a bug in streamlab): {message}{at}");
         std::process::exit(70);
     }));
@@ -174,7 +194,10 @@ fn fail(e: &Error, lesson: Option<&str>, json: bool) -> ExitCode {
             "lesson": lesson,
             "exit_code": e.exit_code(),
         });
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
     }
     ExitCode::from(e.exit_code() as u8)
 }
@@ -209,7 +232,10 @@ fn list(json: bool) {
                 serde_json::json!({"name": l.name, "summary": l.summary, "flags": flags})
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&list).unwrap_or_default()
+        );
         return;
     }
     let width = LESSONS.iter().map(|l| l.name.len()).max().unwrap_or(0);
@@ -229,7 +255,10 @@ fn info(device: u32, json: bool) -> Result<(), Error> {
     let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
     let (least, greatest) = i.priority_range;
     println!("device {}: {}", i.ordinal, i.name);
-    println!("  compute capability     {}.{}", i.compute_capability.0, i.compute_capability.1);
+    println!(
+        "  compute capability     {}.{}",
+        i.compute_capability.0, i.compute_capability.1
+    );
     println!("  multiprocessors (SMs)  {}", i.multiprocessors);
     println!(
         "  memory                 {:.1} GiB total, {:.1} GiB free",
@@ -243,12 +272,25 @@ fn info(device: u32, json: bool) -> Result<(), Error> {
         i.memory_bus_width_bits
     );
     println!("  L2 cache               {} MiB", i.l2_cache_bytes >> 20);
-    println!("  concurrentKernels      {}   (kernels from different streams can run at once)", i.concurrent_kernels as u8);
+    println!(
+        "  concurrentKernels      {}   (kernels from different streams can run at once)",
+        i.concurrent_kernels as u8
+    );
     println!("  asyncEngineCount       {}   (copy engines: 2+ means copy-in and copy-out overlap each other)", i.async_engine_count);
-    println!("  deviceOverlap          {}   (a copy can overlap a kernel)", i.device_overlap as u8);
+    println!(
+        "  deviceOverlap          {}   (a copy can overlap a kernel)",
+        i.device_overlap as u8
+    );
     println!("  stream priorities      {least} (least) to {greatest} (greatest)");
-    println!("  driver API version     {}.{}", i.driver_version / 1000, i.driver_version % 1000 / 10);
-    println!("  embedded PTX target    {} (JIT-compiled by the driver for this GPU)", i.ptx_arch);
+    println!(
+        "  driver API version     {}.{}",
+        i.driver_version / 1000,
+        i.driver_version % 1000 / 10
+    );
+    println!(
+        "  embedded PTX target    {} (JIT-compiled by the driver for this GPU)",
+        i.ptx_arch
+    );
     Ok(())
 }
 
@@ -271,7 +313,8 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
             })
             .collect::<Result<_, Failure>>()?,
         Some((name, sub)) => {
-            let entry = find(name).ok_or((Error::Internal(format!("unknown lesson {name}")), None))?;
+            let entry =
+                find(name).ok_or((Error::Internal(format!("unknown lesson {name}")), None))?;
             vec![(entry, sub.clone())]
         }
         None => return Err((Error::Internal("no lesson".into()), None)),
@@ -304,19 +347,32 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         } else {
             serde_json::to_value(&reports)
         };
-        println!("{}", serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default()
+        );
     }
     if let Some(f) = failure {
         if json && !reports.is_empty() {
             // What ran before the failure, then the error object from `fail`.
-            println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&reports).unwrap_or_default()
+            );
         }
         return Err(f);
     }
-    let failed: Vec<&str> = reports.iter().filter(|r| !r.passed()).map(|r| r.lesson.as_str()).collect();
+    let failed: Vec<&str> = reports
+        .iter()
+        .filter(|r| !r.passed())
+        .map(|r| r.lesson.as_str())
+        .collect();
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        Err((Error::Verification(format!("checks failed in: {}", failed.join(", "))), None))
+        Err((
+            Error::Verification(format!("checks failed in: {}", failed.join(", "))),
+            None,
+        ))
     }
 }

@@ -31,29 +31,114 @@ fn machine_has_nvidia_gpu() -> bool {
     })
 }
 
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Exit 2, one line on stderr that contains `expected`, no panic, nothing on stdout.
+fn assert_refused(args: &[&str], expected: &str) {
+    let o = streamlab(args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(err.starts_with("streamlab: "), "{args:?}: {err}");
+    assert!(
+        err.contains(expected),
+        "{args:?}: {err} (expected {expected:?})"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "{args:?}: {err}"
+    );
+    assert!(o.stdout.is_empty(), "{args:?}: printed before refusing");
+}
+
 #[test]
 fn invalid_arguments_exit_2_with_one_explanation() {
-    for args in [
-        &["run", "overlap", "--elements", "0"][..],
-        &["run", "overlap", "--streams", "0"],
-        &["run", "overlap", "--streams", "65"],
-        &["run", "overlap", "--reps", "0"],
-        &["run", "overlap", "--sleep-us", "-3"],
-        &["run", "no-such-demo"],
+    for (args, expected) in [
+        (
+            &["run", "overlap", "--elements", "0"][..],
+            "whole number from 1 to 4294967295",
+        ),
+        (
+            &["run", "overlap", "--streams", "0"],
+            "whole number from 1 to 64",
+        ),
+        (
+            &["run", "overlap", "--streams", "65"],
+            "whole number from 1 to 64",
+        ),
+        (
+            &["run", "overlap", "--streams", "-3"],
+            "whole number from 1 to 64",
+        ),
+        (
+            &["run", "overlap", "--reps", "0"],
+            "whole number from 1 to 10000",
+        ),
+        (
+            &["run", "overlap", "--elements", "5000000000"],
+            "whole number from 1 to 4294967295",
+        ),
+        (&["run", "overlap", "--no-such-flag"], "--no-such-flag"),
+        (
+            &["run", "overlap", "--elements", "3", "--streams", "4"],
+            "overlap: --streams 4 is more than --elements 3",
+        ),
     ] {
-        let o = streamlab(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        let err = stderr(&o);
-        assert!(
-            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-            "{args:?}: {err}"
-        );
+        assert_refused(args, expected);
     }
-    let unknown = stderr(&streamlab(&["run", "no-such-demo"]));
-    assert_eq!(unknown.lines().count(), 1, "{unknown}");
+}
+
+#[test]
+fn a_missing_or_misspelt_lesson_is_named() {
+    assert_refused(&["run"], "<LESSON> is missing");
+    let o = streamlab(&["run"]);
     assert!(
-        unknown.contains("overlap"),
-        "the error should list the demos: {unknown}"
+        stderr(&o).contains("overlap") && stderr(&o).contains("all"),
+        "{}",
+        stderr(&o)
+    );
+    // clap's "did you mean" survives, in the same one line.
+    assert_refused(&["run", "overlp"], "'overlap'");
+    assert_refused(&["run", "no-such-lesson"], "no-such-lesson");
+}
+
+#[test]
+fn the_lesson_is_named_once_in_its_errors() {
+    let o = streamlab(&["run", "overlap", "--elements", "3", "--streams", "4"]);
+    let err = stderr(&o);
+    assert_eq!(err.matches("overlap").count(), 1, "{err}");
+}
+
+#[test]
+fn each_lesson_has_its_own_help_with_defaults_and_ranges() {
+    let o = streamlab(&["run", "overlap", "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&o);
+    assert!(
+        help.contains("--streams") && help.contains("[default: 8]") && help.contains("[1..=64]"),
+        "{help}"
+    );
+    // Not the generic `run` help: that one lists lessons, not overlap's flags.
+    let generic = stdout(&streamlab(&["run", "--help"]));
+    assert_ne!(help, generic);
+    assert!(!generic.contains("--streams"), "{generic}");
+}
+
+#[test]
+fn with_json_an_error_is_also_a_json_object_on_stdout() {
+    let o = streamlab(&["run", "overlap", "--streams", "65", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    assert_eq!(v["exit_code"], 2);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("whole number from 1 to 64"),
+        "{v}"
     );
 }
 
@@ -62,7 +147,7 @@ fn info_reports_the_device_or_says_in_one_line_there_is_none() {
     let o = streamlab(&["info"]);
     if machine_has_nvidia_gpu() {
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let out = String::from_utf8_lossy(&o.stdout);
+        let out = stdout(&o);
         for fact in [
             "compute capability",
             "multiprocessors",
@@ -78,55 +163,53 @@ fn info_reports_the_device_or_says_in_one_line_there_is_none() {
         let err = stderr(&o);
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(
-            err.starts_with("streamlab: no CUDA device available (cuInit: "),
+            err.starts_with("streamlab: no CUDA device available ("),
             "{err}"
         );
     }
 }
 
 #[test]
-fn bad_sizes_are_refused_before_the_gpu_is_touched() {
-    // Exit 2 with or without a GPU: these are checked before cuInit.
-    for (args, expected) in [
-        (
-            &["run", "overlap", "--elements", "3", "--streams", "4"][..],
-            "--streams 4 is more than --elements 3",
-        ),
-        (
-            &["run", "overlap", "--elements", "5000000000"],
-            "is more than this demo takes",
-        ),
-        (
-            &["run", "all", "--elements", "10", "--streams", "64"],
-            "--streams 64 is more than --elements 10",
-        ),
-    ] {
-        let o = streamlab(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(expected), "{args:?}: {}", stderr(&o));
-        assert!(o.stdout.is_empty(), "{args:?}: printed before refusing");
+fn without_a_gpu_a_lesson_exits_3_in_one_line_naming_itself() {
+    if machine_has_nvidia_gpu() {
+        return; // the GPU branch is every GPU test
     }
+    let o = streamlab(&["run", "overlap", "--reps", "1"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("streamlab: overlap: no CUDA device available"),
+        "{err}"
+    );
 }
 
 #[test]
-fn list_names_every_demo_with_its_flags() {
+fn list_names_every_lesson_with_its_flags() {
     let o = streamlab(&["list", "--json"]);
     assert!(o.status.success());
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let names: Vec<&str> = list
-        .as_array()
-        .unwrap()
+    let lessons = list.as_array().unwrap();
+    let names: Vec<&str> = lessons
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect();
     assert!(names.contains(&"overlap"), "{names:?}");
-    assert_eq!(names.len(), streamlab::demos::DEMOS.len());
+    assert_eq!(names.len(), streamlab::lessons::LESSONS.len());
+    let overlap = lessons.iter().find(|l| l["name"] == "overlap").unwrap();
+    assert!(
+        overlap["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "--streams"),
+        "{overlap}"
+    );
 }
 
 #[test]
 fn help_documents_the_exit_codes() {
-    let o = streamlab(&["--help"]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&streamlab(&["--help"]));
     assert!(
         out.contains("Exit codes") && out.contains("5  a result check failed"),
         "{out}"

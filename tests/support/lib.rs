@@ -7,6 +7,8 @@ use std::ops::Deref;
 use std::sync::{Mutex, MutexGuard};
 
 pub use streamlab;
+use streamlab::lab::harness::{args_from, run};
+use streamlab::lab::{Lesson, Outcome, Settings};
 use streamlab::Gpu;
 
 /// One GPU test at a time: libtest runs tests on parallel threads, and tests that time
@@ -67,6 +69,36 @@ pub fn gpu_for_bench(bench: &str) -> Option<Gpu> {
     }
 }
 
+/// Runs lesson `L` through the harness with `flags` (as on the command line) and `reps`
+/// repeats: the typed outcome, for tests to assert on.
+pub fn run_lesson<L: Lesson>(gpu: &Gpu, flags: &[&str], reps: usize) -> Outcome<L> {
+    let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
+    let settings = Settings {
+        reps,
+        ..Settings::default()
+    };
+    run::<L>(gpu, &args, &settings).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME))
+}
+
+/// Lesson `L` set up with `flags`, for tests and benches that drive its versions directly.
+pub fn set_up<L: Lesson>(gpu: &Gpu, flags: &[&str], seed: u64) -> streamlab::Result<L> {
+    L::setup(gpu, &args_from::<L>(flags)?, seed)
+}
+
+/// The refusal `L`'s flag checks give `flags` without a GPU (parse and budget), or a panic
+/// naming what was accepted. The message must be one line.
+pub fn refusal<L: Lesson>(flags: &[&str]) -> String {
+    let checked = args_from::<L>(flags)
+        .and_then(|a| L::plan(&a, &streamlab::lab::WorkModel::H100)?.admit(None));
+    match checked {
+        Err(streamlab::Error::InvalidInput(why)) if !why.contains('\n') => why,
+        other => panic!(
+            "{} {flags:?}: expected a one-line refusal, got {other:?}",
+            L::NAME
+        ),
+    }
+}
+
 /// Seconds of GPU time as the `Duration` criterion's `iter_custom` wants.
 pub fn gpu_duration(total_ms: f64) -> std::time::Duration {
     std::time::Duration::from_secs_f64(total_ms / 1e3)
@@ -118,5 +150,37 @@ pub mod bench {
     pub fn fail(bench: &str, e: streamlab::Error) -> ! {
         eprintln!("{bench} bench: {e}");
         std::process::exit(1);
+    }
+
+    /// Runs every version of `lesson` once more and its checks, and exits non-zero if one
+    /// fails: a bench's results are verified even when a filter skipped its groups.
+    pub fn verify<L: streamlab::lab::Lesson>(
+        gpu: &streamlab::Gpu,
+        lesson: &mut L,
+        versions: usize,
+    ) {
+        let mut runs = Vec::new();
+        for v in 0..versions {
+            let sample = match v {
+                0 => lesson.without(gpu),
+                1 => lesson.with(gpu),
+                i => lesson.other(gpu, i),
+            };
+            runs.push(sample.unwrap_or_else(|e| fail(L::NAME, e)));
+        }
+        let measured = streamlab::lab::Measured::from_samples(
+            (0..versions).map(|v| format!("version {v}")).collect(),
+            runs.into_iter().map(|s| vec![s]).collect(),
+        );
+        let mut checks = streamlab::lab::Checks::default();
+        if let Err(e) = lesson.verify(gpu, &measured, &mut checks) {
+            fail(L::NAME, e);
+        }
+        if let Some(c) = checks.items.iter().find(|c| !c.passed()) {
+            fail(
+                L::NAME,
+                streamlab::Error::Verification(format!("{}: {}", c.name, c.detail)),
+            );
+        }
     }
 }

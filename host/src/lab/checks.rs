@@ -13,7 +13,8 @@ pub fn serialized() -> bool {
     }
     std::env::vars().any(|(key, value)| {
         key.starts_with("NV_SANITIZER")
-            || (key.starts_with("CUDA_INJECTION") && value.to_ascii_lowercase().contains("sanitizer"))
+            || (key.starts_with("CUDA_INJECTION")
+                && value.to_ascii_lowercase().contains("sanitizer"))
     })
 }
 
@@ -60,7 +61,13 @@ impl Checks {
     }
 
     /// `gpu` within tolerance of `reference(i)` at up to `samples` evenly spread indices.
-    pub fn approx(&mut self, name: &str, gpu: &[f32], samples: usize, reference: impl Fn(usize) -> f32) {
+    pub fn approx(
+        &mut self,
+        name: &str,
+        gpu: &[f32],
+        samples: usize,
+        reference: impl Fn(usize) -> f32,
+    ) {
         let outcome = ensure_close_to_reference(name, gpu, samples, reference)
             .map(|n| format!("{n} sampled elements within tolerance"));
         self.record(name, outcome);
@@ -90,7 +97,10 @@ impl Checks {
 
     /// The verdict of the check named `name`, if there is one.
     pub fn verdict(&self, name: &str) -> Option<Verdict> {
-        self.items.iter().find(|c| c.name == name).map(|c| c.verdict)
+        self.items
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.verdict)
     }
 }
 
@@ -114,7 +124,9 @@ mod tests {
         s.concurrency("overlap", Err(Error::Verification("no overlap".into())));
         s.bitwise("same", &[1.0], &[1.0]);
         assert_eq!(s.verdict("overlap"), Some(Verdict::NotAsserted));
-        assert!(s.items[0].detail.contains("serialized by compute-sanitizer"));
+        assert!(s.items[0]
+            .detail
+            .contains("serialized by compute-sanitizer"));
         assert!(s.passed());
     }
 }

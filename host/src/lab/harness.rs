@@ -60,6 +60,12 @@ impl VersionStats {
             .find(|(n, _)| *n == name)
             .map_or(f64::NAN, |(_, s)| s.median)
     }
+
+    /// The statistics of the part `name` over the repeats: its min and max say whether
+    /// every repeat agreed (a claim that must hold each time).
+    pub fn part_stats(&self, name: &str) -> Option<Stats> {
+        self.parts.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    }
 }
 
 /// Every version's statistics, baseline first.
@@ -69,7 +75,8 @@ pub struct Measured {
 }
 
 impl Measured {
-    fn of(names: Vec<String>, runs: Vec<Vec<Sample>>) -> Measured {
+    /// The statistics of each version's samples (`runs[i]` are version i's, non-empty).
+    pub fn from_samples(names: Vec<String>, runs: Vec<Vec<Sample>>) -> Measured {
         let versions = names
             .into_iter()
             .zip(runs)
@@ -147,7 +154,10 @@ fn run_version<L: Lesson>(lesson: &mut L, gpu: &Gpu, index: usize) -> Result<Sam
         i => lesson.other(gpu, i),
     }?;
     if sample.ms.is_nan() {
-        return Err(Error::Internal(format!("{}: version {index} timed NaN", L::NAME)));
+        return Err(Error::Internal(format!(
+            "{}: version {index} timed NaN",
+            L::NAME
+        )));
     }
     Ok(sample)
 }
@@ -157,7 +167,10 @@ fn run_version<L: Lesson>(lesson: &mut L, gpu: &Gpu, index: usize) -> Result<Sam
 pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<Outcome<L>> {
     let names = L::versions(args);
     if names.len() < 2 {
-        return Err(Error::Internal(format!("{} has fewer than two versions", L::NAME)));
+        return Err(Error::Internal(format!(
+            "{} has fewer than two versions",
+            L::NAME
+        )));
     }
     L::plan(args, &WorkModel::for_device(&gpu.info))?.admit(Some(gpu))?;
     let mut lesson = L::setup(gpu, args, settings.seed)?;
@@ -175,9 +188,12 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
         .iter()
         .all(|s| s.iter().all(|x| x.parts.len() == s[0].parts.len()));
     if !parts_agree {
-        return Err(Error::Internal(format!("{}: a version's parts changed between runs", L::NAME)));
+        return Err(Error::Internal(format!(
+            "{}: a version's parts changed between runs",
+            L::NAME
+        )));
     }
-    let measured = Measured::of(names.clone(), runs);
+    let measured = Measured::from_samples(names.clone(), runs);
 
     let mut timeline = Vec::new();
     if settings.timeline {
@@ -198,7 +214,9 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
             report.param(&k, v);
         }
     }
-    report.param("reps", settings.reps).param("seed", settings.seed);
+    report
+        .param("reps", settings.reps)
+        .param("seed", settings.seed);
     for v in &measured.versions {
         report.figure(&format!("{}, median", v.name), v.time.median, "ms");
     }
@@ -208,7 +226,10 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     if !timeline.is_empty() {
         let mut text = String::new();
         for (name, spans) in &timeline {
-            let _ = writeln!(text, "timeline, {name} (one run, GPU time from events; a span includes queueing):");
+            let _ = writeln!(
+                text,
+                "timeline, {name} (one run, GPU time from events; a span includes queueing):"
+            );
             text.push_str(&render(spans, 72));
         }
         report.timeline = Some(text);
@@ -248,7 +269,11 @@ pub fn check_matches<L: Lesson>(matches: &clap::ArgMatches) -> Result<()> {
 }
 
 /// Parses the flags and runs the lesson; the report is what the CLI prints.
-pub fn run_matches<L: Lesson>(gpu: &Gpu, matches: &clap::ArgMatches, settings: &Settings) -> Result<Report> {
+pub fn run_matches<L: Lesson>(
+    gpu: &Gpu,
+    matches: &clap::ArgMatches,
+    settings: &Settings,
+) -> Result<Report> {
     let args = parse::<L>(matches)?;
     Ok(run::<L>(gpu, &args, settings)?.report)
 }
@@ -260,7 +285,12 @@ pub fn args_from<L: Lesson>(flags: &[&str]) -> Result<L::Args> {
         .try_get_matches_from(std::iter::once(L::NAME).chain(flags.iter().copied()))
         .map_err(|e| {
             let text = e.to_string();
-            Error::InvalidInput(text.lines().next().unwrap_or("invalid arguments").to_string())
+            Error::InvalidInput(
+                text.lines()
+                    .next()
+                    .unwrap_or("invalid arguments")
+                    .to_string(),
+            )
         })?;
     parse::<L>(&matches)
 }

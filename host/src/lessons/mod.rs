@@ -14,7 +14,14 @@ macro_rules! lessons {
 }
 
 lessons! {
+    basics::Basics,
     overlap::Overlap,
+    sleep_streams::SleepStreams,
+    default_stream::DefaultStream,
+    priority::Priority,
+    sync_methods::SyncMethods,
+    stream_sweep::StreamSweep,
+    launch_order::LaunchOrder,
 }
 
 /// The lesson named `name`.

@@ -29,6 +29,7 @@ use serde::Serialize;
 
 use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, random_inputs};
+use crate::lab::pipeline::pipeline_bound;
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -59,10 +60,16 @@ pub struct Overlap {
     joins: Vec<Event>,
 }
 
-/// The pipeline bound `T(K) = (H + C + D)/K + (K-1)/K * max(H, C, D)`.
-pub fn pipeline_bound(h: f64, c: f64, d: f64, k: usize) -> f64 {
-    let k = k as f64;
-    (h + c + d) / k + (k - 1.0) / k * h.max(c).max(d)
+impl Overlap {
+    /// The input, for tests that compare every element with the CPU.
+    pub fn input(&self) -> Result<Vec<f32>> {
+        self.input.to_vec()
+    }
+
+    /// The K-stream version's output.
+    pub fn output(&self) -> Result<Vec<f32>> {
+        self.out_many.to_vec()
+    }
 }
 
 impl Lesson for Overlap {
@@ -82,7 +89,10 @@ impl Lesson for Overlap {
                 a.streams, a.elements
             )));
         }
-        let (copy, compute) = (model.copy_ms(a.elements), model.compute_ms(a.elements, a.iters));
+        let (copy, compute) = (
+            model.copy_ms(a.elements),
+            model.compute_ms(a.elements, a.iters),
+        );
         Ok(Plan::new()
             .host::<f32>(a.elements, 4)?
             .device::<f32>(a.elements, 1)?
@@ -101,9 +111,16 @@ impl Lesson for Overlap {
             out_one: HostBuffer::pinned(gpu, n)?,
             out_many: HostBuffer::pinned(gpu, n)?,
             dev: DeviceBuffer::zeroed(gpu, n)?,
-            marks: [Event::new(gpu)?, Event::new(gpu)?, Event::new(gpu)?, Event::new(gpu)?],
+            marks: [
+                Event::new(gpu)?,
+                Event::new(gpu)?,
+                Event::new(gpu)?,
+                Event::new(gpu)?,
+            ],
             fork: Event::without_timing(gpu)?,
-            joins: (1..a.streams).map(|_| Event::without_timing(gpu)).collect::<Result<_>>()?,
+            joins: (1..a.streams)
+                .map(|_| Event::without_timing(gpu))
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -126,7 +143,10 @@ impl Lesson for Overlap {
     /// Chunk i on stream i. The other streams fork from stream 0 and join back into it, so
     /// the two timing events on stream 0 bracket every stream's work.
     fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (first, rest) = (&self.streams[0], self.streams[1..].iter().collect::<Vec<_>>());
+        let (first, rest) = (
+            &self.streams[0],
+            self.streams[1..].iter().collect::<Vec<_>>(),
+        );
         let (start, stop) = (&self.marks[0], &self.marks[3]);
         start.record(first)?;
         fork(&self.fork, first, &rest)?;
@@ -146,7 +166,11 @@ impl Lesson for Overlap {
     }
 
     fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
-        let (one, many, input) = (self.out_one.read()?, self.out_many.read()?, self.input.read()?);
+        let (one, many, input) = (
+            self.out_one.read()?,
+            self.out_many.read()?,
+            self.input.read()?,
+        );
         checks.bitwise("async == sync, bit for bit", &many, &one);
         checks.approx("GPU vs CPU reference (approx)", &many, 4096, |i| {
             compute_element(input[i], self.iters)
@@ -215,11 +239,17 @@ mod tests {
     fn flags_are_checked_before_the_gpu() {
         let plan = |flags: &[&str]| Overlap::plan(&args_from::<Overlap>(flags)?, &WorkModel::H100);
         assert!(plan(&[]).is_ok());
-        let e = plan(&["--streams", "9", "--elements", "8"]).unwrap_err().to_string();
+        let e = plan(&["--streams", "9", "--elements", "8"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--streams 9 is more than --elements 8"), "{e}");
-        let e = args_from::<Overlap>(&["--streams", "65"]).unwrap_err().to_string();
+        let e = args_from::<Overlap>(&["--streams", "65"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("whole number from 1 to 64"), "{e}");
-        let e = plan(&["--elements", "4294967295", "--iters", "100000"]).unwrap_err().to_string();
+        let e = plan(&["--elements", "4294967295", "--iters", "100000"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("per repeat"), "{e}");
     }
 }

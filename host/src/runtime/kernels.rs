@@ -2,7 +2,7 @@
 //!
 //! Each kernel is declared once, in `kernels-gpu` (`kernels!`): the declaration defines the
 //! GPU function and a [`Signature`] whose `Params` tuple is the only argument list
-//! [`Kernels::launch`] accepts for it. The safe launchers below check lengths and build that
+//! `Kernels::launch` accepts for it. The safe launchers below check lengths and build that
 //! tuple from device buffers, so an argument list cannot drift from the kernel it feeds;
 //! `tests/ptx.rs` checks the same declarations against the PTX's `.param` lists.
 //!

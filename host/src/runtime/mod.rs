@@ -11,7 +11,7 @@
 //!
 //! Handles keep their context alive (each holds a [`Context`], a reference-counted owner of
 //! the primary context), so nothing can outlive what it was made in. Host memory that an
-//! asynchronous copy uses is tracked ([`keep`]), so enqueueing from a borrowed buffer is safe.
+//! asynchronous copy uses is tracked (module `keep`), so enqueueing from a borrowed buffer is safe.
 pub mod context;
 pub mod error;
 pub mod gpu;
