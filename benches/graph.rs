@@ -1,0 +1,76 @@
+//! CUDA graphs against the streams they replace, with the graph lesson's own versions: its
+//! 3-stream DAG (65,536 floats per input) issued with streams and events versus replayed as
+//! one executable graph, one replay per iteration, and 100 empty kernels launched one by one
+//! versus one graph holding them. GPU time is measured with events by the lesson's code, fed
+//! to criterion through `iter_custom`.
+//!
+//! Afterwards every version runs once more (a criterion filter may have skipped a group) and
+//! the lesson's checks run, the update of the graph included; the bench exits 1 on a failed
+//! check, a CUDA error, or a launch-overhead graph without its 100 kernels.
+use criterion::{BenchmarkId, Criterion};
+use streamlab::lab::{Lesson, Sample};
+use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS};
+use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::{gpu_for_bench, set_up};
+
+const BENCH: &str = "graph";
+
+/// A sample's GPU time (its "gpu" part), ms.
+fn gpu_ms(s: Sample) -> f64 {
+    s.parts
+        .iter()
+        .find(|(name, _)| *name == "gpu")
+        .map_or(f64::NAN, |(_, ms)| *ms)
+}
+
+fn main() {
+    let Some(gpu) = gpu_for_bench(BENCH) else {
+        return;
+    };
+    let mut dag: GraphDag = set_up(&gpu, &["--iters", "1"], 1).unwrap_or_else(|e| fail(BENCH, e));
+    let mut c = Criterion::default().configure_from_args();
+    let mut failure = None;
+
+    let mut group = quick_group(&mut c, "graph_dag");
+    let size = "64K x 3 streams";
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new("streams_events", size),
+        &mut failure,
+        || dag.without(&gpu).map(gpu_ms),
+    );
+    gpu_timed(
+        &mut group,
+        BenchmarkId::new("graph", size),
+        &mut failure,
+        || dag.with(&gpu).map(gpu_ms),
+    );
+    group.finish();
+
+    let mut group = quick_group(&mut c, "launch_overhead");
+    let label = format!("{EMPTY_KERNELS} empty kernels");
+    for (name, v) in [("stream_launches", 2), ("one_graph", 3)] {
+        gpu_timed(
+            &mut group,
+            BenchmarkId::new(name, &label),
+            &mut failure,
+            || dag.other(&gpu, v).map(gpu_ms),
+        );
+    }
+    group.finish();
+    if let Some(e) = failure {
+        fail(BENCH, e);
+    }
+    // Empty kernels have no output to verify; their graph's node count is the check.
+    if dag.empty_built.nodes.kernels != EMPTY_KERNELS {
+        fail(
+            BENCH,
+            streamlab::Error::Verification(format!(
+                "the launch-overhead graph holds {} kernels, not {EMPTY_KERNELS}",
+                dag.empty_built.nodes.kernels
+            )),
+        );
+    }
+    verify(&gpu, &mut dag, 4);
+    c.final_summary();
+}

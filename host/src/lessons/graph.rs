@@ -1,0 +1,370 @@
+//! # CUDA graphs: capture a multi-stream DAG, replay it, update it
+//!
+//! Every copy and kernel enqueued on a stream costs the host a driver call: this DAG over
+//! three streams costs 13 each time it runs. Record it once into a graph, let the driver
+//! prepare it once (instantiate), then submit the whole DAG with one call (launch). Stream A
+//! copies input a in and runs a producer (`a' = scale * sin(a) + 1`), B the same with b, and
+//! C waits for both, combines them (`out = a' * b' + a'`) and copies the result back.
+//!
+//! The seed technique is CUDA C++'s stream capture with an event fork/join (Programming
+//! Guide, "Creating a Graph Using Stream Capture", "Cross-stream Dependencies"):
+//!
+//! ```text
+//! cudaStreamBeginCapture(c, cudaStreamCaptureModeGlobal);
+//! cudaEventRecord(fork, c);  cudaStreamWaitEvent(a, fork);  cudaStreamWaitEvent(b, fork);
+//! cudaMemcpyAsync(d_a, h_a, bytes, cudaMemcpyHostToDevice, a);  produce<<<g, 256, 0, a>>>(d_a, p_a, n, scale);
+//! cudaMemcpyAsync(d_b, h_b, bytes, cudaMemcpyHostToDevice, b);  produce<<<g, 256, 0, b>>>(d_b, p_b, n, scale);
+//! cudaEventRecord(join_a, a);  cudaStreamWaitEvent(c, join_a);   // and the same for b
+//! combine<<<g, 256, 0, c>>>(p_a, p_b, d_out, n);
+//! cudaMemcpyAsync(h_out, d_out, bytes, cudaMemcpyDeviceToHost, c);
+//! cudaStreamEndCapture(c, &graph);  cudaGraphInstantiate(&exec, graph, 0);
+//! for (...) { cudaGraphLaunch(exec, c); cudaStreamSynchronize(c); }
+//! cudaGraphExecUpdate(exec, graph2, &info);  // graph2: captured with a new scale
+//! ```
+//!
+//! In Rust: `capture(&c, CaptureMode::Global, |_| dag.enqueue(..))` records the very function
+//! the stream version runs; then `graph.instantiate()`, `exec.launch(&c)`, and for the new
+//! scale `exec.update_from(&graph2)`. The last two versions time 100 empty kernels launched
+//! one by one against one graph of them, as `cuda-reference/launch_overhead.cu` does in C++.
+//!
+//! The bound: a graph removes host work, not GPU work. Per replay it saves at most the
+//! stream version's issue time less one `cuGraphLaunch`, and the wall time shows that only
+//! where the host, not the GPU, is the slower of the two.
+use kernels_gpu::math::{combine_element, produce_element};
+use serde::Serialize;
+
+use crate::lab::budget::MAX_ELEMENTS;
+use crate::lab::data::{ensure_bitwise_equal, random_inputs};
+use crate::lab::replay::{interpret, Built, Rounds, Updated};
+use crate::lab::stats::host_ms;
+use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::graph::{capture, CaptureMode, CaptureMode::Global, Graph, GraphExec};
+use crate::runtime::stream::{fork, join};
+use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
+
+#[derive(clap::Args, Debug, Clone, Serialize)]
+pub struct Args {
+    /// Floats per input [1..=4294967295]. Try 16777216: the GPU work then dwarfs the issue.
+    #[arg(long, default_value_t = 1 << 16, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
+    pub elements: usize,
+    /// Replays of the DAG per repeat, each version [1..=1000000]. Try 10 to see the noise.
+    #[arg(long, default_value_t = 1000, value_parser = args::whole(1u32..=1_000_000))]
+    pub iters: u32,
+}
+
+/// The producers' scale before and after the update. Both below 1, so `scale * sin(x) + 1`
+/// stays in [1 - scale, 1 + scale], away from 0: no cancellation that would turn the few-ulp
+/// difference between GPU and CPU `sin` into a large relative error.
+pub const SCALE: f32 = 0.5;
+pub const UPDATED_SCALE: f32 = 0.75;
+/// Empty kernels in each launch-overhead version (and nodes in its graph).
+pub const EMPTY_KERNELS: usize = 100;
+/// Driver calls one replay makes by stream: 1 fork record, 2 waits, 2 copies in,
+/// 2 producers, 2 join records, 2 waits, the combiner, the copy out.
+pub const DAG_DRIVER_CALLS: usize = 13;
+
+/// The DAG's streams, buffers and events: everything one replay enqueues. Side i (A, B)
+/// copies `inputs[i]` to `devs[i]` and produces `prods[i]`; C combines them into `dev_out`.
+struct Dag {
+    sides: [Stream; 2],
+    c: Stream,
+    inputs: [HostBuffer<f32>; 2],
+    devs: [DeviceBuffer<f32>; 2],
+    prods: [DeviceBuffer<f32>; 2],
+    dev_out: DeviceBuffer<f32>,
+    out_streams: HostBuffer<f32>,
+    /// The graph's copy-out writes here at every launch.
+    out_graph: HostBuffer<f32>,
+    fork: Event,
+    joins: [Event; 2],
+}
+
+impl Dag {
+    /// One replay into `out`: the stream version runs this, the graph version captures
+    /// exactly this. The events exist once: creating them per replay would add driver calls
+    /// that a careful CUDA C++ program does not pay.
+    fn enqueue(&self, gpu: &Gpu, out: &HostBuffer<f32>, scale: f32) -> Result<()> {
+        let sides = self.sides.each_ref();
+        // A and B start after everything on C so far: in a capture, this makes them join it.
+        fork(&self.fork, &self.c, &sides)?;
+        for (i, s) in sides.into_iter().enumerate() {
+            s.copy_to_device(&self.inputs[i], &self.devs[i])?;
+            gpu.produce(s, &self.devs[i], &self.prods[i], scale)?;
+        }
+        // C waits for both producers (in a capture, A and B leave it again).
+        join(&self.joins, &self.c, &sides)?;
+        gpu.combine(&self.c, &self.prods[0], &self.prods[1], &self.dev_out)?;
+        self.c.copy_to_host(&self.dev_out, out)
+    }
+
+    /// One replay at `scale`, captured on C in `mode` (nothing runs); it writes `out_graph`.
+    fn capture(&self, gpu: &Gpu, mode: CaptureMode, scale: f32) -> Result<Graph> {
+        capture(&self.c, mode, |_| self.enqueue(gpu, &self.out_graph, scale))
+    }
+}
+
+/// The graph `captured` returns, instantiated and uploaded to `on` (so that the first launch
+/// costs what every later one does).
+fn build(on: &Stream, captured: impl FnOnce() -> Result<Graph>) -> Result<(GraphExec, Built)> {
+    let (graph, capture_ms) = host_ms(captured);
+    let graph = graph?;
+    let (exec, instantiate_ms) = host_ms(|| graph.instantiate());
+    let (exec, nodes) = (exec?, graph.node_counts()?);
+    exec.upload(on)?;
+    let built = Built {
+        nodes,
+        capture_ms,
+        instantiate_ms,
+    };
+    Ok((exec, built))
+}
+
+pub struct GraphDag {
+    iters: u32,
+    /// The scale the stream version uses and the graph was last captured with.
+    scale: f32,
+    dag: Dag,
+    exec: GraphExec,
+    pub built: Built,
+    pub updated: Option<Updated>,
+    /// The launch-overhead versions' stream, and their graph of empty kernels.
+    empty: Stream,
+    empty_exec: GraphExec,
+    pub empty_built: Built,
+    rounds: Rounds,
+}
+
+impl GraphDag {
+    /// Changes the producers' scale: re-captures the DAG with it and updates the executable
+    /// graph from the re-capture (in place when the driver accepts it). On an error the
+    /// executable graph keeps the old scale, and so does the stream version.
+    pub fn update(&mut self, gpu: &Gpu, scale: f32) -> Result<Updated> {
+        let d = &self.dag;
+        let (graph, recapture_ms) = host_ms(|| d.capture(gpu, Global, scale));
+        let (path, update_ms) = host_ms(|| self.exec.update_from(&graph?));
+        let updated = Updated {
+            path: path?,
+            recapture_ms,
+            update_ms,
+        };
+        self.scale = scale;
+        Ok(updated)
+    }
+
+    /// Captures the DAG again in `mode` at the current scale, in place of its graph.
+    pub fn rebuild(&mut self, gpu: &Gpu, mode: CaptureMode) -> Result<()> {
+        let (d, scale) = (&self.dag, self.scale);
+        (self.exec, self.built) = build(&d.c, || d.capture(gpu, mode, scale))?;
+        Ok(())
+    }
+
+    /// Inputs a and b, then the outputs of the graph and of the stream version.
+    pub fn buffers(&self) -> Result<Vec<Vec<f32>>> {
+        let d = &self.dag;
+        let all = [&d.inputs[0], &d.inputs[1], &d.out_graph, &d.out_streams];
+        all.into_iter().map(HostBuffer::to_vec).collect()
+    }
+
+    /// The graph's output against the stream version's, and against the CPU.
+    fn check_outputs(&self, checks: &mut Checks, prefix: &str) -> Result<()> {
+        let d = &self.dag;
+        let (a, b) = (d.inputs[0].read()?, d.inputs[1].read()?);
+        let graph = d.out_graph.read()?;
+        let bitwise = format!("{prefix}graph == streams+events, bit for bit");
+        checks.bitwise(&bitwise, &graph, &d.out_streams.read()?);
+        let (approx, s) = (format!("{prefix}GPU vs CPU reference (approx)"), self.scale);
+        checks.approx(&approx, &graph, 4096, |i| {
+            combine_element(produce_element(a[i], s), produce_element(b[i], s))
+        });
+        Ok(())
+    }
+}
+
+impl Lesson for GraphDag {
+    const NAME: &'static str = "graph";
+    const SUMMARY: &'static str = "a multi-stream DAG replayed with streams+events vs a captured CUDA graph; update in place; launch overhead";
+    type Args = Args;
+
+    fn versions(_: &Args) -> Vec<String> {
+        let k = EMPTY_KERNELS;
+        let by_stream = format!("{k} empty kernels by stream");
+        let graph = format!("graph of {k} empty kernels");
+        vec!["streams+events".into(), "graph".into(), by_stream, graph]
+    }
+
+    fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
+        let n = a.elements;
+        // A replay with nothing overlapping: three copies and three light kernels.
+        let replay = 3.0 * (model.copy_ms(n) + model.elementwise_ms(n));
+        let empty = 2.0 * EMPTY_KERNELS as f64 * model.op_us * 1e-3;
+        let ms = 2.0 * f64::from(a.iters) * replay + empty;
+        Ok(Plan::new()
+            // Two pinned inputs, two pinned outputs, the output kept across the update.
+            .host::<f32>(n, 5)?
+            .device::<f32>(n, 5)?
+            .work(ms, "--elements x --iters"))
+    }
+
+    fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<GraphDag> {
+        let n = a.elements;
+        let stream = |name: &str| Stream::non_blocking(gpu, name);
+        let zeroed = || DeviceBuffer::zeroed(gpu, n);
+        let event = || Event::without_timing(gpu);
+        let input = |seed| HostBuffer::pinned_from(gpu, &random_inputs(n, seed));
+        // The launch-overhead graph first, as its C++ twin builds it before anything else.
+        let empty = stream("launch-overhead")?;
+        let kernels = |s: &Stream| (0..EMPTY_KERNELS).try_for_each(|_| gpu.empty(s));
+        let (empty_exec, empty_built) = build(&empty, || capture(&empty, Global, kernels))?;
+        let dag = Dag {
+            sides: [stream("dag-a")?, stream("dag-b")?],
+            c: stream("dag-c")?,
+            inputs: [input(seed)?, input(seed.wrapping_add(1))?],
+            devs: [zeroed()?, zeroed()?],
+            prods: [zeroed()?, zeroed()?],
+            dev_out: zeroed()?,
+            out_streams: HostBuffer::pinned(gpu, n)?,
+            out_graph: HostBuffer::pinned(gpu, n)?,
+            fork: event()?,
+            joins: [event()?, event()?],
+        };
+        let (exec, built) = build(&dag.c, || dag.capture(gpu, Global, SCALE))?;
+        Ok(GraphDag {
+            iters: a.iters,
+            scale: SCALE,
+            dag,
+            exec,
+            built,
+            updated: None,
+            empty,
+            empty_exec,
+            empty_built,
+            rounds: Rounds::new(gpu)?,
+        })
+    }
+
+    /// `--iters` replays issued call by call on the three streams.
+    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (d, scale) = (&self.dag, self.scale);
+        let replay = || d.enqueue(gpu, &d.out_streams, scale);
+        self.rounds.run(self.iters, &d.c, replay)
+    }
+
+    /// `--iters` replays, each one `cuGraphLaunch` on C.
+    fn with(&mut self, _gpu: &Gpu) -> Result<Sample> {
+        let (c, exec) = (&self.dag.c, &self.exec);
+        self.rounds.run(self.iters, c, || exec.launch(c))
+    }
+
+    /// 100 empty kernels launched one by one (2) or as one graph (3).
+    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
+        let (s, rounds) = (&self.empty, &self.rounds);
+        match index {
+            2 => rounds.run(1, s, || (0..EMPTY_KERNELS).try_for_each(|_| gpu.empty(s))),
+            3 => rounds.run(1, s, || self.empty_exec.launch(s)),
+            _ => Err(Error::Internal(format!("graph has no version {index}"))),
+        }
+    }
+
+    fn streams(&self) -> Vec<&Stream> {
+        let d = &self.dag;
+        vec![&d.sides[0], &d.sides[1], &d.c, &self.empty]
+    }
+
+    fn verify(&mut self, gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
+        self.check_outputs(checks, "")?;
+        // A new kernel parameter (back again on a second call), then one run of each version.
+        let (before, old) = (self.dag.out_graph.to_vec()?, self.scale);
+        let updated = self.update(gpu, if old == SCALE { UPDATED_SCALE } else { SCALE })?;
+        let (d, new) = (&self.dag, self.scale);
+        self.exec.launch(&d.c)?;
+        d.enqueue(gpu, &d.out_streams, new)?;
+        let changed = ensure_bitwise_equal("", &before, &d.out_graph.read()?).is_err();
+        let path = &updated.path;
+        let same = format!("the output did not change after the update ({path})");
+        let moved = format!("the output changed with the scale ({old} -> {new})");
+        let outcome = changed.then_some(moved).ok_or(Error::Verification(same));
+        checks.record("update changed the output", outcome);
+        self.updated = Some(updated);
+        self.check_outputs(checks, "after update: ")
+    }
+
+    fn explain(&self, m: &Measured, r: &mut Report) {
+        r.detail("launch_overhead_graph_nodes", self.empty_built.nodes);
+        let (calls, kernels) = (DAG_DRIVER_CALLS, EMPTY_KERNELS);
+        interpret(m, (calls, kernels), &self.built, self.updated.as_ref(), r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::harness::args_from;
+
+    #[test]
+    fn scales_keep_producers_away_from_zero() {
+        // a' = scale * sin(x) + 1 >= 1 - scale: no cancellation for the CPU check to trip on.
+        for s in [SCALE, UPDATED_SCALE] {
+            assert!(s > 0.0 && s < 1.0);
+            for x in [-std::f32::consts::FRAC_PI_2, 0.0, 1.0, 3.0] {
+                assert!(produce_element(x, s) >= 1.0 - s - 1e-6);
+            }
+        }
+        assert_ne!(SCALE, UPDATED_SCALE);
+    }
+
+    #[test]
+    fn versions_name_the_dag_then_the_empty_kernels() {
+        let names = GraphDag::versions(&args_from::<GraphDag>(&[]).unwrap());
+        assert_eq!(
+            names,
+            [
+                "streams+events",
+                "graph",
+                "100 empty kernels by stream",
+                "graph of 100 empty kernels"
+            ]
+        );
+    }
+
+    fn plan(flags: &[&str]) -> Result<Plan> {
+        let plan = GraphDag::plan(&args_from::<GraphDag>(flags)?, &WorkModel::H100)?;
+        plan.admit(None).map(|()| plan)
+    }
+
+    #[test]
+    fn the_default_work_is_far_below_the_cap_and_hostile_flags_are_refused() {
+        // About 1000 x 2 replays of ~50 us: a tenth of a second a repeat.
+        let ms = plan(&[]).unwrap().ms_per_repeat;
+        assert!(ms > 10.0 && ms < 1000.0, "{ms}");
+        plan(&["--elements", "1", "--iters", "1"]).unwrap();
+        let refusal = |flags: &[&str]| {
+            let e = plan(flags).unwrap_err();
+            assert!(matches!(e, Error::InvalidInput(_)), "{flags:?}: {e:?}");
+            let text = e.to_string();
+            assert!(!text.contains('\n'), "{flags:?}: {text}");
+            text
+        };
+        for n in ["0", "4294967296", "18446744073709551615"] {
+            let why = refusal(&["--elements", n]);
+            assert!(
+                why.contains("--elements") && why.contains("1 to 4294967295"),
+                "{why}"
+            );
+        }
+        for i in ["0", "1000001", "4294967295"] {
+            let why = refusal(&["--iters", i]);
+            assert!(
+                why.contains("--iters") && why.contains("1 to 1000000"),
+                "{why}"
+            );
+        }
+        // Allowed one by one, too much together: a million replays of ~50 us, twice.
+        let why = refusal(&["--iters", "1000000"]);
+        assert!(why.contains("--iters") && why.contains("60 s"), "{why}");
+        // The copies grow with the elements: 128M floats a replay, 1000 replays, twice.
+        assert!(refusal(&["--elements", "134217728"]).contains("per repeat"));
+        // The largest array a kernel takes: its copies alone take longer, or memory runs out.
+        let why = refusal(&["--elements", "4294967295"]);
+        assert!(why.contains("60 s") || why.contains("host memory"), "{why}");
+    }
+}

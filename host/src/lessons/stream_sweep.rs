@@ -1,0 +1,399 @@
+//! # How many streams? The chunked pipeline swept over K
+//!
+//! `overlap` splits an array into K chunks on K streams. More chunks shorten the pipeline's
+//! fill and drain, but every chunk pays its own copy set-up and launch, and small chunks use
+//! the copy engines and SMs less well: somewhere the two meet. This lesson runs the same
+//! pipeline for K = 1, 2, 4, ... up to `--streams` and shows, for each K, the time, the bound
+//! and how close the one gets to the other.
+//!
+//! The seed technique is the overlap lesson's (the CUDA C++ Programming Guide's staged
+//! concurrent copy and execute) with K as a parameter, the usual way to pick the number of
+//! streams for a given size and GPU:
+//!
+//! ```text
+//! for (int K = 1; K <= 64; K *= 2) {
+//!   for (int i = 0; i < K; ++i) { H2D(chunk i, s[i]); kernel<<<.., s[i]>>>(chunk i); D2H(chunk i, s[i]); }
+//!   cudaDeviceSynchronize();
+//! }
+//! ```
+//!
+//! In Rust, for each K: `s.copy_to_device(input.slice(r)?, dev.slice(r)?)`,
+//! `gpu.compute_chunk(s, &dev, r, iters)` and `s.copy_to_host(dev.slice(r)?, out.slice(r)?)`
+//! for chunk r on its stream s, between a `fork` from stream 0 and a `join` back into it.
+//! K = 1 is the version without (one stream, its phases H, C, D timed), the largest K the
+//! version with, and the K between are the other versions.
+//!
+//! The bound, for each K: `T(K) = (H + C + D)/K + (K-1)/K * max(H, C, D)`
+//! ([`pipeline_bound`]). Every K's output must be the one-stream output, bit for bit:
+//! chunking changes when each element is computed, never from what.
+use std::ops::Range;
+
+use kernels_gpu::math::compute_element;
+use serde::Serialize;
+
+use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
+use crate::lab::pipeline::pipeline_bound;
+use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::stream::{fork, join};
+use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
+
+#[derive(clap::Args, Debug, Clone, Serialize)]
+pub struct Args {
+    /// Array size in floats [1..=4294967295]. Try 1048576 to see where more streams stop paying.
+    #[arg(long, default_value_t = 16 << 20, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
+    pub elements: usize,
+    /// The largest K [1..=64]: K = 1, 2, 4, ... below it, then K itself. Try 6 or 16.
+    #[arg(long, default_value_t = 64, value_parser = args::whole(1usize..=MAX_STREAMS))]
+    pub streams: usize,
+    /// sin·cos steps per element [1..=100000]: more makes compute the slowest stage.
+    #[arg(long, default_value_t = 100, value_parser = args::whole(1u32..=100_000))]
+    pub iters: u32,
+}
+
+pub struct StreamSweep {
+    iters: u32,
+    /// Version v's K chunks, one per stream.
+    chunks: Vec<Vec<Range<usize>>>,
+    streams: Vec<Stream>,
+    input: HostBuffer<f32>,
+    out_one: HostBuffer<f32>,
+    /// The K-stream versions write here (the checks run each once more, comparing as they go).
+    out_many: HostBuffer<f32>,
+    dev: DeviceBuffer<f32>,
+    marks: [Event; 4],
+    fork: Event,
+    joins: Vec<Event>,
+}
+
+impl StreamSweep {
+    /// Version `v`: chunk i of its K on stream i. Streams 1..K fork from stream 0 and join
+    /// back into it, so the two timing events on stream 0 bracket every stream's work.
+    fn chunked(&self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        let no_version = || Error::Internal(format!("{} has no version {v}", Self::NAME));
+        let chunks = self.chunks.get(v).ok_or_else(no_version)?;
+        let on: Vec<&Stream> = self.streams[..chunks.len()].iter().collect();
+        let (first, rest) = (on[0], &on[1..]);
+        let (start, stop) = (&self.marks[0], &self.marks[3]);
+        start.record(first)?;
+        fork(&self.fork, first, rest)?;
+        for (s, r) in on.iter().zip(chunks) {
+            s.copy_to_device(self.input.slice(r.clone())?, self.dev.slice(r.clone())?)?;
+            gpu.compute_chunk(s, &self.dev, r.clone(), self.iters)?;
+            s.copy_to_host(self.dev.slice(r.clone())?, self.out_many.slice(r.clone())?)?;
+        }
+        join(&self.joins, first, rest)?;
+        stop.record(first)?;
+        stop.synchronize()?;
+        Ok(Sample::ms(stop.elapsed_ms(start)?))
+    }
+}
+
+impl Lesson for StreamSweep {
+    const NAME: &'static str = "stream-sweep";
+    const SUMMARY: &'static str =
+        "the overlap pipeline for K = 1, 2, 4, ... 64 streams: time, bound, and the best K";
+    type Args = Args;
+
+    fn versions(a: &Args) -> Vec<String> {
+        let rest = version_streams(a.streams).into_iter().skip(1);
+        let rest = rest.map(|k| format!("K = {k}"));
+        std::iter::once("K = 1, one stream".into())
+            .chain(rest)
+            .collect()
+    }
+
+    fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
+        if a.streams > a.elements {
+            return Err(Error::InvalidInput(format!(
+                "--streams {} is more than --elements {}: every stream needs at least one element",
+                a.streams, a.elements
+            )));
+        }
+        // Every version copies the whole array in and out and computes it once.
+        let one_run = 2.0 * model.copy_ms(a.elements) + model.compute_ms(a.elements, a.iters);
+        let runs = version_streams(a.streams).len() as f64;
+        Ok(Plan::new()
+            // The generated input, its pinned copy and the two pinned outputs.
+            .host::<f32>(a.elements, 4)?
+            .device::<f32>(a.elements, 1)?
+            .work(runs * one_run, "--elements x --iters x --streams"))
+    }
+
+    fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<StreamSweep> {
+        let n = a.elements;
+        let (timed, event) = (|| Event::new(gpu), || Event::without_timing(gpu));
+        Ok(StreamSweep {
+            iters: a.iters,
+            chunks: (version_streams(a.streams).into_iter())
+                .map(|k| chunk_ranges(n, k))
+                .collect(),
+            streams: (0..a.streams)
+                .map(|i| Stream::new(gpu, format!("sweep-{i}")))
+                .collect::<Result<_>>()?,
+            input: HostBuffer::pinned_from(gpu, &random_inputs(n, seed))?,
+            out_one: HostBuffer::pinned(gpu, n)?,
+            out_many: HostBuffer::pinned(gpu, n)?,
+            dev: DeviceBuffer::zeroed(gpu, n)?,
+            marks: [timed()?, timed()?, timed()?, timed()?],
+            fork: event()?,
+            joins: (1..a.streams).map(|_| event()).collect::<Result<_>>()?,
+        })
+    }
+
+    /// K = 1: the whole array on stream 0, an event between phases (H, C, D for the bound).
+    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let s = &self.streams[0];
+        let [m0, m1, m2, m3] = &self.marks;
+        m0.record(s)?;
+        s.copy_to_device(&self.input, &self.dev)?;
+        m1.record(s)?;
+        gpu.compute(s, &self.dev, self.iters)?;
+        m2.record(s)?;
+        s.copy_to_host(&self.dev, &self.out_one)?;
+        m3.record(s)?;
+        m3.synchronize()?;
+        let (h, c, d) = (m1.elapsed_ms(m0)?, m2.elapsed_ms(m1)?, m3.elapsed_ms(m2)?);
+        Ok(Sample::ms(h + c + d).part("H", h).part("C", c).part("D", d))
+    }
+
+    /// The largest K.
+    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.chunked(gpu, 1)
+    }
+
+    /// The K between 1 and the largest, ascending from version 2.
+    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
+        self.chunked(gpu, index)
+    }
+
+    fn streams(&self) -> Vec<&Stream> {
+        self.streams.iter().collect()
+    }
+
+    fn verify(&mut self, gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
+        // The K-stream versions share one output: run each once more and compare it at once.
+        let mut same = Ok(());
+        for v in 1..self.chunks.len() {
+            self.chunked(gpu, v)?;
+            let what = format!("K = {} output vs one-stream output", self.chunks[v].len());
+            same = same.and_then(|()| {
+                ensure_bitwise_equal(&what, &self.out_many.read()?, &self.out_one.read()?)
+            });
+        }
+        let (k_versions, n) = (self.chunks.len() - 1, self.input.len());
+        let detail = format!("{k_versions} K-stream versions: all {n} elements as on one stream");
+        checks.record("every K == one stream, bit for bit", same.map(|()| detail));
+        let (one, input) = (self.out_one.read()?, self.input.read()?);
+        checks.approx("GPU vs CPU reference (approx)", &one, 4096, |i| {
+            compute_element(input[i], self.iters)
+        });
+        Ok(())
+    }
+
+    fn explain(&self, m: &Measured, r: &mut Report) {
+        let ks: Vec<usize> = self.chunks.iter().map(Vec::len).collect();
+        interpret(&ks, self.input.len(), m, r);
+    }
+}
+
+/// The K of each version: 1 (one stream), the largest K, then the powers of two between.
+/// With `max` 1 the second version is the K-stream code with K = 1.
+pub fn version_streams(max: usize) -> Vec<usize> {
+    let between = (1..).map(|p| 1usize << p).take_while(|&k| k < max);
+    [1, max.max(1)].into_iter().chain(between).collect()
+}
+
+/// One K of the sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepRow {
+    pub streams: usize,
+    /// Median GPU time, and the bound from the one-stream phases.
+    pub ms: f64,
+    pub bound_ms: f64,
+    pub measured_over_bound: f64,
+}
+
+/// One row per K, ascending, from the versions of `ks` (K = 1 from the one-stream version).
+pub fn rows(ks: &[usize], m: &Measured) -> Vec<SweepRow> {
+    let one = m.without();
+    let (h, c, d) = (one.part("H"), one.part("C"), one.part("D"));
+    let mut rows: Vec<SweepRow> = (ks.iter().zip(&m.versions).enumerate())
+        // With --streams 1 the second version is K = 1 again: one row per K.
+        .filter(|&(i, (&k, _))| i == 0 || k > 1)
+        .map(|(_, (&k, v))| {
+            let (ms, bound_ms) = (v.time.median, pipeline_bound(h, c, d, k));
+            SweepRow {
+                streams: k,
+                ms,
+                bound_ms,
+                measured_over_bound: ms / bound_ms,
+            }
+        })
+        .collect();
+    rows.sort_by_key(|r| r.streams);
+    rows
+}
+
+/// The row with the smallest time.
+pub fn best(rows: &[SweepRow]) -> Option<&SweepRow> {
+    rows.iter().min_by(|a, b| a.ms.total_cmp(&b.ms))
+}
+
+/// The figures and what they mean, for the versions of `ks` over `n` elements.
+pub fn interpret(ks: &[usize], n: usize, m: &Measured, r: &mut Report) {
+    let rows = rows(ks, m);
+    let (Some(top), Some(first), Some(last)) = (best(&rows), rows.first(), rows.last()) else {
+        return;
+    };
+    for row in &rows {
+        let k = row.streams;
+        r.figure(&format!("K = {k}: bound"), row.bound_ms, "ms")
+            .figure(
+                &format!("K = {k}: measured / bound"),
+                row.measured_over_bound,
+                "x",
+            );
+    }
+    r.figure("best K", top.streams as f64, "streams")
+        .figure("best time", top.ms, "ms")
+        .detail("rows", &rows);
+    let one = first.ms;
+    let gain = one / top.ms;
+    let clear = top.streams > 1 && gain >= CLEAR_SPEEDUP;
+    if rows.len() == 1 {
+        r.explain(format!(
+            "With --streams 1 there is no sweep: only K = 1 ran ({one:.3} ms, {:.2}x its bound, the plain sum H + C + D; {:.3} ms through the K-stream code, which has no events between the phases). Use --streams 2 or more (default 64) to compare stream counts.",
+            top.measured_over_bound,
+            m.with().time.median
+        ));
+    } else if !clear {
+        r.explain(format!(
+            "More streams did not help here: one stream took {one:.3} ms and the fastest K ({}) {:.3} ms, although the bound falls to {:.3} ms at K = {}: what the bound leaves out (each chunk's fixed copy and launch costs, or copies that do not overlap kernels on this GPU) outweighs the overlap at this size.",
+            top.streams, top.ms, last.bound_ms, last.streams
+        ));
+        r.explain(format!(
+            "No K beat one stream by {:.0}% or more, so no best K is claimed at this size (the best figure above may be noise).",
+            (CLEAR_SPEEDUP - 1.0) * 100.0
+        ));
+    } else {
+        r.explain(format!(
+            "The bound falls with K towards the slowest stage; measured, K = {} was fastest: {:.3} ms against {one:.3} ms on one stream ({gain:.2}x), {:.2}x its bound.",
+            top.streams, top.ms, top.measured_over_bound
+        ));
+        r.explain(if top.streams == last.streams {
+            format!(
+                "The time was still falling at the largest K tried ({}): chunks of {} elements are still large enough that each copy's and launch's fixed cost stays small; smaller --elements or more streams show where it turns.",
+                last.streams,
+                n / last.streams
+            )
+        } else {
+            format!(
+                "Beyond K = {} more streams did not pay: at K = {} the time is {:.3} ms (best {:.3} ms), {:.2}x its bound; smaller chunks pay each copy's and launch's fixed cost more often.",
+                top.streams, last.streams, last.ms, top.ms, last.measured_over_bound
+            )
+        });
+    }
+    r.explain("The best K depends on the size, the iteration count and the GPU: rerun with other --elements and --iters to see it move.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::harness::args_from;
+
+    #[test]
+    fn versions_are_one_stream_the_largest_k_then_the_powers_of_two_between() {
+        assert_eq!(version_streams(64), vec![1, 64, 2, 4, 8, 16, 32]);
+        assert_eq!(version_streams(6), vec![1, 6, 2, 4]);
+        assert_eq!(version_streams(2), vec![1, 2]);
+        // One stream still has two versions: the one-stream code and the K-stream code.
+        assert_eq!(version_streams(1), vec![1, 1]);
+        let names = StreamSweep::versions(&args_from::<StreamSweep>(&["--streams", "6"]).unwrap());
+        assert_eq!(names, ["K = 1, one stream", "K = 6", "K = 2", "K = 4"]);
+    }
+
+    #[test]
+    fn flags_are_checked_before_the_gpu() {
+        let plan = |flags: &[&str]| {
+            StreamSweep::plan(&args_from::<StreamSweep>(flags)?, &WorkModel::H100)?.admit(None)
+        };
+        plan(&[]).unwrap();
+        // One stream is allowed: the report says there is no sweep.
+        plan(&["--elements", "1", "--streams", "1", "--iters", "1"]).unwrap();
+        for (flags, expected) in [
+            (&["--streams", "0"][..], "whole number from 1 to 64"),
+            (&["--streams", "65"], "whole number from 1 to 64"),
+            (&["--elements", "0"], "whole number from 1 to 4294967295"),
+            (&["--iters", "4294967295"], "whole number from 1 to 100000"),
+            (
+                &["--elements", "4", "--streams", "8"],
+                "--streams 8 is more than --elements 4",
+            ),
+            // 4G elements x 100000 iterations, seven times over.
+            (
+                &["--elements", "4294967295", "--iters", "100000"],
+                "per repeat",
+            ),
+        ] {
+            let e = plan(flags).unwrap_err().to_string();
+            assert!(e.contains(expected) && !e.contains('\n'), "{flags:?}: {e}");
+        }
+    }
+
+    /// Versions of `ks` timed `ms`; the one-stream phases are H = 1, C = 2, D = 1 ms.
+    fn measured(ks: &[usize], ms: &[f64]) -> Measured {
+        let runs = (ms.iter().enumerate())
+            .map(|(i, &t)| match i {
+                0 => vec![Sample::ms(t).part("H", 1.0).part("C", 2.0).part("D", 1.0)],
+                _ => vec![Sample::ms(t)],
+            })
+            .collect();
+        Measured::from_samples(ks.iter().map(|k| format!("K = {k}")).collect(), runs)
+    }
+
+    fn report(ks: &[usize], ms: &[f64]) -> Report {
+        let mut r = Report::new("stream-sweep", "", "");
+        interpret(ks, 1 << 20, &measured(ks, ms), &mut r);
+        r
+    }
+
+    #[test]
+    fn rows_are_ascending_with_their_bounds_and_the_best_is_the_fastest() {
+        let m = measured(&[1, 8, 2, 4], &[4.0, 2.5, 3.0, 2.4]);
+        let sorted = rows(&[1, 8, 2, 4], &m);
+        let ks: Vec<usize> = sorted.iter().map(|r| r.streams).collect();
+        assert_eq!(ks, [1, 2, 4, 8]);
+        assert_eq!(sorted[0].bound_ms, 4.0);
+        assert!((sorted[3].bound_ms - 2.25).abs() < 1e-12);
+        assert_eq!(best(&sorted).map(|r| r.streams), Some(4));
+        assert!(best(&[]).is_none());
+        // --streams 1: the second version is K = 1 again, one row.
+        assert_eq!(rows(&[1, 1], &measured(&[1, 1], &[4.0, 4.1])).len(), 1);
+    }
+
+    #[test]
+    fn the_interpretation_follows_the_measured_times() {
+        let one = report(&[1, 1], &[4.0, 4.1]);
+        assert!(one.interpretation[0].contains("no sweep"), "{one:?}");
+        assert!(one.interpretation[0].contains("4.100 ms through the K-stream code"));
+        assert_eq!(one.value("best K"), Some(1.0));
+
+        let none = report(&[1, 4, 2], &[4.0, 3.9, 3.8]);
+        assert!(none.interpretation[0].starts_with("More streams did not help"));
+        assert!(none.interpretation[1].contains("no best K is claimed"));
+
+        let falling = report(&[1, 8, 2, 4], &[4.0, 2.3, 3.0, 2.5]);
+        assert!(falling.interpretation[0].contains("K = 8 was fastest"));
+        assert!(falling.interpretation[1].starts_with("The time was still falling"));
+        assert_eq!(falling.value("K = 8: measured / bound"), Some(2.3 / 2.25));
+
+        let turned = report(&[1, 8, 2, 4], &[4.0, 3.0, 3.0, 2.4]);
+        assert!(turned.interpretation[1].starts_with("Beyond K = 4 more streams did not pay"));
+        assert!(!turned
+            .interpretation
+            .iter()
+            .any(|l| l.contains("still falling")));
+        assert_eq!(turned.value("best time"), Some(2.4));
+    }
+}

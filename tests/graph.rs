@@ -1,0 +1,420 @@
+//! GPU tests of CUDA graphs (`streamlab::runtime::graph`) and of the graph lesson. Ignored
+//! without a GPU (run them with `cargo test --release -- --include-ignored` on a GPU machine).
+use approx::assert_relative_eq;
+use streamlab::lab::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::{Lesson, Measured, Sample};
+use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS, SCALE, UPDATED_SCALE};
+use streamlab::math::{combine_element, produce_element, scale_element};
+use streamlab::runtime::graph::{
+    capture, capture_status, update_refusal_reason, CaptureMode, CaptureStatus, UpdatePath,
+};
+use streamlab::runtime::memory::copy_to_device_sync;
+use streamlab::runtime::stream::{fork, join};
+use streamlab::runtime::{DeviceBuffer, Event, HostBuffer, Stream};
+use streamlab::{Error, Gpu};
+use testkit::{gpu, refusal, run_lesson, set_up};
+
+/// Runs normal work on `s` (scale a buffer in place, copy it back) and checks the result:
+/// proof that the stream left capture mode and works.
+fn assert_stream_works(gpu: &Gpu, s: &Stream) {
+    assert_eq!(
+        capture_status(s).unwrap(),
+        CaptureStatus::None,
+        "stream {} is still capturing",
+        s.name()
+    );
+    let input = random_inputs(1000, 3);
+    let dev = DeviceBuffer::<f32>::zeroed(gpu, input.len()).unwrap();
+    copy_to_device_sync(&input, &dev).unwrap();
+    gpu.scale(s, &dev, 2.0, 1.0).unwrap();
+    let out = HostBuffer::<f32>::pinned(gpu, input.len()).unwrap();
+    s.copy_to_host(&dev, &out).unwrap();
+    s.synchronize().unwrap();
+    let out = out.read().unwrap();
+    for (i, (&x, &y)) in input.iter().zip(out.iter()).enumerate() {
+        assert_eq!(
+            y.to_bits(),
+            scale_element(x, 2.0, 1.0).to_bits(),
+            "element {i}"
+        );
+    }
+}
+
+fn capture_parts(e: Error) -> (String, String, String) {
+    match e {
+        Error::Capture { op, status, cause } => (op, status, cause),
+        other => panic!("expected Error::Capture, got {other:?} ({other})"),
+    }
+}
+
+/// The lesson set up on `gpu` with `--elements n` and one replay per version.
+fn dag(gpu: &Gpu, n: usize, seed: u64) -> GraphDag {
+    set_up(gpu, &["--elements", &n.to_string(), "--iters", "1"], seed).unwrap()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graph_replay_equals_stream_version_bit_for_bit_in_every_capture_mode() {
+    let gpu = gpu();
+    for (n, mode) in [
+        (65_536, CaptureMode::Global),
+        (1, CaptureMode::ThreadLocal),
+        (1_000_003, CaptureMode::Relaxed),
+        (4097, CaptureMode::Global),
+    ] {
+        let mut dag = dag(&gpu, n, n as u64);
+        dag.rebuild(&gpu, mode).unwrap();
+        // The DAG: 2 copies in, 2 producers, 1 combiner, 1 copy out; the fork/join events
+        // become edges, not nodes.
+        let nodes = dag.built.nodes;
+        assert_eq!(nodes.kernels, 3, "{mode:?}: {nodes}");
+        assert_eq!(nodes.memcpys, 3, "{mode:?}: {nodes}");
+        for _ in 0..3 {
+            dag.without(&gpu).unwrap();
+            dag.with(&gpu).unwrap();
+        }
+        let buffers = dag.buffers().unwrap();
+        let (graph, streams) = (&buffers[2], &buffers[3]);
+        let differ = graph
+            .iter()
+            .zip(streams)
+            .filter(|(g, s)| g.to_bits() != s.to_bits())
+            .count();
+        assert_eq!(differ, 0, "n={n} {mode:?}: {differ} elements differ");
+        // Not trivially equal: the output was really written.
+        assert!(graph.iter().all(|&x| x > 0.0), "n={n}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graph_output_matches_cpu_reference_within_tolerance() {
+    let gpu = gpu();
+    let n = 50_000;
+    let mut dag = dag(&gpu, n, 42);
+    dag.with(&gpu).unwrap();
+    // Every element. produce_element is scale * sin(x) + 1 with GPU and CPU sin a few ulps
+    // apart, and scale < 1 keeps it in [0.5, 1.5]: no cancellation, so data.rs's tolerances
+    // (relative 1e-4, absolute 1e-6) hold with a wide margin.
+    let buffers = dag.buffers().unwrap();
+    let (a, b, out) = (&buffers[0], &buffers[1], &buffers[2]);
+    for i in 0..n {
+        let expected = combine_element(produce_element(a[i], SCALE), produce_element(b[i], SCALE));
+        assert_relative_eq!(
+            out[i],
+            expected,
+            epsilon = ABS_TOLERANCE,
+            max_relative = REL_TOLERANCE
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn updating_the_scale_updates_in_place_and_changes_the_result() {
+    let gpu = gpu();
+    let n = 10_000;
+    let mut dag = dag(&gpu, n, 7);
+    dag.with(&gpu).unwrap();
+    let before = dag.buffers().unwrap().swap_remove(2);
+    let updated = dag.update(&gpu, UPDATED_SCALE).unwrap();
+    // Only kernel arguments changed: the driver must accept the update in place.
+    assert_eq!(updated.path, UpdatePath::InPlace, "{}", updated.path);
+    dag.with(&gpu).unwrap();
+    dag.without(&gpu).unwrap();
+    let buffers = dag.buffers().unwrap();
+    let (a, b, graph, streams) = (&buffers[0], &buffers[1], &buffers[2], &buffers[3]);
+    let mut changed = 0;
+    for i in 0..n {
+        assert_eq!(graph[i].to_bits(), streams[i].to_bits(), "element {i}");
+        let expected = combine_element(
+            produce_element(a[i], UPDATED_SCALE),
+            produce_element(b[i], UPDATED_SCALE),
+        );
+        assert_relative_eq!(
+            graph[i],
+            expected,
+            epsilon = ABS_TOLERANCE,
+            max_relative = REL_TOLERANCE
+        );
+        changed += usize::from(graph[i].to_bits() != before[i].to_bits());
+    }
+    // sin(x) = 0 only at x = 0 exactly; practically every element changes.
+    assert!(changed > n * 99 / 100, "only {changed} of {n} changed");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_changed_topology_falls_back_to_reinstantiation() {
+    let gpu = gpu();
+    let g: &Gpu = &gpu;
+    let s = Stream::non_blocking(g, "topology").unwrap();
+    let input = random_inputs(4096, 5);
+    let data = DeviceBuffer::<f32>::zeroed(g, input.len()).unwrap();
+    let once = capture(&s, CaptureMode::Global, |s| gpu.scale(s, &data, 2.0, 0.0)).unwrap();
+    let twice = capture(&s, CaptureMode::Global, |s| {
+        gpu.scale(s, &data, 2.0, 0.0)?;
+        gpu.scale(s, &data, 3.0, 1.0)
+    })
+    .unwrap();
+    let mut exec = once.instantiate().unwrap();
+    let path = exec.update_from(&twice).unwrap();
+    match &path {
+        // A node was added. The documented reason is CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        // driver 580 (CUDA 13) answers CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED through the
+        // cuGraphExecUpdate entry point. Either is a refusal; anything else is not.
+        UpdatePath::Reinstantiated { reason } => assert!(
+            reason.contains(update_refusal_reason(2)) || reason.contains(update_refusal_reason(6)),
+            "{reason}"
+        ),
+        UpdatePath::InPlace => panic!("adding a node cannot be an in-place update"),
+    }
+    copy_to_device_sync(&input, &data).unwrap();
+    exec.launch(&s).unwrap();
+    let out = HostBuffer::<f32>::pinned(g, input.len()).unwrap();
+    s.copy_to_host(&data, &out).unwrap();
+    s.synchronize().unwrap();
+    let out = out.read().unwrap();
+    for (i, &x) in input.iter().enumerate() {
+        let expected = scale_element(scale_element(x, 2.0, 0.0), 3.0, 1.0);
+        assert_eq!(out[i].to_bits(), expected.to_bits(), "element {i}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn synchronizing_inside_a_capture_is_a_clear_error_and_the_stream_recovers() {
+    let gpu = gpu();
+    let s = Stream::non_blocking(&*gpu, "capture-sync").unwrap();
+    let err = capture(&s, CaptureMode::Global, |s| {
+        gpu.empty(s)?;
+        s.synchronize()
+    })
+    .err()
+    .expect("a synchronize inside a capture must fail");
+    let (op, status, cause) = capture_parts(err);
+    assert!(op.starts_with("cuStreamSynchronize"), "{op}");
+    assert!(op.contains("capture-sync"), "{op}");
+    assert_eq!(status, "invalidated");
+    assert!(
+        cause.starts_with("cuStreamSynchronize is not allowed while the stream is being captured"),
+        "{cause}"
+    );
+    assert_stream_works(&gpu, &s);
+    // The capture mode does not matter: waiting for captured work is never possible.
+    let err = capture(&s, CaptureMode::Relaxed, |s| {
+        gpu.empty(s)?;
+        s.synchronize()
+    })
+    .err()
+    .expect("a synchronize inside a relaxed capture must fail too");
+    let (op, _, cause) = capture_parts(err);
+    assert!(op.starts_with("cuStreamSynchronize"), "{op}");
+    assert!(cause.contains("not allowed"), "{cause}");
+    assert_stream_works(&gpu, &s);
+    // A device-wide synchronize invalidates the capture too, and is reported as a capture
+    // error whatever code the driver gives it.
+    let err = capture(&s, CaptureMode::Global, |s| {
+        gpu.empty(s)?;
+        gpu.synchronize()
+    })
+    .err()
+    .expect("a device synchronize inside a capture must fail");
+    let (op, status, _) = capture_parts(err);
+    assert!(op.starts_with("cuCtxSynchronize"), "{op}");
+    assert_eq!(status, "invalidated");
+    assert_stream_works(&gpu, &s);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_legacy_default_stream_during_a_global_capture_is_a_clear_error() {
+    let gpu = gpu();
+    // A blocking stream: the legacy default stream implicitly synchronizes with it.
+    let s = Stream::new(&*gpu, "capture-blocking").unwrap();
+    let legacy = Stream::legacy_default(&*gpu);
+    let err = capture(&s, CaptureMode::Global, |s| {
+        gpu.empty(s)?;
+        gpu.empty(&legacy)
+    })
+    .err()
+    .expect("using the legacy stream while a blocking stream is captured must fail");
+    let (op, _, cause) = capture_parts(err);
+    assert!(op.contains("legacy default stream"), "{op}");
+    assert!(cause.contains("legacy default stream"), "{cause}");
+    assert_stream_works(&gpu, &s);
+    // And the legacy stream itself works again.
+    gpu.empty(&legacy).unwrap();
+    legacy.synchronize().unwrap();
+    // Capturing the legacy stream itself is refused before the driver is asked.
+    let (op, status, cause) = capture_parts(
+        capture(&legacy, CaptureMode::Global, |_| Ok(()))
+            .err()
+            .expect("the legacy stream cannot be captured"),
+    );
+    assert!(op.starts_with("cuStreamBeginCapture"), "{op}");
+    assert_eq!(status, "not capturing");
+    assert!(cause.contains("cannot be captured"), "{cause}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn waiting_on_an_event_from_outside_the_capture_is_a_clear_error() {
+    let gpu = gpu();
+    let outside = Stream::non_blocking(&*gpu, "outside").unwrap();
+    let s = Stream::non_blocking(&*gpu, "capture-event").unwrap();
+    let e = Event::without_timing(&*gpu).unwrap();
+    gpu.empty(&outside).unwrap();
+    e.record(&outside).unwrap();
+    let err = capture(&s, CaptureMode::Global, |s| {
+        gpu.empty(s)?;
+        s.wait_event(&e)?;
+        gpu.empty(s)
+    })
+    .err()
+    .expect("waiting on a non-captured event inside a capture must fail");
+    let (op, _, cause) = capture_parts(err);
+    assert!(op.starts_with("cuStreamWaitEvent"), "{op}");
+    assert!(op.contains("capture-event"), "{op}");
+    // The driver's code for a dependency that crosses the capture boundary, and its cause.
+    assert!(
+        cause.ends_with("[CUDA_ERROR_STREAM_CAPTURE_ISOLATION (905)]"),
+        "{cause}"
+    );
+    assert!(
+        cause.contains("waited on an event recorded outside the capture"),
+        "{cause}"
+    );
+    assert_stream_works(&gpu, &s);
+    assert_stream_works(&gpu, &outside);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_fork_that_is_not_joined_is_a_clear_error_and_both_streams_recover() {
+    let gpu = gpu();
+    let origin = Stream::non_blocking(&*gpu, "origin").unwrap();
+    let side = Stream::non_blocking(&*gpu, "side").unwrap();
+    let (forked, joined) = (
+        Event::without_timing(&*gpu).unwrap(),
+        [Event::without_timing(&*gpu).unwrap()],
+    );
+    let err = capture(&origin, CaptureMode::Global, |o| {
+        fork(&forked, o, &[&side])?;
+        gpu.empty(&side)?;
+        gpu.empty(o)
+        // no join
+    })
+    .err()
+    .expect("an unjoined fork must fail at the end of the capture");
+    let (op, _, cause) = capture_parts(err);
+    assert!(op.starts_with("cuStreamEndCapture"), "{op}");
+    assert!(cause.contains("not joined back"), "{cause}");
+    assert_stream_works(&gpu, &origin);
+    assert_stream_works(&gpu, &side);
+    // The same capture with the join is fine, and holds both kernels.
+    let graph = capture(&origin, CaptureMode::Global, |o| {
+        fork(&forked, o, &[&side])?;
+        gpu.empty(&side)?;
+        gpu.empty(o)?;
+        join(&joined, o, &[&side])
+    })
+    .unwrap();
+    assert_eq!(graph.node_counts().unwrap().kernels, 2);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn launch_overhead_graph_holds_every_kernel_and_is_cheaper_to_issue() {
+    let gpu = gpu();
+    let mut dag = dag(&gpu, 1024, 1);
+    let nodes = dag.empty_built.nodes;
+    assert_eq!(nodes.kernels, EMPTY_KERNELS, "{nodes}");
+    assert_eq!(nodes.total(), EMPTY_KERNELS, "{nodes}");
+    // One warm-up of each, then 10 alternating repeats, as the lesson's harness does.
+    let mut runs: [Vec<Sample>; 2] = Default::default();
+    for rep in 0..11 {
+        for (v, samples) in runs.iter_mut().enumerate() {
+            let sample = dag.other(&gpu, 2 + v).unwrap();
+            if rep > 0 {
+                samples.push(sample);
+            }
+        }
+    }
+    let names = vec!["by stream".to_string(), "graph".to_string()];
+    let m = Measured::from_samples(names, runs.into());
+    let (by_stream, graph) = (&m.versions[0], &m.versions[1]);
+    // One cuGraphLaunch costs the host less than 100 cuLaunchKernel calls on any GPU.
+    assert!(
+        graph.part("issue") < by_stream.part("issue"),
+        "{:?}",
+        m.versions
+    );
+    assert!(by_stream.part("gpu") > 0.0 && graph.part("gpu") > 0.0);
+    assert!(dag.other(&gpu, 4).is_err(), "graph has only four versions");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_lesson_passes_its_checks_and_the_graph_issues_faster() {
+    let gpu = gpu();
+    let o = run_lesson::<GraphDag>(&gpu, &["--elements", "16384", "--iters", "200"], 3);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    // Both outputs, before and after the update, were checked.
+    for name in [
+        "graph == streams+events, bit for bit",
+        "update changed the output",
+        "after update: GPU vs CPU reference (approx)",
+    ] {
+        assert!(
+            o.checks.iter().any(|c| c.name == name),
+            "no check {name:?}\n{text}"
+        );
+    }
+    let (streams, graph) = (o.measured.without(), o.measured.with());
+    assert!(
+        graph.part("issue") < streams.part("issue"),
+        "graph {} ms vs streams {} ms of host issue\n{text}",
+        graph.part("issue"),
+        streams.part("issue")
+    );
+    let figure = |name: &str| {
+        o.report
+            .value(name)
+            .unwrap_or_else(|| panic!("no {name:?}\n{text}"))
+    };
+    assert!(figure("host issue saved / iteration") > 0.0, "{text}");
+    assert!(figure("update of the executable graph") > 0.0, "{text}");
+    assert!(o.lesson.updated.is_some());
+}
+
+/// The flag checks need no GPU: they run before `cuInit`, so nothing is allocated.
+#[test]
+fn default_and_small_flags_pass_and_hostile_flags_are_refused_without_a_gpu() {
+    let plan = |flags: &[&str]| {
+        let args = streamlab::lab::harness::args_from::<GraphDag>(flags)?;
+        GraphDag::plan(&args, &streamlab::lab::WorkModel::H100)?.admit(None)
+    };
+    plan(&[]).unwrap();
+    plan(&["--elements", "1", "--iters", "1"]).unwrap();
+    for n in [
+        "0",
+        "4294967296",
+        "18446744073709551615",
+        "4611686018427387903",
+    ] {
+        let why = refusal::<GraphDag>(&["--elements", n]);
+        assert!(why.contains("--elements"), "{why}");
+    }
+    for i in ["0", "1000001", "4294967295"] {
+        let why = refusal::<GraphDag>(&["--iters", i]);
+        assert!(why.contains("--iters"), "{why}");
+    }
+    // Allowed one by one, too much together: at least tens of us a replay, 2 versions.
+    let why = refusal::<GraphDag>(&["--iters", "1000000"]);
+    assert!(why.contains("--iters") && why.contains("60 s"), "{why}");
+    // The largest array a kernel takes, replayed by default: its copies alone take longer.
+    let why = refusal::<GraphDag>(&["--elements", "4294967295"]);
+    assert!(why.contains("60 s") || why.contains("host memory"), "{why}");
+}
