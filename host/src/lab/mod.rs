@@ -12,7 +12,10 @@ pub mod budget;
 pub mod checks;
 pub mod data;
 pub mod harness;
+pub mod pipeline;
+pub mod replay;
 pub mod report;
+pub mod sleep;
 pub mod stats;
 pub mod timeline;
 

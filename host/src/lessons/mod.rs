@@ -22,6 +22,7 @@ lessons! {
     sync_methods::SyncMethods,
     stream_sweep::StreamSweep,
     launch_order::LaunchOrder,
+    graph::GraphDag,
 }
 
 /// The lesson named `name`.

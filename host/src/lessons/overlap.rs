@@ -237,7 +237,9 @@ mod tests {
 
     #[test]
     fn flags_are_checked_before_the_gpu() {
-        let plan = |flags: &[&str]| Overlap::plan(&args_from::<Overlap>(flags)?, &WorkModel::H100);
+        let plan = |flags: &[&str]| {
+            Overlap::plan(&args_from::<Overlap>(flags)?, &WorkModel::H100)?.admit(None)
+        };
         assert!(plan(&[]).is_ok());
         let e = plan(&["--streams", "9", "--elements", "8"])
             .unwrap_err()
