@@ -4,7 +4,8 @@
 //! (the module and one typed launcher per kernel), [`stream`] (streams, events, the
 //! asynchronous copies, and the observer a stream reports to), [`memory`] (host and device
 //! buffers), [`graph`] (stream capture and CUDA graphs), [`op`] (what an enqueued operation
-//! is), [`error`]. [`gpu`]
+//! is), [`cupti`] (CUPTI, opened at run time: what each operation really did on the GPU),
+//! [`error`]. [`gpu`]
 //! bundles a context with its kernels. `libcuda` is loaded at run time (cudarc's
 //! `dynamic-loading`), so a machine without the driver gets a one-line error, not a loader
 //! failure.
@@ -13,6 +14,7 @@
 //! the primary context), so nothing can outlive what it was made in. Host memory that an
 //! asynchronous copy uses is tracked (module `keep`), so enqueueing from a borrowed buffer is safe.
 pub mod context;
+pub mod cupti;
 pub mod error;
 pub mod gpu;
 pub mod graph;

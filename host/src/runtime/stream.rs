@@ -36,6 +36,19 @@ pub trait Observer {
         op: &Op<'_>,
         enqueue: &mut dyn FnMut() -> Result<()>,
     ) -> Result<()>;
+
+    /// Called just before a host function is enqueued on `stream` (then [`observe`] is called
+    /// for it): may wrap it, e.g. to stamp when it runs on the driver's thread. As it is by
+    /// default.
+    ///
+    /// [`observe`]: Observer::observe
+    fn wrap_host_fn(
+        &self,
+        _stream: &Stream,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> Box<dyn FnOnce() + Send> {
+        f
+    }
 }
 
 /// What a stream synchronizes with implicitly.
@@ -238,12 +251,17 @@ impl Stream {
             bytes: 0,
             launch: None,
         };
+        let observer = self.inner.observer.borrow().clone();
+        let f: Box<dyn FnOnce() + Send> = match observer {
+            Some(o) => o.wrap_host_fn(self, Box::new(f)),
+            None => Box::new(f),
+        };
         let mut f = Some(f);
         self.enqueue(op, || {
             let Some(f) = f.take() else {
                 return Err(Error::Internal("a host function was enqueued twice".into()));
             };
-            let boxed: Box<Box<dyn FnOnce() + Send>> = Box::new(Box::new(f));
+            let boxed: Box<Box<dyn FnOnce() + Send>> = Box::new(f);
             let data = Box::into_raw(boxed) as *mut c_void;
             // SAFETY: `trampoline` matches CUhostFn and takes back ownership of `data` exactly
             // once, when the driver calls it; on failure we take it back here instead.
