@@ -1,8 +1,10 @@
 //! The `streamlab` command: device facts, the list of lessons, and running them.
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use streamlab::lab::{Entry, Settings};
+use streamlab::lab::output::tagged;
+use streamlab::lab::{recorded, Entry, Settings};
 use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
 
@@ -13,6 +15,9 @@ Examples:
   streamlab run overlap                       one stream vs 8 streams, verified and explained
   streamlab run overlap --streams 4 --help    the lesson's own flags, defaults and ranges
   streamlab run overlap --timeline            ... and draw what each stream did when
+  streamlab run overlap --trace t.json        ... as a trace for ui.perfetto.dev
+  streamlab run overlap --svg overlap.svg     ... as a picture (sync and async on one time scale)
+  streamlab run overlap --recorded            a run recorded on a real GPU (no GPU needed)
   streamlab run all --json > runs.json        every lesson, machine-readable
 
 Exit codes:
@@ -45,6 +50,26 @@ fn cli() -> Command {
             .global(true)
             .action(ArgAction::SetTrue)
             .help("Also draw what each stream did, for one run of each version"),
+        Arg::new("trace")
+            .help_heading("Common flags")
+            .long("trace")
+            .global(true)
+            .value_name("FILE.json")
+            .value_parser(clap::value_parser!(PathBuf))
+            .help("Also write one recorded run of each version as a Chrome trace (ui.perfetto.dev); with `all`, FILE-<lesson>.json"),
+        Arg::new("svg")
+            .help_heading("Common flags")
+            .long("svg")
+            .global(true)
+            .value_name("FILE.svg")
+            .value_parser(clap::value_parser!(PathBuf))
+            .help("Also draw one recorded run of each version as an SVG picture (a sweep's plot goes to FILE-plot.svg); with `all`, FILE-<lesson>.svg"),
+        Arg::new("recorded")
+            .help_heading("Common flags")
+            .long("recorded")
+            .global(true)
+            .action(ArgAction::SetTrue)
+            .help("Show the run recorded on a real GPU that this binary embeds, instead of running (no GPU needed)"),
         Arg::new("device")
             .help_heading("Common flags")
             .long("device")
@@ -295,10 +320,18 @@ fn info(device: u32, json: bool) -> Result<(), Error> {
 }
 
 fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
-    let settings = Settings {
+    let all = matches!(m.subcommand(), Some(("all", _)));
+    // With `all`, each lesson writes its own file: trace.json -> trace-overlap.json.
+    let path = |flag: &str, lesson: &str| {
+        m.get_one::<PathBuf>(flag)
+            .map(|p| if all { tagged(p, lesson) } else { p.clone() })
+    };
+    let settings_for = |lesson: &str| Settings {
         reps: *m.get_one::<usize>("reps").unwrap_or(&10),
         seed: *m.get_one::<u64>("seed").unwrap_or(&0x5EED),
         timeline: m.get_flag("timeline"),
+        trace: path("trace", lesson),
+        svg: path("svg", lesson),
     };
     let device = *m.get_one::<u32>("device").unwrap_or(&0);
     // The selected lessons and their flags, all checked before the GPU is touched.
@@ -323,11 +356,21 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         (entry.check)(matches).map_err(|e| (e, Some(entry.name)))?;
     }
     let single = selected.len() == 1;
-    let gpu = Gpu::new(device).map_err(|e| (e, single.then(|| selected[0].0.name)))?;
+    if m.get_flag("recorded") {
+        return show_recorded(&selected, &settings_for, json);
+    }
+    let gpu = Gpu::new(device).map_err(|e| {
+        let name = if single { selected[0].0.name } else { "all" };
+        let e = match e {
+            Error::NoDevice(why) => Error::NoDevice(format!("{why}; {}", recorded::hint(name))),
+            other => other,
+        };
+        (e, single.then(|| selected[0].0.name))
+    })?;
     let mut reports = Vec::new();
     let mut failure = None;
     for (entry, matches) in &selected {
-        match (entry.run)(&gpu, matches, &settings) {
+        match (entry.run)(&gpu, matches, &settings_for(entry.name)) {
             Ok(report) => {
                 if !json {
                     println!("{}", report.to_text());
@@ -375,4 +418,65 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
             None,
         ))
     }
+}
+
+/// `--recorded`: the embedded runs of the selected lessons, labelled, instead of running.
+fn show_recorded(
+    selected: &[(&'static Entry, ArgMatches)],
+    settings_for: &dyn Fn(&str) -> Settings,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let single = selected.len() == 1;
+    let mut reports = Vec::new();
+    for (entry, _) in selected {
+        let run = match recorded::find(entry.name) {
+            Some(run) => run.map_err(|e| (e, Some(entry.name)))?,
+            None if single => {
+                let have = recorded::lessons();
+                let why = if have.is_empty() {
+                    "no recorded run embedded for this lesson (this build embeds none)".to_string()
+                } else {
+                    format!(
+                        "no recorded run embedded for this lesson (this build has: {})",
+                        have.join(", ")
+                    )
+                };
+                return Err((Error::InvalidInput(why), Some(entry.name)));
+            }
+            None => {
+                if !json {
+                    println!(
+                        "== {}: no recorded run embedded for this lesson\n",
+                        entry.name
+                    );
+                }
+                continue;
+            }
+        };
+        let settings = settings_for(entry.name);
+        let report = recorded::show(&run, settings.trace.as_deref(), settings.svg.as_deref())
+            .map_err(|e| (e, Some(entry.name)))?;
+        if !json {
+            println!(
+                "(a run {}, embedded in streamlab: not measured on this machine; it ran `{}`)",
+                run.label(),
+                run.command
+            );
+            println!("{}", report.to_text());
+        }
+        reports.push(report);
+    }
+    if json {
+        let value = if single {
+            serde_json::to_value(&reports[0])
+        } else {
+            serde_json::to_value(&reports)
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default()
+        );
+    }
+    // The checks are the recorded run's: a recorded failure is shown, not re-raised here.
+    Ok(ExitCode::SUCCESS)
 }

@@ -5,19 +5,23 @@
 //! 3. One warm-up run of each version (module load, first touch and clock ramp stay out of
 //!    the figures), then `--reps` rounds that run every version once each, interleaved, so
 //!    clock or thermal drift affects them all alike. Every figure is a median over the rounds.
-//! 4. With `--timeline`, one more run of the first two versions, observed stream by stream.
-//! 5. The lesson's checks, then its figures and interpretation; the report; the exit code
-//!    (5 when a check failed).
-use std::fmt::Write as _;
+//! 4. With `--timeline`, `--trace` or `--svg`, one more run of the first two versions,
+//!    recorded stream by stream ([`record`]: CUPTI's activity records, else events), then
+//!    the second version with the recorder off and on, interleaved: what recording costs.
+//! 5. The lesson's checks, then its figures and interpretation; the report; the trace and
+//!    picture files ([`output`]); the exit code (5 when a check failed).
+use std::path::PathBuf;
 
 use clap::{Args as _, FromArgMatches as _};
 use serde::Serialize;
 
 use crate::lab::budget::WorkModel;
 use crate::lab::checks::Checks;
+use crate::lab::output::{self, Cost};
+use crate::lab::record;
 use crate::lab::report::{Check, Report};
+use crate::lab::span::{Recording, Span};
 use crate::lab::stats::Stats;
-use crate::lab::timeline::{render, Span, Timeline};
 use crate::lab::Lesson;
 use crate::runtime::{Error, Gpu, Result, Stream};
 
@@ -119,6 +123,19 @@ pub struct Settings {
     pub reps: usize,
     pub seed: u64,
     pub timeline: bool,
+    /// `--trace FILE.json`: the recorded runs as a Chrome Trace Event file (Perfetto).
+    pub trace: Option<PathBuf>,
+    /// `--svg FILE.svg`: the recorded runs as a picture (and a sweeping lesson's plot
+    /// beside it, `FILE-plot.svg`).
+    pub svg: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Whether the first two versions are recorded (for the timeline, the trace or the
+    /// picture).
+    pub fn records(&self) -> bool {
+        self.timeline || self.trace.is_some() || self.svg.is_some()
+    }
 }
 
 impl Default for Settings {
@@ -127,6 +144,8 @@ impl Default for Settings {
             reps: 10,
             seed: 0x5EED,
             timeline: false,
+            trace: None,
+            svg: None,
         }
     }
 }
@@ -137,7 +156,12 @@ pub struct Outcome<L> {
     pub lesson: L,
     pub measured: Measured,
     pub checks: Vec<Check>,
+    /// Each recorded version's name and device spans (empty unless recorded).
     pub timeline: Vec<(String, Vec<Span>)>,
+    /// The recorded runs, whole: spans, host spans, flows, their source and their sample.
+    pub recordings: Vec<Recording>,
+    /// What recording cost, when the runs were recorded.
+    pub cost: Option<Cost>,
     pub report: Report,
 }
 
@@ -195,15 +219,25 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     }
     let measured = Measured::from_samples(names.clone(), runs);
 
-    let mut timeline = Vec::new();
-    if settings.timeline {
+    let (recordings, cost) = if settings.records() {
         let streams: Vec<Stream> = lesson.streams().iter().map(|s| s.handle()).collect();
         let observed: Vec<&Stream> = streams.iter().collect();
-        for (v, name) in names.iter().enumerate().take(2) {
-            let spans = Timeline::record(&observed, || run_version(&mut lesson, gpu, v).map(drop))?;
-            timeline.push((name.clone(), spans));
-        }
-    }
+        let mut run = |v| {
+            let s = run_version(&mut lesson, gpu, v)?;
+            Ok((
+                s.ms,
+                s.parts.iter().map(|(n, x)| (n.to_string(), *x)).collect(),
+            ))
+        };
+        let (r, c) = record::versions(&observed, &names, settings.reps, &mut run)?;
+        (r, Some(c))
+    } else {
+        (Vec::new(), None)
+    };
+    let timeline = recordings
+        .iter()
+        .map(|r| (r.version.clone(), r.spans.clone()))
+        .collect();
 
     let mut checks = Checks::default();
     lesson.verify(gpu, &measured, &mut checks)?;
@@ -223,24 +257,30 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     report.figure("speed-up (first / second)", measured.speedup(), "x");
     lesson.explain(&measured, &mut report);
     report.detail("versions", &measured.versions);
-    if !timeline.is_empty() {
-        let mut text = String::new();
-        for (name, spans) in &timeline {
-            let _ = writeln!(
-                text,
-                "timeline, {name} (one run, GPU time from events; a span includes queueing):"
-            );
-            text.push_str(&render(spans, 72));
-        }
-        report.timeline = Some(text);
-        report.detail("timeline_spans", &timeline);
+    if let Some(plot) = lesson.plot(&measured) {
+        report.detail("plot", plot);
     }
+    output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
     report.checks = checks.items.clone();
+    let provenance = format!(
+        "measured {} with streamlab {}",
+        output::today(),
+        env!("CARGO_PKG_VERSION")
+    );
+    output::write(
+        &report,
+        &recordings,
+        settings.trace.as_deref(),
+        settings.svg.as_deref(),
+        &provenance,
+    )?;
     Ok(Outcome {
         lesson,
         measured,
         checks: checks.items,
         timeline,
+        recordings,
+        cost,
         report,
     })
 }

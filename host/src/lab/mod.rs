@@ -4,20 +4,30 @@
 //! and the version with it, its checks against the CPU, and what the numbers mean. The
 //! harness ([`harness::run`]) owns the rest, the same way for every lesson: the budget
 //! ([`budget`]), one warm-up of each version, interleaved repeats and their medians
-//! ([`stats`]), the checks ([`checks`]), the timeline ([`timeline`]), the report as text or
-//! JSON ([`report`]) and the exit code. It is the shape of wgpu's examples framework: the
-//! framework owns the loop, each example implements a trait.
+//! ([`stats`]), the checks ([`checks`]), the recorded runs ([`record`]: CUPTI's activity
+//! records, else events; drawn as the terminal's [`timeline`], a Perfetto [`trace`], a
+//! [`picture`] and a sweep's [`plot`], written by [`output`]; runs [`recorded`] on a real GPU
+//! ship in the binary), the report as text or JSON ([`report`]) and the exit code. It is
+//! the shape of wgpu's examples framework: the framework owns the loop, each example
+//! implements a trait.
 pub mod args;
 pub mod budget;
 pub mod checks;
 pub mod data;
 pub mod harness;
+pub mod output;
+pub mod picture;
 pub mod pipeline;
+pub mod plot;
+pub mod record;
+pub mod recorded;
 pub mod replay;
 pub mod report;
 pub mod sleep;
+pub mod span;
 pub mod stats;
 pub mod timeline;
+pub mod trace;
 
 use serde::Serialize;
 
@@ -71,6 +81,12 @@ pub trait Lesson: Sized {
 
     /// The lesson's own figures (its bound) and what the numbers mean, from the data.
     fn explain(&self, measured: &Measured, report: &mut Report);
+
+    /// A plot of what the lesson sweeps (time against K, bandwidth bars, ...), drawn beside
+    /// the `--svg` picture and kept in the report. None by default.
+    fn plot(&self, _measured: &Measured) -> Option<plot::Plot> {
+        None
+    }
 }
 
 /// A lesson as the command line sees it: its name, its flags, and how to run it.

@@ -1,9 +1,9 @@
 //! What a lesson run hands back: its figures, its checks and what they mean, printable as
 //! text for a learner or as JSON for a script.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Figure {
     pub name: String,
     pub value: f64,
@@ -11,7 +11,7 @@ pub struct Figure {
 }
 
 /// How a check ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Passed,
@@ -21,7 +21,7 @@ pub enum Verdict {
     NotAsserted,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
     pub name: String,
     pub verdict: Verdict,
@@ -34,7 +34,7 @@ impl Check {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub lesson: String,
     pub title: String,
@@ -43,10 +43,10 @@ pub struct Report {
     pub figures: Vec<Figure>,
     pub checks: Vec<Check>,
     pub interpretation: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<String>,
     /// Anything else a script may want (per-K rows, per-kernel stamps, ...).
-    #[serde(skip_serializing_if = "Map::is_empty")]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub details: Map<String, Value>,
 }
 

@@ -1,7 +1,9 @@
-//! Per-stream timelines: when each copy and launch started and ended on the GPU.
+//! Per-stream timelines: the events recorder, and the ASCII rows for the terminal.
 //!
-//! [`Timeline::record`] observes streams while a version runs (no lesson code changes),
-//! and [`render`] draws one row per stream, which is how overlap becomes visible:
+//! [`Timeline::record`] observes streams while a version runs (no lesson code changes) by
+//! recording a pair of events around each operation: the fallback where CUPTI cannot be
+//! loaded (see [`crate::lab::record`]). [`render`] draws one row per stream from any
+//! recorder's spans, which is how overlap becomes visible:
 //!
 //! ```text
 //! overlap-0 |HHHHCCCCCCDDDD                |
@@ -10,26 +12,26 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use serde::Serialize;
-
-use crate::runtime::{Event, Observer, Op, OpKind, Result, Stream};
+pub use crate::lab::span::Span;
+use crate::lab::span::{current_name, rows, Work};
+use crate::runtime::{Event, Observer, Op, Result, Stream};
 
 /// The character a timeline row draws for this kind of work.
-pub fn glyph(kind: OpKind) -> char {
+pub fn glyph(kind: Work) -> char {
     match kind {
-        OpKind::CopyToDevice => 'H',
-        OpKind::Kernel => 'K',
-        OpKind::CopyToHost => 'D',
-        OpKind::CopyOnDevice => 'd',
-        OpKind::HostFn => 'f',
-        OpKind::Graph => 'G',
+        Work::CopyToDevice => 'H',
+        Work::Kernel => 'K',
+        Work::CopyToHost => 'D',
+        Work::CopyOnDevice => 'd',
+        Work::CopyPeer => 'P',
+        Work::Memset => 'M',
+        Work::HostFn => 'f',
+        Work::Graph => 'G',
     }
 }
 
 struct Pending {
-    stream: String,
-    kind: OpKind,
-    label: String,
+    span: Span,
     start: Event,
     end: Event,
 }
@@ -40,16 +42,6 @@ struct Pending {
 #[derive(Default)]
 pub struct Timeline {
     pending: RefCell<Vec<Pending>>,
-}
-
-/// One resolved operation, in milliseconds since the first recorded start.
-#[derive(Debug, Clone, Serialize)]
-pub struct Span {
-    pub stream: String,
-    pub kind: OpKind,
-    pub label: String,
-    pub start_ms: f64,
-    pub end_ms: f64,
 }
 
 impl Observer for Timeline {
@@ -64,13 +56,22 @@ impl Observer for Timeline {
         enqueue()?;
         let end = Event::new(stream.context())?;
         end.record(stream)?;
-        self.pending.borrow_mut().push(Pending {
-            stream: stream.name().to_owned(),
-            kind: op.kind,
-            label: op.label.to_owned(),
-            start,
-            end,
-        });
+        let kind = Work::from(op.kind);
+        let mut span = Span::new(stream.name(), kind, op.label, 0.0, 0.0);
+        span.name = current_name(kind);
+        span.device = stream.context().ordinal();
+        span.bytes = op.bytes as u64;
+        span.grid = op.launch.map(|l| [l.grid.0, l.grid.1, l.grid.2]);
+        span.block = op.launch.map(|l| [l.block.0, l.block.1, l.block.2]);
+        if matches!(kind, Work::CopyToDevice | Work::CopyToHost) {
+            span.memory = if op.label.contains("pageable") {
+                "pageable"
+            } else {
+                "pinned"
+            }
+            .into();
+        }
+        self.pending.borrow_mut().push(Pending { span, start, end });
         Ok(())
     }
 }
@@ -102,11 +103,9 @@ impl Timeline {
             .iter()
             .map(|p| {
                 Ok(Span {
-                    stream: p.stream.clone(),
-                    kind: p.kind,
-                    label: p.label.clone(),
                     start_ms: p.start.elapsed_ms(&first.start)?,
                     end_ms: p.end.elapsed_ms(&first.start)?,
+                    ..p.span.clone()
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -120,24 +119,32 @@ impl Timeline {
     }
 }
 
-/// Draws one row per stream, `width` characters wide, in order of first appearance.
+/// Draws one row per stream (per device, where there are several), `width` characters
+/// wide, in order of first appearance.
 pub fn render(spans: &[Span], width: usize) -> String {
     let end = spans.iter().map(|s| s.end_ms).fold(0.0, f64::max);
     if spans.is_empty() || end <= 0.0 || width == 0 {
         return String::new();
     }
-    let mut streams: Vec<&str> = Vec::new();
-    for s in spans {
-        if !streams.contains(&s.stream.as_str()) {
-            streams.push(&s.stream);
+    let rows = rows(spans);
+    let devices = rows.iter().any(|(d, _)| *d != rows[0].0);
+    let row_name = |(d, s): &(u32, String)| {
+        if devices {
+            format!("GPU{d} {s}")
+        } else {
+            s.clone()
         }
-    }
-    let name_width = streams.iter().map(|s| s.len()).max().unwrap_or(0);
+    };
+    let name_width = rows.iter().map(|r| row_name(r).len()).max().unwrap_or(0);
     let scale = width as f64 / end;
     let mut out = String::new();
-    for name in streams {
+    for (device, stream) in &rows {
+        let name = row_name(&(*device, stream.clone()));
         let mut row = vec![' '; width];
-        for s in spans.iter().filter(|s| s.stream == name) {
+        for s in spans
+            .iter()
+            .filter(|s| s.device == *device && s.stream == *stream)
+        {
             let a = ((s.start_ms * scale) as usize).min(width - 1);
             let b = ((s.end_ms * scale).ceil() as usize).clamp(a + 1, width);
             row[a..b].iter_mut().for_each(|c| *c = glyph(s.kind));
@@ -154,7 +161,7 @@ pub fn render(spans: &[Span], width: usize) -> String {
         w = width.saturating_sub(3)
     ));
     out.push_str(&format!(
-        "{:>name_width$}  H copy to device, K kernel, D copy to host, d copy on device, f host function, G graph\n",
+        "{:>name_width$}  H copy to device, K kernel, D copy to host, d copy on device, P peer copy, M memset, f host function, G graph\n",
         ""
     ));
     out
@@ -164,28 +171,32 @@ pub fn render(spans: &[Span], width: usize) -> String {
 mod tests {
     use super::*;
 
-    fn span(stream: &str, kind: OpKind, a: f64, b: f64) -> Span {
-        Span {
-            stream: stream.into(),
-            kind,
-            label: String::new(),
-            start_ms: a,
-            end_ms: b,
-        }
+    fn span(stream: &str, kind: Work, a: f64, b: f64) -> Span {
+        Span::new(stream, kind, "", a, b)
     }
 
     #[test]
     fn rows_show_overlap_in_time_order() {
         let spans = [
-            span("s0", OpKind::CopyToDevice, 0.0, 1.0),
-            span("s0", OpKind::Kernel, 1.0, 2.0),
-            span("s1", OpKind::CopyToDevice, 1.0, 2.0),
-            span("s1", OpKind::CopyToHost, 2.0, 4.0),
+            span("s0", Work::CopyToDevice, 0.0, 1.0),
+            span("s0", Work::Kernel, 1.0, 2.0),
+            span("s1", Work::CopyToDevice, 1.0, 2.0),
+            span("s1", Work::CopyToHost, 2.0, 4.0),
         ];
         let text = render(&spans, 8);
         let rows: Vec<&str> = text.lines().collect();
         assert_eq!(rows[0], "s0 |HHKK    |");
         assert_eq!(rows[1], "s1 |  HHDDDD|");
+    }
+
+    #[test]
+    fn devices_get_their_own_rows() {
+        let mut other = span("s0", Work::CopyPeer, 0.0, 2.0);
+        other.device = 1;
+        let text = render(&[span("s0", Work::Kernel, 0.0, 1.0), other], 4);
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows[0], "GPU0 s0 |KK  |");
+        assert_eq!(rows[1], "GPU1 s0 |PPPP|");
     }
 
     #[test]

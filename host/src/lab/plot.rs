@@ -1,0 +1,471 @@
+//! Plots for lessons that sweep something, drawn with plotters' SVG backend: lines against a
+//! swept value (stream-sweep: time and bound against K, log scale; graph: time per iteration
+//! against DAG size) and grouped bars (pinned-vs-pageable: bandwidth by direction).
+//!
+//! A lesson returns one from [`Lesson::plot`](crate::lab::Lesson::plot); the harness keeps it
+//! in the report (`details.plot`, so a recorded run can draw it again) and writes it beside
+//! the `--svg` picture as `<name>-plot.svg`.
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// One line of a line plot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// A bound or model rather than a measurement: drawn dashed, without markers.
+    #[serde(default)]
+    pub model: bool,
+}
+
+/// One bar: its group on the x axis ("host to device"), its name within the group ("pinned").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bar {
+    pub group: String,
+    pub name: String,
+    pub value: f64,
+}
+
+/// What a sweeping lesson wants drawn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "plot")]
+pub enum Plot {
+    Lines {
+        title: String,
+        x_label: String,
+        y_label: String,
+        log_x: bool,
+        log_y: bool,
+        series: Vec<Series>,
+    },
+    Bars {
+        title: String,
+        y_label: String,
+        bars: Vec<Bar>,
+    },
+}
+
+const SIZE: (u32, u32) = (900, 520);
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+];
+
+fn err(e: impl std::fmt::Display) -> String {
+    format!("drawing the plot: {e}")
+}
+
+/// The span of `values`, widened a little (and kept positive for a log axis).
+fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite() && (!log || *v > 0.0))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+    if !lo.is_finite() {
+        return (if log { 1.0 } else { 0.0 }, 1.0);
+    }
+    if log {
+        (lo / 1.25, hi * 1.25)
+    } else {
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
+        (
+            (lo - pad).min(if lo >= 0.0 { 0.0 } else { lo - pad }),
+            hi + pad,
+        )
+    }
+}
+
+/// `plot` as SVG text, `footer` (which GPU and run) under it.
+pub fn svg(plot: &Plot, footer: &str) -> Result<String, String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (area, bottom) = root.split_vertically(SIZE.1 - 28);
+        bottom
+            .draw_text(
+                footer,
+                &TextStyle::from(("sans-serif", 14).into_font()).color(&RGBColor(80, 80, 80)),
+                (14, 6),
+            )
+            .map_err(err)?;
+        match plot {
+            Plot::Lines {
+                title,
+                x_label,
+                y_label,
+                log_x,
+                log_y,
+                series,
+            } => lines(&area, title, x_label, y_label, (*log_x, *log_y), series)?,
+            Plot::Bars {
+                title,
+                y_label,
+                bars,
+            } => grouped_bars(&area, title, y_label, bars)?,
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Tick values for an axis over `lo..hi`: 1-2-5 steps (per decade on a log axis, with
+/// every multiple where that gives fewer than three), or `exact` (a log x axis ticks at the
+/// swept values themselves when there are few of them).
+fn ticks(lo: f64, hi: f64, log: bool, exact: &[f64]) -> Vec<f64> {
+    if log && (2..=12).contains(&exact.len()) {
+        return exact.to_vec();
+    }
+    let mut out = Vec::new();
+    if log {
+        let first = lo.log10().floor() as i32;
+        let last = hi.log10().ceil() as i32;
+        for multiples in [
+            &[1.0, 2.0, 5.0][..],
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+        ] {
+            out = (first..=last)
+                .flat_map(|d| multiples.iter().map(move |m| m * 10f64.powi(d)))
+                .filter(|v| *v >= lo && *v <= hi)
+                .collect();
+            if out.len() >= 3 {
+                break;
+            }
+        }
+    } else {
+        let raw = (hi - lo) / 6.0;
+        let magnitude = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .map(|m| m * magnitude)
+            .find(|s| *s >= raw)
+            .unwrap_or(raw);
+        let mut v = (lo / step).ceil() * step;
+        while v <= hi + step * 1e-9 {
+            out.push(v);
+            v += step;
+        }
+    }
+    out
+}
+
+/// A tick's text: at most six significant digits, no trailing zeros.
+fn tick_text(v: &f64) -> String {
+    if *v == 0.0 {
+        return "0".into();
+    }
+    let digits = (5 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+    let text = format!("{v:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
+}
+
+fn lines(
+    area: &Area<'_>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    (log_x, log_y): (bool, bool),
+    series: &[Series],
+) -> Result<(), String> {
+    let xs = range(
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+        log_x,
+    );
+    let ys = range(
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+        log_y,
+    );
+    let mut swept: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    swept.sort_by(f64::total_cmp);
+    swept.dedup();
+    // Linear axes tick where plotters puts round numbers; log axes where `ticks` says.
+    let log_x_axis = (xs.0..xs.1)
+        .log_scale()
+        .with_key_points(ticks(xs.0, xs.1, true, &swept));
+    let log_y_axis = (ys.0..ys.1)
+        .log_scale()
+        .with_key_points(ticks(ys.0, ys.1, true, &[]));
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(70);
+    // Four axis kinds: plotters types a chart by its coordinates.
+    macro_rules! draw {
+        ($x:expr, $y:expr) => {{
+            let mut chart = builder.build_cartesian_2d($x, $y).map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc(x_label)
+                .y_desc(y_label)
+                .x_label_formatter(&tick_text)
+                .y_label_formatter(&tick_text)
+                .light_line_style(TRANSPARENT)
+                .label_style(("sans-serif", 14))
+                .draw()
+                .map_err(err)?;
+            for (i, s) in series.iter().enumerate() {
+                let colour = PALETTE[i % PALETTE.len()];
+                let style = colour.stroke_width(if s.model { 1 } else { 2 });
+                let points: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|p| (!log_x || p.0 > 0.0) && (!log_y || p.1 > 0.0))
+                    .collect();
+                let drawn = if s.model {
+                    chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, style))
+                } else {
+                    chart.draw_series(LineSeries::new(points.clone(), style))
+                };
+                drawn
+                    .map_err(err)?
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                    });
+                if !s.model {
+                    chart
+                        .draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))
+                        .map_err(err)?;
+                }
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .label_font(("sans-serif", 14))
+                .draw()
+                .map_err(err)?;
+        }};
+    }
+    match (log_x, log_y) {
+        (false, false) => draw!(xs.0..xs.1, ys.0..ys.1),
+        (true, false) => draw!(log_x_axis, ys.0..ys.1),
+        (false, true) => draw!(xs.0..xs.1, log_y_axis),
+        (true, true) => draw!(log_x_axis, log_y_axis),
+    }
+    Ok(())
+}
+
+fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Result<(), String> {
+    let mut groups: Vec<&str> = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for b in bars {
+        if !groups.contains(&b.group.as_str()) {
+            groups.push(&b.group);
+        }
+        if !names.contains(&b.name.as_str()) {
+            names.push(&b.name);
+        }
+    }
+    let top = range(bars.iter().map(|b| b.value), false).1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..groups.len() as f64, 0f64..top)
+        .map_err(err)?;
+    let group_label = |x: &f64| {
+        let i = x.floor() as usize;
+        if (x - i as f64 - 0.5).abs() < 1e-9 {
+            groups.get(i).map(|g| g.to_string()).unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups.len() * 2 + 1)
+        .x_label_formatter(&group_label)
+        .y_desc(y_label)
+        .light_line_style(TRANSPARENT)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    let width = 0.8 / names.len().max(1) as f64;
+    for (n, name) in names.iter().enumerate() {
+        let colour = PALETTE[n % PALETTE.len()];
+        let rects: Vec<Rectangle<(f64, f64)>> = bars
+            .iter()
+            .filter(|b| b.name == *name)
+            .filter_map(|b| {
+                let g = groups.iter().position(|g| *g == b.group)? as f64;
+                let x0 = g + 0.1 + n as f64 * width;
+                Some(Rectangle::new(
+                    [(x0, 0.0), (x0 + width * 0.92, b.value)],
+                    colour.filled(),
+                ))
+            })
+            .collect();
+        chart
+            .draw_series(rects)
+            .map_err(err)?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], colour.filled()));
+        let values = bars.iter().filter(|b| b.name == *name).filter_map(|b| {
+            let g = groups.iter().position(|g| *g == b.group)? as f64;
+            let x = g + 0.1 + (n as f64 + 0.46) * width;
+            Some(Text::new(
+                format!("{:.1}", b.value),
+                (x, b.value),
+                TextStyle::from(("sans-serif", 13).into_font()).pos(
+                    plotters::style::text_anchor::Pos::new(
+                        plotters::style::text_anchor::HPos::Center,
+                        plotters::style::text_anchor::VPos::Bottom,
+                    ),
+                ),
+            ))
+        });
+        chart.draw_series(values).map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(svg: &str) -> Vec<String> {
+        let doc = roxmltree::Document::parse(svg).expect("well-formed XML");
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(|t| t.trim().to_owned())
+            .collect()
+    }
+
+    fn save(name: &str, svg: &str) {
+        // To look at them: STREAMLAB_PICTURES=dir cargo test -p streamlab --lib lab::plot
+        if let Some(dir) = std::env::var_os("STREAMLAB_PICTURES") {
+            std::fs::write(std::path::Path::new(&dir).join(name), svg).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_sweep_draws_measured_and_bound_on_log_axes() {
+        let ks = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+        let measured = [5.01, 3.6, 3.1, 2.9, 2.95, 3.2, 3.9];
+        let plot = Plot::Lines {
+            title: "stream-sweep: time against K".into(),
+            x_label: "streams K".into(),
+            y_label: "time (ms)".into(),
+            log_x: true,
+            log_y: true,
+            series: vec![
+                Series {
+                    name: "measured".into(),
+                    points: ks.iter().copied().zip(measured).collect(),
+                    model: false,
+                },
+                Series {
+                    name: "bound T(K)".into(),
+                    points: ks.iter().map(|k| (*k, 2.5 + 2.5 / k)).collect(),
+                    model: true,
+                },
+            ],
+        };
+        let svg = svg(&plot, "NVIDIA H200, test").unwrap();
+        save("sweep-test.svg", &svg);
+        let t = texts(&svg);
+        for want in [
+            "stream-sweep: time against K",
+            "measured",
+            "bound T(K)",
+            "streams K",
+            "NVIDIA H200, test",
+        ] {
+            assert!(t.iter().any(|x| x == want), "{want} missing in {t:?}");
+        }
+        // A marker per measured point.
+        assert_eq!(svg.matches("<circle").count(), 7);
+    }
+
+    #[test]
+    fn bars_are_grouped_and_labelled() {
+        let bar = |group: &str, name: &str, value| Bar {
+            group: group.into(),
+            name: name.into(),
+            value,
+        };
+        let plot = Plot::Bars {
+            title: "pinned vs pageable".into(),
+            y_label: "GB/s".into(),
+            bars: vec![
+                bar("host to device", "pinned", 55.5),
+                bar("host to device", "pageable", 10.3),
+                bar("device to host", "pinned", 55.3),
+                bar("device to host", "pageable", 19.7),
+            ],
+        };
+        let svg = svg(&plot, "NVIDIA H200, test").unwrap();
+        save("bars-test.svg", &svg);
+        let t = texts(&svg);
+        for want in [
+            "host to device",
+            "device to host",
+            "pinned",
+            "pageable",
+            "55.5",
+            "19.7",
+        ] {
+            assert!(t.iter().any(|x| x == want), "{want} missing in {t:?}");
+        }
+    }
+
+    #[test]
+    fn ticks_are_round_numbers() {
+        assert_eq!(
+            ticks(0.0, 6.0, false, &[]),
+            [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        );
+        assert_eq!(ticks(2.0, 6.3, true, &[]), [2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(
+            ticks(0.8, 130.0, true, &[]),
+            [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
+        );
+        assert_eq!(ticks(0.8, 80.0, true, &[1.0, 8.0, 64.0]), [1.0, 8.0, 64.0]);
+        assert_eq!(tick_text(&2.5), "2.5");
+        assert_eq!(tick_text(&64.0), "64");
+        assert_eq!(tick_text(&(0.1 + 0.2)), "0.3");
+    }
+
+    #[test]
+    fn plots_survive_json() {
+        let plot = Plot::Bars {
+            title: "t".into(),
+            y_label: "GB/s".into(),
+            bars: vec![Bar {
+                group: "g".into(),
+                name: "n".into(),
+                value: 1.5,
+            }],
+        };
+        let back: Plot = serde_json::from_value(serde_json::to_value(&plot).unwrap()).unwrap();
+        assert_eq!(back, plot);
+    }
+}

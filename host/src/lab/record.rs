@@ -1,0 +1,678 @@
+//! Recording one run of a version: CUPTI's activity records where libcupti can be loaded
+//! (the engines' true start and end), else a pair of events around each operation
+//! ([`Timeline`], where a span includes queueing). Either way the result is a
+//! [`Recording`]: device spans, host spans and flows.
+//!
+//! With CUPTI, the lab's observer gives each operation a tag and runs its driver call under
+//! [`cupti::with_op_tag`]; the CUPTI callback notes the call's correlation id with the tag,
+//! and each activity record carries the same correlation id. So a record is named by the
+//! lesson's label for the operation ([`crate::lab::span::named`]) and by its stream's name.
+//! Host functions are stamped on the driver's thread when they run.
+//!
+//! `STREAMLAB_RECORDER=events` uses the events recorder even where CUPTI is there (to
+//! compare the two).
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use crate::lab::output::Cost;
+use crate::lab::span::{
+    current_name, Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work,
+};
+use crate::lab::stats::Stats;
+use crate::lab::timeline::Timeline;
+use crate::runtime::cupti::{self, ApiCall, Collected, CopyKind, Cupti, MemoryKind};
+use crate::runtime::{Error, Observer, Op, Result, Stream};
+
+/// The recorder this process will use: CUPTI, or why not.
+pub fn cupti_or_why_not() -> std::result::Result<&'static Cupti, String> {
+    if std::env::var("STREAMLAB_RECORDER").is_ok_and(|v| v == "events") {
+        return Err("STREAMLAB_RECORDER=events".into());
+    }
+    cupti::load()
+}
+
+/// Records what `run` does on `streams` (it must have completed its work when it returns).
+/// The recording's `version`, `ms` and `parts` are left for the caller to fill in.
+pub fn record<T>(streams: &[&Stream], run: impl FnOnce() -> Result<T>) -> Result<(T, Recording)> {
+    match cupti_or_why_not().and_then(|c| c.start().map(|s| (c, s))) {
+        Ok((c, session)) => with_cupti(c, session, streams, run),
+        Err(why) => with_events(why, streams, run),
+    }
+}
+
+/// A version's run as the harness sees it: its time in ms and its named parts.
+pub type Timed = (f64, Vec<(String, f64)>);
+
+/// Records one run of each of the first two versions (`run(v)` runs version `v`), then
+/// measures what recording costs: the second version `rounds` times with the recorder off
+/// and on, interleaved (at least 3, at most 10 rounds).
+pub fn versions(
+    streams: &[&Stream],
+    names: &[String],
+    rounds: usize,
+    run: &mut dyn FnMut(usize) -> Result<Timed>,
+) -> Result<(Vec<Recording>, Cost)> {
+    let mut recordings = Vec::new();
+    for (v, name) in names.iter().enumerate().take(2) {
+        let ((ms, parts), mut r) = record(streams, || run(v))?;
+        (r.version, r.ms, r.parts) = (name.clone(), ms, parts);
+        recordings.push(r);
+    }
+    let rounds = rounds.clamp(3, 10);
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        off.push(run(1)?.0);
+        on.push(record(streams, || run(1))?.0 .0);
+    }
+    let recorder = match recordings.last().map(|r| &r.source) {
+        Some(Source::Cupti { .. }) => "CUPTI",
+        _ => "events",
+    };
+    let cost = Cost {
+        version: names.get(1).cloned().unwrap_or_default(),
+        recorder: recorder.into(),
+        off_ms: Stats::of(&off).median,
+        on_ms: Stats::of(&on).median,
+        rounds,
+    };
+    Ok((recordings, cost))
+}
+
+fn empty(source: Source) -> Recording {
+    Recording {
+        version: String::new(),
+        source,
+        ms: f64::NAN,
+        parts: Vec::new(),
+        spans: Vec::new(),
+        host: Vec::new(),
+        flows: Vec::new(),
+    }
+}
+
+fn with_events<T>(
+    why: String,
+    streams: &[&Stream],
+    run: impl FnOnce() -> Result<T>,
+) -> Result<(T, Recording)> {
+    let mut out = None;
+    let spans = Timeline::record(streams, || {
+        out = Some(run()?);
+        Ok(())
+    })?;
+    let out = out.ok_or_else(|| Error::Internal("a recorded run returned nothing".into()))?;
+    let mut recording = empty(Source::Events { why });
+    recording.spans = spans;
+    Ok((out, recording))
+}
+
+/// What the observer noted of one operation as it was enqueued.
+#[derive(Debug, Clone)]
+pub struct OpNote {
+    pub stream: String,
+    pub device: u32,
+    pub kind: Work,
+    pub label: String,
+    pub name: String,
+    pub bytes: u64,
+}
+
+type Stamp = Arc<Mutex<Option<(u64, u64)>>>;
+
+struct CuptiObserver {
+    cupti: &'static Cupti,
+    ops: RefCell<Vec<OpNote>>,
+    /// Host functions' run stamps, by op tag.
+    stamps: RefCell<Vec<(u64, Stamp)>>,
+    /// The stamp of the host function being enqueued (between `wrap_host_fn` and `observe`).
+    next_stamp: RefCell<Option<Stamp>>,
+}
+
+impl Observer for CuptiObserver {
+    fn observe(
+        &self,
+        stream: &Stream,
+        op: &Op<'_>,
+        enqueue: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let kind = Work::from(op.kind);
+        let tag = self.ops.borrow().len() as u64;
+        self.ops.borrow_mut().push(OpNote {
+            stream: stream.name().to_owned(),
+            device: stream.context().ordinal(),
+            kind,
+            label: op.label.to_owned(),
+            name: current_name(kind),
+            bytes: op.bytes as u64,
+        });
+        if let Some(stamp) = self.next_stamp.borrow_mut().take() {
+            self.stamps.borrow_mut().push((tag, stamp));
+        }
+        cupti::with_op_tag(tag, enqueue)
+    }
+
+    fn wrap_host_fn(
+        &self,
+        _stream: &Stream,
+        f: Box<dyn FnOnce() + Send>,
+    ) -> Box<dyn FnOnce() + Send> {
+        let stamp: Stamp = Arc::default();
+        *self.next_stamp.borrow_mut() = Some(Arc::clone(&stamp));
+        let cupti = self.cupti;
+        Box::new(move || {
+            let start = cupti.now_ns();
+            f();
+            let end = cupti.now_ns();
+            *stamp.lock().unwrap_or_else(|p| p.into_inner()) = Some((start, end));
+        })
+    }
+}
+
+fn with_cupti<T>(
+    c: &'static Cupti,
+    session: cupti::Session,
+    streams: &[&Stream],
+    run: impl FnOnce() -> Result<T>,
+) -> Result<(T, Recording)> {
+    let observer = Rc::new(CuptiObserver {
+        cupti: c,
+        ops: RefCell::default(),
+        stamps: RefCell::default(),
+        next_stamp: RefCell::default(),
+    });
+    for s in streams {
+        s.observe(Rc::clone(&observer) as Rc<dyn Observer>);
+    }
+    let outcome = run();
+    for s in streams {
+        s.unobserve();
+    }
+    let out = outcome?;
+    let collected = session
+        .finish()
+        .map_err(|e| Error::Internal(format!("CUPTI stopped recording badly: {e}")))?;
+    let runs: Vec<(u64, u64, u64)> = observer
+        .stamps
+        .borrow()
+        .iter()
+        .filter_map(|(tag, s)| {
+            let stamp = *s.lock().unwrap_or_else(|p| p.into_inner());
+            stamp.map(|(a, b)| (*tag, a, b))
+        })
+        .collect();
+    let handles: Vec<(usize, String)> = streams
+        .iter()
+        .map(|s| (s.as_raw() as usize, s.name().to_owned()))
+        .collect();
+    let ops = observer.ops.borrow();
+    let mut recording = empty(Source::Cupti {
+        library: c.path().display().to_string(),
+        version: c.version(),
+    });
+    (recording.spans, recording.host, recording.flows) = resolve(&collected, &ops, &runs, &handles);
+    Ok((out, recording))
+}
+
+const WAITS: [&str; 3] = [
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuCtxSynchronize",
+];
+
+fn thread_name(n: u64) -> String {
+    if n <= 1 {
+        "main thread".into()
+    } else {
+        format!("host thread {n}")
+    }
+}
+
+/// A device span with what is needed to place flows: when its operation was issued.
+struct Placed {
+    span: Span,
+    issued_ns: Option<u64>,
+}
+
+/// Joins CUPTI's records and calls with the observer's notes: device spans in the order the
+/// lesson issued them (records no note names come last), host spans, and flows. `runs` are
+/// host functions' (tag, start, end) stamps; `handles` the observed streams' raw handles.
+pub fn resolve(
+    collected: &Collected,
+    ops: &[OpNote],
+    runs: &[(u64, u64, u64)],
+    handles: &[(usize, String)],
+) -> (Vec<Span>, Vec<HostSpan>, Vec<Flow>) {
+    let calls = &collected.calls;
+    let by_correlation: HashMap<u32, &ApiCall> = calls.iter().map(|c| (c.correlation, c)).collect();
+    let issued: HashMap<u64, u64> = calls
+        .iter()
+        .filter_map(|c| c.tag.map(|t| (t, c.start_ns)))
+        .collect();
+    let origin = collected
+        .activities
+        .iter()
+        .map(|a| a.start_ns)
+        .chain(calls.iter().map(|c| c.start_ns))
+        .chain(runs.iter().map(|r| r.1))
+        .min()
+        .unwrap_or(0);
+    let ms = |ns: u64| ns.saturating_sub(origin) as f64 / 1e6;
+    let note = |tag: Option<u64>| tag.and_then(|t| ops.get(t as usize));
+
+    // CUPTI's stream ids, named by the notes of operations that ran on them.
+    let mut stream_names: HashMap<u32, String> = HashMap::new();
+    for a in &collected.activities {
+        let tag = by_correlation.get(&a.correlation).and_then(|c| c.tag);
+        if let Some(n) = note(tag) {
+            stream_names
+                .entry(a.stream)
+                .or_insert_with(|| n.stream.clone());
+        }
+    }
+
+    let mut placed: Vec<(Option<u64>, Placed)> = Vec::new();
+    for a in &collected.activities {
+        let tag = by_correlation.get(&a.correlation).and_then(|c| c.tag);
+        let n = note(tag);
+        let (kind, own_label, memory) = describe(&a.work);
+        let mut span = Span::new(
+            &n.map(|n| n.stream.clone())
+                .or_else(|| stream_names.get(&a.stream).cloned())
+                .unwrap_or_else(|| format!("stream {}", a.stream)),
+            kind,
+            &match n {
+                Some(n) if n.kind != Work::Graph => n.label.clone(),
+                _ => own_label,
+            },
+            ms(a.start_ns),
+            ms(a.end_ns),
+        );
+        span.name = match n {
+            Some(n) if n.kind == Work::Graph && !n.name.is_empty() => {
+                format!("{} {}", n.name, kind.role())
+            }
+            Some(n) if n.kind != Work::Graph => n.name.clone(),
+            _ => String::new(),
+        };
+        span.device = a.device;
+        span.bytes = a.bytes;
+        span.memory = memory.into();
+        if let cupti::Work::Kernel { grid, block, .. } = &a.work {
+            span.grid = Some(*grid);
+            span.block = Some(*block);
+        }
+        placed.push((
+            tag,
+            Placed {
+                span,
+                issued_ns: tag.and_then(|t| issued.get(&t).copied()),
+            },
+        ));
+    }
+    let mut host = Vec::new();
+    for (tag, start, end) in runs {
+        let Some(n) = note(Some(*tag)) else { continue };
+        let mut span = Span::new(&n.stream, Work::HostFn, &n.label, ms(*start), ms(*end));
+        span.name = n.name.clone();
+        span.device = n.device;
+        host.push(HostSpan {
+            thread: "host functions (driver thread)".into(),
+            kind: HostWork::HostFn,
+            name: span.title().to_owned(),
+            start_ms: span.start_ms,
+            end_ms: span.end_ms,
+        });
+        placed.push((
+            Some(*tag),
+            Placed {
+                span,
+                issued_ns: issued.get(tag).copied(),
+            },
+        ));
+    }
+    // Issue order; within one operation (a graph), start order; unnamed records last.
+    placed.sort_by(|(a, x), (b, y)| {
+        let key = |t: &Option<u64>| t.unwrap_or(u64::MAX);
+        key(a)
+            .cmp(&key(b))
+            .then(x.span.start_ms.total_cmp(&y.span.start_ms))
+    });
+
+    for c in calls {
+        let what = note(c.tag).map(|n| {
+            if n.name.is_empty() {
+                n.label.clone()
+            } else {
+                n.name.clone()
+            }
+        });
+        host.push(HostSpan {
+            thread: thread_name(c.thread),
+            kind: if WAITS.contains(&c.function.as_str()) {
+                HostWork::Wait
+            } else {
+                HostWork::Issue
+            },
+            name: match what {
+                Some(w) => format!("{} ({w})", c.function),
+                None => c.function.clone(),
+            },
+            start_ms: ms(c.start_ns),
+            end_ms: ms(c.end_ns.max(c.start_ns)),
+        });
+    }
+    host.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+
+    let flows = flows(calls, &placed, handles, &ms);
+    let spans = placed.into_iter().map(|(_, p)| p.span).collect();
+    (spans, host, flows)
+}
+
+/// A record's kind, its own label (for records no note names) and its host memory kind.
+fn describe(work: &cupti::Work) -> (Work, String, &'static str) {
+    let memory = |m: MemoryKind| match m {
+        MemoryKind::Pinned => "pinned",
+        MemoryKind::Pageable => "pageable",
+        _ => "",
+    };
+    match work {
+        cupti::Work::Kernel { name, .. } => (Work::Kernel, name.clone(), ""),
+        cupti::Work::Copy { kind, src, dst } => match kind {
+            CopyKind::HostToDevice => (Work::CopyToDevice, "memcpy HtoD".into(), memory(*src)),
+            CopyKind::DeviceToHost => (Work::CopyToHost, "memcpy DtoH".into(), memory(*dst)),
+            CopyKind::PeerToPeer => (Work::CopyPeer, "memcpy PtoP".into(), ""),
+            CopyKind::DeviceToDevice => (Work::CopyOnDevice, "memcpy DtoD".into(), ""),
+            CopyKind::HostToHost => (Work::CopyOnDevice, "memcpy HtoH".into(), ""),
+            CopyKind::Other(k) => (Work::CopyOnDevice, format!("memcpy kind {k}"), ""),
+        },
+        cupti::Work::Peer {
+            src_device,
+            dst_device,
+        } => (
+            Work::CopyPeer,
+            format!("memcpy peer GPU{src_device} to GPU{dst_device}"),
+            "",
+        ),
+        cupti::Work::Memset => (Work::Memset, "memset".into(), ""),
+    }
+}
+
+/// Arrows from each event record to the waits it releases: from the end of the last
+/// operation issued on the recording stream before the record (or the record call itself)
+/// to the start of the first operation issued on the waiting stream after the wait (or the
+/// wait call), and to the end of a host's `cuEventSynchronize` on it.
+fn flows(
+    calls: &[ApiCall],
+    placed: &[(Option<u64>, Placed)],
+    handles: &[(usize, String)],
+    ms: &dyn Fn(u64) -> f64,
+) -> Vec<Flow> {
+    let stream_of = |raw: usize| handles.iter().find(|(h, _)| *h == raw).map(|(_, n)| n);
+    let mut events: Vec<usize> = Vec::new();
+    let mut flows = Vec::new();
+    for wait in calls {
+        let host_wait = wait.function == "cuEventSynchronize";
+        if wait.function != "cuStreamWaitEvent" && !host_wait {
+            continue;
+        }
+        let Some(record) = calls
+            .iter()
+            .filter(|c| {
+                c.function.starts_with("cuEventRecord")
+                    && c.event == wait.event
+                    && c.start_ns < wait.start_ns
+            })
+            .max_by_key(|c| c.start_ns)
+        else {
+            continue;
+        };
+        let Some(recorder) = stream_of(record.stream) else {
+            continue;
+        };
+        let number = match events.iter().position(|e| *e == wait.event) {
+            Some(i) => i + 1,
+            None => {
+                events.push(wait.event);
+                events.len()
+            }
+        };
+        let before = placed
+            .iter()
+            .filter(|(_, p)| {
+                p.span.stream == *recorder && p.issued_ns.is_some_and(|t| t < record.start_ns)
+            })
+            .max_by_key(|(_, p)| p.issued_ns);
+        let (from, from_ms) = match before {
+            Some((_, p)) => (
+                Track::Stream {
+                    device: p.span.device,
+                    stream: p.span.stream.clone(),
+                },
+                p.span.end_ms,
+            ),
+            None => (
+                Track::Host {
+                    thread: thread_name(record.thread),
+                },
+                ms(record.start_ns),
+            ),
+        };
+        let (to, to_ms) = if host_wait {
+            (
+                Track::Host {
+                    thread: thread_name(wait.thread),
+                },
+                ms(wait.end_ns.max(wait.start_ns)),
+            )
+        } else {
+            let Some(waiter) = stream_of(wait.stream) else {
+                continue;
+            };
+            let after = placed
+                .iter()
+                .filter(|(_, p)| {
+                    p.span.stream == *waiter && p.issued_ns.is_some_and(|t| t > wait.start_ns)
+                })
+                .min_by_key(|(_, p)| p.issued_ns);
+            match after {
+                Some((_, p)) => (
+                    Track::Stream {
+                        device: p.span.device,
+                        stream: p.span.stream.clone(),
+                    },
+                    p.span.start_ms,
+                ),
+                None => (
+                    Track::Host {
+                        thread: thread_name(wait.thread),
+                    },
+                    ms(wait.start_ns),
+                ),
+            }
+        };
+        flows.push(Flow {
+            name: format!("event {number}"),
+            from,
+            from_ms,
+            to,
+            to_ms,
+        });
+    }
+    flows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::cupti::{Activity, Work as Raw};
+
+    fn call(function: &str, correlation: u32, at: u64, tag: Option<u64>) -> ApiCall {
+        ApiCall {
+            function: function.into(),
+            correlation,
+            start_ns: at,
+            end_ns: at + 2_000,
+            tag,
+            thread: 1,
+            stream: 0,
+            event: 0,
+        }
+    }
+
+    fn copy(kind: CopyKind, correlation: u32, stream: u32, start: u64, end: u64) -> Activity {
+        Activity {
+            work: Raw::Copy {
+                kind,
+                src: MemoryKind::Pinned,
+                dst: MemoryKind::Pinned,
+            },
+            start_ns: start,
+            end_ns: end,
+            device: 0,
+            stream,
+            correlation,
+            bytes: 1 << 20,
+        }
+    }
+
+    fn note(stream: &str, kind: Work, label: &str, name: &str) -> OpNote {
+        OpNote {
+            stream: stream.into(),
+            device: 0,
+            kind,
+            label: label.into(),
+            name: name.into(),
+            bytes: 1 << 20,
+        }
+    }
+
+    /// Stream A copies in and runs a kernel, records event E; stream B waits on E and copies
+    /// out; the host synchronizes on E.
+    fn scene() -> (Collected, Vec<OpNote>, Vec<(usize, String)>) {
+        let ops = vec![
+            note("A", Work::CopyToDevice, "copy to device", "chunk 0 copy-in"),
+            note("A", Work::Kernel, "compute", "chunk 0 kernel"),
+            note("B", Work::CopyToHost, "copy to host", ""),
+        ];
+        let mut record = call("cuEventRecord", 4, 30_000, None);
+        (record.event, record.stream) = (0xE, 0xA);
+        let mut wait = call("cuStreamWaitEvent", 5, 31_000, None);
+        (wait.event, wait.stream) = (0xE, 0xB);
+        let mut sync = call("cuEventSynchronize", 7, 40_000, None);
+        sync.event = 0xE;
+        sync.end_ns = 900_000;
+        let calls = vec![
+            call("cuMemcpyHtoDAsync_v2", 1, 10_000, Some(0)),
+            call("cuLaunchKernel", 2, 20_000, Some(1)),
+            record,
+            wait,
+            call("cuMemcpyDtoHAsync_v2", 6, 32_000, Some(2)),
+            sync,
+        ];
+        let kernel = Activity {
+            work: Raw::Kernel {
+                name: "compute_kernel".into(),
+                grid: [64, 1, 1],
+                block: [256, 1, 1],
+            },
+            start_ns: 300_000,
+            end_ns: 600_000,
+            device: 0,
+            stream: 11,
+            correlation: 2,
+            bytes: 0,
+        };
+        let collected = Collected {
+            activities: vec![
+                copy(CopyKind::HostToDevice, 1, 11, 100_000, 200_000),
+                kernel,
+                copy(CopyKind::DeviceToHost, 6, 12, 700_000, 800_000),
+                copy(CopyKind::HostToDevice, 99, 11, 850_000, 860_000),
+            ],
+            calls,
+            ..Collected::default()
+        };
+        let handles = vec![(0xA, "A".to_string()), (0xB, "B".to_string())];
+        (collected, ops, handles)
+    }
+
+    #[test]
+    fn records_are_named_by_the_operation_that_enqueued_them() {
+        let (collected, ops, handles) = scene();
+        let (spans, host, _) = resolve(&collected, &ops, &[], &handles);
+        let titles: Vec<(&str, &str)> = spans
+            .iter()
+            .map(|s| (s.stream.as_str(), s.title()))
+            .collect();
+        assert_eq!(
+            titles,
+            [
+                ("A", "chunk 0 copy-in"),
+                ("A", "chunk 0 kernel"),
+                ("B", "copy to host"),
+                // Not issued through an observed stream: named by its stream id's owner.
+                ("A", "memcpy HtoD"),
+            ]
+        );
+        // Times are ms from the first call: 10 us.
+        assert!((spans[0].start_ms - 0.09).abs() < 1e-12);
+        assert_eq!(spans[1].grid, Some([64, 1, 1]));
+        assert_eq!(spans[0].memory, "pinned");
+        let waits: Vec<&str> = host
+            .iter()
+            .filter(|h| h.kind == HostWork::Wait)
+            .map(|h| h.name.as_str())
+            .collect();
+        assert_eq!(waits, ["cuEventSynchronize"]);
+        assert!(host
+            .iter()
+            .any(|h| h.name == "cuLaunchKernel (chunk 0 kernel)"));
+    }
+
+    #[test]
+    fn flows_go_from_the_record_to_the_waits_it_releases() {
+        let (collected, ops, handles) = scene();
+        let (spans, _, flows) = resolve(&collected, &ops, &[], &handles);
+        assert_eq!(flows.len(), 2, "{flows:?}");
+        let kernel_end = spans[1].end_ms;
+        assert_eq!(flows[0].name, "event 1");
+        assert_eq!(
+            flows[0].from,
+            Track::Stream {
+                device: 0,
+                stream: "A".into()
+            }
+        );
+        assert_eq!(flows[0].from_ms, kernel_end);
+        assert_eq!(
+            flows[0].to,
+            Track::Stream {
+                device: 0,
+                stream: "B".into()
+            }
+        );
+        assert_eq!(flows[0].to_ms, spans[2].start_ms);
+        assert_eq!(
+            flows[1].to,
+            Track::Host {
+                thread: "main thread".into()
+            }
+        );
+        assert!((flows[1].to_ms - 0.89).abs() < 1e-12);
+    }
+
+    #[test]
+    fn host_functions_appear_when_they_ran() {
+        let (collected, mut ops, handles) = scene();
+        ops.push(note("B", Work::HostFn, "host function", "notify"));
+        let (spans, host, _) = resolve(&collected, &ops, &[(3, 820_000, 830_000)], &handles);
+        let f = spans.iter().find(|s| s.kind == Work::HostFn).unwrap();
+        assert_eq!((f.stream.as_str(), f.title()), ("B", "notify"));
+        assert!((f.ms() - 0.01).abs() < 1e-12);
+        assert!(host
+            .iter()
+            .any(|h| h.kind == HostWork::HostFn && h.name == "notify"));
+    }
+}

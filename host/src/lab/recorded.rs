@@ -1,0 +1,194 @@
+//! Recorded runs, embedded in the binary so that learners without an NVIDIA GPU see every
+//! lesson too: `streamlab run <lesson> --recorded` prints the report of a run made on a real
+//! GPU, its timeline and interpretation, and writes `--trace`/`--svg` from its trace.
+//! Always labelled as recorded, with the GPU and the date: never presented as a
+//! measurement on this machine.
+//!
+//! The runs are `docs/recorded/<lesson>.json` (made by `scripts/pictures.sh` on a GPU
+//! machine); `build.rs` lists whichever are there, so the build works without any. Each
+//! file holds `{lesson, gpu, date, command, report, trace}`: the `--json` report and the
+//! `--trace` file of one `streamlab run`.
+use serde::Deserialize;
+
+use crate::lab::output;
+use crate::lab::report::Report;
+use crate::lab::span::Recording;
+use crate::lab::trace;
+use crate::runtime::{Error, Result};
+
+include!(concat!(env!("OUT_DIR"), "/recorded.rs"));
+
+/// One embedded run.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RecordedRun {
+    pub lesson: String,
+    pub gpu: String,
+    pub date: String,
+    /// The command that made it.
+    pub command: String,
+    pub report: Report,
+    pub trace: serde_json::Value,
+}
+
+impl RecordedRun {
+    /// "recorded on NVIDIA H200 on 2026-11-23".
+    pub fn label(&self) -> String {
+        format!("recorded on {} on {}", self.gpu, self.date)
+    }
+
+    /// The recorded versions, from the trace (or the report where the trace has none).
+    pub fn recordings(&self) -> Vec<Recording> {
+        match trace::read(&self.trace) {
+            Ok((_, r)) if !r.is_empty() => r,
+            _ => output::recordings_of(&self.report),
+        }
+    }
+}
+
+/// The lessons this binary has a recorded run of.
+pub fn lessons() -> Vec<&'static str> {
+    RECORDED.iter().map(|(l, _)| *l).collect()
+}
+
+/// Parses a recorded run.
+pub fn parse(text: &str) -> Result<RecordedRun> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::Internal(format!("an embedded recorded run does not parse: {e}")))
+}
+
+/// The embedded run of `lesson`, if this binary has one.
+pub fn find(lesson: &str) -> Option<Result<RecordedRun>> {
+    RECORDED
+        .iter()
+        .find(|(l, _)| *l == lesson)
+        .map(|(_, text)| parse(text))
+}
+
+/// What the no-GPU error line adds for `lesson` (`all` for every lesson).
+pub fn hint(lesson: &str) -> String {
+    if lesson == "all" {
+        return match lessons().len() {
+            0 => {
+                "this build embeds no recorded runs (`--recorded` shows them where it does)".into()
+            }
+            n => format!(
+                "`streamlab run all --recorded` shows the {n} recorded runs this build embeds"
+            ),
+        };
+    }
+    match find(lesson) {
+        Some(Ok(run)) => format!(
+            "`streamlab run {lesson} --recorded` shows a run {}",
+            run.label()
+        ),
+        _ => format!(
+            "this build embeds no recorded run of {lesson} (`--recorded` shows one where it does)"
+        ),
+    }
+}
+
+/// The report of `run` as `--recorded` prints it: labelled as recorded in its device line
+/// and in `details.recorded`, with the timeline drawn when the run had none in its text.
+/// Writes `--trace` and `--svg` from the recorded trace.
+pub fn show(
+    run: &RecordedRun,
+    trace_to: Option<&std::path::Path>,
+    svg_to: Option<&std::path::Path>,
+) -> Result<Report> {
+    let mut report = run.report.clone();
+    let recordings = run.recordings();
+    if report.timeline.is_none() && !recordings.is_empty() {
+        output::report(&mut report, &recordings, None, true);
+    }
+    report.device = format!(
+        "{} (a run {}, embedded in streamlab: not measured on this machine)",
+        run.gpu,
+        run.label()
+    );
+    report.detail(
+        "recorded",
+        serde_json::json!({"gpu": run.gpu, "date": run.date, "command": run.command}),
+    );
+    let provenance = format!("{}; command: {}", run.label(), run.command);
+    let mut drawn = run.report.clone();
+    drawn.device = run.gpu.clone();
+    output::write(&drawn, &recordings, trace_to, svg_to, &provenance)?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::span::{Source, Span, Work};
+    use crate::lab::trace::Meta;
+
+    fn recorded() -> String {
+        let r = Recording {
+            version: "8 streams".into(),
+            source: Source::Cupti {
+                library: "libcupti.so.13".into(),
+                version: 130001,
+            },
+            ms: 2.9,
+            parts: Vec::new(),
+            spans: vec![Span::new("overlap-0", Work::Kernel, "compute", 0.0, 2.9)],
+            host: Vec::new(),
+            flows: Vec::new(),
+        };
+        let mut report = Report::new("overlap", "one stream vs K streams", "NVIDIA H200");
+        report.figure("8 streams, median", 2.9, "ms");
+        let meta = Meta {
+            lesson: "overlap".into(),
+            title: "t".into(),
+            device: "NVIDIA H200".into(),
+            parameters: Default::default(),
+            provenance: "measured 2026-11-23".into(),
+        };
+        serde_json::json!({
+            "lesson": "overlap",
+            "gpu": "NVIDIA H200",
+            "date": "2026-11-23",
+            "command": "streamlab run overlap --timeline",
+            "report": report,
+            "trace": trace::write(&meta, &[r]),
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_recorded_run_is_labelled_and_drawn_from_its_trace() {
+        let run = parse(&recorded()).unwrap();
+        assert_eq!(run.label(), "recorded on NVIDIA H200 on 2026-11-23");
+        let dir = std::env::temp_dir().join(format!("streamlab-recorded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (t, s) = (dir.join("t.json"), dir.join("s.svg"));
+        let report = show(&run, Some(&t), Some(&s)).unwrap();
+        let text = report.to_text();
+        assert!(
+            text.contains("device: NVIDIA H200 (a run recorded on NVIDIA H200 on 2026-11-23, embedded in streamlab: not measured on this machine)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("timeline, 8 streams (one run; GPU time from CUPTI"),
+            "{text}"
+        );
+        let trace: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+        assert!(trace["metadata"]["provenance"]
+            .as_str()
+            .unwrap()
+            .starts_with("recorded on NVIDIA H200 on 2026-11-23"));
+        let svg = std::fs::read_to_string(&s).unwrap();
+        assert!(svg.contains("recorded on NVIDIA H200 on 2026-11-23"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn every_embedded_run_parses() {
+        for (lesson, text) in RECORDED {
+            let run = parse(text).unwrap_or_else(|e| panic!("{lesson}: {e}"));
+            assert_eq!(run.lesson, *lesson);
+            assert!(!run.recordings().is_empty(), "{lesson}: no recorded spans");
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! `--recorded`, `--trace` and `--svg` as a script sees them, on any machine: a recorded run
+//! is shown (labelled) where the binary embeds one, refused in one line where it does not,
+//! and the no-GPU error points to it.
+use std::process::{Command, Output};
+
+use streamlab::lab::recorded;
+
+/// The binary cargo built, or `STREAMLAB_BIN` on a GPU machine without the build tree.
+fn streamlab(args: &[&str]) -> Output {
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    Command::new(bin)
+        .args(args)
+        .output()
+        .expect("run streamlab")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The NVIDIA driver's device nodes, read outside streamlab (see tests/cli.rs).
+fn machine_has_nvidia_gpu() -> bool {
+    std::fs::read_dir("/dev").is_ok_and(|dir| {
+        dir.flatten().any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix("nvidia")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamlab-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn without_a_gpu_the_error_line_points_to_recorded() {
+    if machine_has_nvidia_gpu() {
+        return; // the GPU runs the lesson instead
+    }
+    let o = streamlab(&["run", "overlap", "--reps", "1"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--recorded"), "{err}");
+    let o = streamlab(&["run", "all"]);
+    let err = text(&o.stderr);
+    assert_eq!(
+        (o.status.code(), err.lines().count()),
+        (Some(3), 1),
+        "{err}"
+    );
+    assert!(err.contains("--recorded"), "{err}");
+}
+
+#[test]
+fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
+    let dir = scratch("recorded");
+    let (trace, svg) = (dir.join("t.json"), dir.join("o.svg"));
+    let args = [
+        "run",
+        "overlap",
+        "--recorded",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ];
+    let o = streamlab(&args);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    match recorded::find("overlap") {
+        Some(run) => {
+            let run = run.unwrap();
+            assert_eq!(o.status.code(), Some(0), "{err}");
+            assert!(out.contains(&run.label()), "{out}");
+            assert!(out.contains("not measured on this machine"), "{out}");
+            let t: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+            assert!(t["metadata"]["provenance"]
+                .as_str()
+                .unwrap()
+                .starts_with("recorded on "));
+            let picture = std::fs::read_to_string(&svg).unwrap();
+            assert!(picture.contains(&run.label()), "the caption names the run");
+        }
+        None => {
+            assert_eq!(o.status.code(), Some(2), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.contains("overlap: no recorded run embedded for this lesson"),
+                "{err}"
+            );
+            assert!(out.is_empty() && !trace.exists() && !svg.exists());
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn every_embedded_run_is_shown_with_its_gpu_and_date() {
+    for lesson in recorded::lessons() {
+        let o = streamlab(&["run", lesson, "--recorded", "--json"]);
+        assert_eq!(o.status.code(), Some(0), "{lesson}: {}", text(&o.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["lesson"], lesson);
+        let r = &report["details"]["recorded"];
+        assert!(
+            r["gpu"].is_string() && r["date"].is_string(),
+            "{lesson}: {r}"
+        );
+        assert!(report["device"]
+            .as_str()
+            .unwrap()
+            .contains("not measured on this machine"));
+    }
+}
+
+#[test]
+fn the_flags_are_documented() {
+    let o = streamlab(&["run", "overlap", "--help"]);
+    let help = text(&o.stdout);
+    for flag in ["--trace <FILE.json>", "--svg <FILE.svg>", "--recorded"] {
+        assert!(help.contains(flag), "{flag} missing from --help: {help}");
+    }
+}
