@@ -693,6 +693,8 @@ impl Cupti {
         }
     }
 
+    /// Turns the recorded activity kinds on or off. Kernels and copies must be there; peer
+    /// copies and memsets are recorded where this CUPTI allows it.
     fn set_activities(&self, on: bool) -> std::result::Result<(), String> {
         for kind in KINDS {
             // SAFETY: plain enum arguments.
@@ -703,14 +705,16 @@ impl Cupti {
                     (self.api.activity_disable)(kind)
                 }
             };
-            self.check(
-                status,
-                if on {
-                    "cuptiActivityEnable"
-                } else {
-                    "cuptiActivityDisable"
-                },
-            )?;
+            let call = if on {
+                "cuptiActivityEnable"
+            } else {
+                "cuptiActivityDisable"
+            };
+            let required = kind == layout::KIND_CONCURRENT_KERNEL || kind == layout::KIND_MEMCPY;
+            match self.check(status, call) {
+                Err(e) if required => return Err(format!("{e} (activity kind {kind})")),
+                _ => {}
+            }
         }
         Ok(())
     }
