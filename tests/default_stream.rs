@@ -5,13 +5,6 @@ use streamlab::lab::Lesson;
 use streamlab::lessons::default_stream::{DefaultStream, GAP_US};
 use testkit::{gpu, refusal, run_lesson, set_up};
 
-fn part(s: &streamlab::lab::Sample, name: &str) -> f64 {
-    s.parts
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(f64::NAN, |p| p.1)
-}
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn legacy_default_stream_serializes_blocking_but_not_non_blocking() {
@@ -20,8 +13,8 @@ fn legacy_default_stream_serializes_blocking_but_not_non_blocking() {
     let blocking = d.without(&gpu).unwrap();
     let non_blocking = d.with(&gpu).unwrap();
     // The second kernel started after the first ended, or before.
-    assert!(part(&blocking, GAP_US) >= 0.0, "{blocking:?}");
-    assert!(part(&non_blocking, GAP_US) < 0.0, "{non_blocking:?}");
+    assert!(blocking.value(GAP_US) >= 0.0, "{blocking:?}");
+    assert!(non_blocking.value(GAP_US) < 0.0, "{non_blocking:?}");
     // Sum vs max of two 2 ms kernels.
     assert!(blocking.ms > 3.6, "{blocking:?}");
     assert!(non_blocking.ms < 3.0, "{non_blocking:?}");

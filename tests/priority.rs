@@ -1,17 +1,10 @@
 //! GPU tests of the priority lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
-use streamlab::lab::harness::{args_from, run};
-use streamlab::lab::{Lesson, Settings};
+use streamlab::lab::harness::args_from;
+use streamlab::lab::Lesson;
 use streamlab::lessons::priority::{Priority, LONG_DONE, SHORT_MINUS_LONG};
-use testkit::{gpu, refusal, run_lesson, set_up};
-
-fn part(s: &streamlab::lab::Sample, name: &str) -> f64 {
-    s.parts
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(f64::NAN, |p| p.1)
-}
+use testkit::{gpu, refusal, run_lesson, run_refusal, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -21,11 +14,8 @@ fn high_priority_kernel_finishes_first_equal_priority_does_not() {
     p.with(&gpu).unwrap();
     let prioritized = p.with(&gpu).unwrap();
     let equal = p.without(&gpu).unwrap();
-    assert!(
-        part(&prioritized, SHORT_MINUS_LONG) < 0.0,
-        "{prioritized:?}"
-    );
-    assert!(part(&equal, SHORT_MINUS_LONG) >= 0.0, "{equal:?}");
+    assert!(prioritized.value(SHORT_MINUS_LONG) < 0.0, "{prioritized:?}");
+    assert!(equal.value(SHORT_MINUS_LONG) >= 0.0, "{equal:?}");
 }
 
 #[test]
@@ -74,14 +64,8 @@ fn with_one_wave_the_interpretation_says_no_claim_is_made() {
 #[ignore = "needs a CUDA GPU"]
 fn the_run_refuses_what_the_plan_refuses_with_this_gpus_waves() {
     let gpu = gpu();
-    let args = args_from::<Priority>(&["--waves", "1024", "--sleep-us", "1e7"]).unwrap();
-    match run::<Priority>(&gpu, &args, &Settings::default()) {
-        Err(streamlab::Error::InvalidInput(why)) => {
-            assert!(why.contains("--sleep-us") && !why.contains('\n'), "{why}")
-        }
-        Err(e) => panic!("expected a refusal, got {e}"),
-        Ok(o) => panic!("ran instead of refusing\n{}", o.report.to_text()),
-    }
+    let why = run_refusal::<Priority>(&gpu, &["--waves", "1024", "--sleep-us", "1e7"]);
+    assert!(why.contains("--sleep-us"), "{why}");
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.

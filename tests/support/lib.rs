@@ -99,6 +99,31 @@ pub fn refusal<L: Lesson>(flags: &[&str]) -> String {
     }
 }
 
+/// The refusal the harness gives `flags` on a GPU (with this GPU's work model), or a panic
+/// naming what ran instead. The message must be one line.
+pub fn run_refusal<L: Lesson>(gpu: &Gpu, flags: &[&str]) -> String {
+    let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
+    match run::<L>(gpu, &args, &Settings::default()) {
+        Err(streamlab::Error::InvalidInput(why)) if !why.contains('\n') => why,
+        Err(e) => panic!(
+            "{} {flags:?}: expected a one-line refusal, got {e}",
+            L::NAME
+        ),
+        Ok(o) => panic!(
+            "{} {flags:?}: ran instead of refusing\n{}",
+            L::NAME,
+            o.report.to_text()
+        ),
+    }
+}
+
+/// Panics unless `L` accepts `flags` without a GPU (parse and budget).
+pub fn accepted<L: Lesson>(flags: &[&str]) {
+    args_from::<L>(flags)
+        .and_then(|a| L::plan(&a, &streamlab::lab::WorkModel::H100)?.admit(None))
+        .unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
+}
+
 /// Seconds of GPU time as the `Duration` criterion's `iter_custom` wants.
 pub fn gpu_duration(total_ms: f64) -> std::time::Duration {
     std::time::Duration::from_secs_f64(total_ms / 1e3)

@@ -41,6 +41,14 @@ impl Sample {
         }
     }
 
+    /// The value of the part `name`; NaN when there is none.
+    pub fn value(&self, name: &str) -> f64 {
+        self.parts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(f64::NAN, |(_, v)| *v)
+    }
+
     /// Adds a named part (all samples of a version must name the same parts).
     pub fn part(mut self, name: &'static str, value: f64) -> Sample {
         self.parts.push((name, value));
