@@ -1,0 +1,157 @@
+//! GPU tests of the compute-transfer lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
+//! run everywhere.
+use approx::assert_relative_eq;
+use streamlab::lab::batches::pipeline_estimate;
+use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::report::Verdict;
+use streamlab::lab::Lesson;
+use streamlab::lessons::compute_transfer::ComputeTransfer;
+use streamlab::math::compute_element;
+use testkit::{accepted, gpu, refusal, run_lesson, run_refusal, set_up};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn compute_transfer_two_streams_equal_one_stream_bit_for_bit() {
+    let gpu = gpu();
+    for (n, batches) in [(1, 1), (4097, 3), (100_003, 4), (1000, 9)] {
+        let (n_flag, b_flag) = (n.to_string(), batches.to_string());
+        let flags = ["--elements", &n_flag, "--batches", &b_flag, "--iters", "40"];
+        let o = run_lesson::<ComputeTransfer>(&gpu, &flags, 1);
+        assert_eq!(
+            o.checks
+                .iter()
+                .find(|c| c.name.contains("bit for bit"))
+                .map(|c| c.verdict),
+            Some(Verdict::Passed),
+            "n={n} batches={batches}: {:?}",
+            o.checks
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn compute_transfer_matches_cpu_reference_within_tolerance() {
+    let gpu = gpu();
+    let iters = 100;
+    let flags = ["--elements", "10000", "--batches", "4", "--iters", "100"];
+    let mut ct: ComputeTransfer = set_up(&gpu, &flags, 8).unwrap();
+    ct.with(&gpu).unwrap();
+    let (input, out) = (ct.input().unwrap(), ct.output().unwrap());
+    assert_eq!(out.len(), 40_000);
+    // Every element of every batch, not a sample.
+    for (&x, &y) in input.iter().zip(&out) {
+        assert_relative_eq!(
+            y,
+            compute_element(x, iters),
+            epsilon = ABS_TOLERANCE,
+            max_relative = REL_TOLERANCE
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn compute_transfer_lesson_passes_and_overlaps() {
+    let gpu = gpu();
+    let o = run_lesson::<ComputeTransfer>(&gpu, &[], 5);
+    assert!(o.passed(), "{}", o.report.to_text());
+    let speedup = o.measured.speedup();
+    assert!(speedup > 1.05, "speed-up {speedup}\n{}", o.report.to_text());
+    // No schedule beats the busier of the two streams (model >= that stream's total).
+    let one = o.measured.without();
+    let model = pipeline_estimate(one.part("h") + one.part("d"), one.part("c"), 4);
+    let ratio = o.measured.with().time.median / model;
+    assert!(
+        ratio > 0.7,
+        "measured / model {ratio}\n{}",
+        o.report.to_text()
+    );
+}
+
+/// With one batch there is nothing to overlap: the lesson still passes its checks, and its
+/// interpretation says so instead of claiming an overlap.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_batch_is_reported_as_nothing_to_overlap() {
+    let gpu = gpu();
+    let flags = ["--elements", "4096", "--batches", "1", "--iters", "20"];
+    let o = run_lesson::<ComputeTransfer>(&gpu, &flags, 3);
+    let r = &o.report;
+    assert!(o.passed(), "{}", r.to_text());
+    assert!(
+        r.interpretation[0].contains("nothing to"),
+        "{}",
+        r.to_text()
+    );
+    assert!(
+        !r.interpretation.iter().any(|l| l.contains("x faster")),
+        "{}",
+        r.to_text()
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hostile_flags_are_refused_in_one_line_before_running() {
+    let gpu = gpu();
+    let why =
+        run_refusal::<ComputeTransfer>(&gpu, &["--batches", "1024", "--elements", "100000000"]);
+    assert!(why.contains("--batches 1024"), "{why}");
+    let why = run_refusal::<ComputeTransfer>(
+        &gpu,
+        &[
+            "--batches",
+            "1",
+            "--elements",
+            "268435456",
+            "--iters",
+            "100000",
+        ],
+    );
+    assert!(why.contains("per repeat"), "{why}");
+}
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, expected) in [
+        (&["--batches", "0"][..], "whole number from 1 to 1024"),
+        (&["--batches", "1025"], "whole number from 1 to 1024"),
+        (&["--elements", "0"], "whole number from 1 to 4294967295"),
+        (
+            &[
+                "--elements",
+                "18446744073709551615",
+                "--batches",
+                "18446744073709551615",
+            ],
+            "--",
+        ),
+        (&["--iters", "4294967295"], "whole number from 1 to 100000"),
+        (
+            &["--batches", "1024", "--elements", "100000000"],
+            "--batches 1024 x --elements 100000000",
+        ),
+        (
+            &[
+                "--batches",
+                "1",
+                "--elements",
+                "268435456",
+                "--iters",
+                "100000",
+            ],
+            "per repeat",
+        ),
+    ] {
+        let why = refusal::<ComputeTransfer>(flags);
+        assert!(
+            why.contains(expected),
+            "{flags:?}: {why} (expected {expected})"
+        );
+    }
+    accepted::<ComputeTransfer>(&[]);
+    accepted::<ComputeTransfer>(&["--elements", "1", "--batches", "1", "--iters", "1"]);
+}
