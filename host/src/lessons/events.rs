@@ -1,0 +1,377 @@
+//! # Events: GPU timing and cross-stream dependencies
+//!
+//! An event is a marker in a stream that completes when everything queued before it has
+//! finished. Two events around a kernel time it on the GPU, free of the host's launch and
+//! wake-up costs; and `cudaStreamWaitEvent(B, e)` makes stream B's later work wait for the
+//! point of stream A where `e` was recorded, without blocking the host or waiting for A's later
+//! work. Forget the wait and the consumer on B reads whatever the buffer held before: a race.
+//!
+//! The seed technique is the CUDA C++ Programming Guide's pair of event patterns: a kernel
+//! between two `cudaEventRecord`s read with `cudaEventElapsedTime` (NVIDIA's "How to Implement
+//! Performance Metrics in CUDA C/C++"), and the dependency of its "Explicit Synchronization":
+//!
+//! ```text
+//! slow_scale<<<g, 256, 0, a>>>(in, produced, 2.0f, cycles);   // stream A: the producer
+//! cudaEventRecord(ready, a);
+//! cudaStreamWaitEvent(b, ready, 0);                            // omit this: the race
+//! vector_add<<<g, 256, 0, b>>>(produced, in, consumed, n);     // stream B: the consumer
+//! ```
+//!
+//! In Rust: `Event::new(&gpu)` / `e.record(&s)`, `stop.synchronize()`, `stop.elapsed_ms(&start)`,
+//! `Event::without_timing(&gpu)` for `ready`, and `b.wait_event(&ready)`. The producer spins
+//! `--sleep-us` before writing, so a consumer that does not wait always finishes first and
+//! reads the stale value (−1): the race is certain, not rare, and shown on purpose. Both are
+//! ordinary streams: they synchronize with the legacy default stream only, never each other.
+//!
+//! The bound: with the wait the consumer ends after the producer's spin (`--sleep-us`, once
+//! per wave of blocks); without it, long before.
+use serde::Serialize;
+
+use crate::lab::budget::MAX_ELEMENTS;
+use crate::lab::data::random_inputs;
+use crate::lab::race::{
+    check_ordering, check_producer_timing, check_race_observed, check_right, count_mismatches,
+    Mismatches, CONSUMER_MINUS_PRODUCER, PRODUCER_DONE, PRODUCER_FACTOR, STALE, STALE_READ, WRONG,
+};
+use crate::lab::stats::host_ms;
+use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
+
+#[derive(clap::Args, Debug, Clone, Serialize)]
+pub struct Args {
+    /// Floats [1..=4294967295]. The default's producer grid fits on an H100 at once, so it
+    /// spins once; more elements spin once per wave.
+    #[arg(long, default_value_t = 1 << 18, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
+    pub elements: usize,
+    /// sin·cos steps of the kernel timed with events [0..=4294967295]. Try 10 to see the
+    /// host's launch and wake-up costs dominate the host clock.
+    #[arg(long, default_value_t = 1000, value_parser = args::whole(0u32..=u32::MAX))]
+    pub iters: u32,
+    /// The producer's spin before it writes, µs [100..=1000000]: the consumer's head start.
+    #[arg(long, default_value_t = 20_000.0, value_parser = args::number(100.0..=1e6))]
+    pub sleep_us: f64,
+}
+
+/// The producer's block size (`LaunchConfig::for_elements`).
+const BLOCK: usize = 256;
+/// The timed kernel's part: the host clock around its launch and synchronize.
+pub const HOST_CLOCK: &str = "host clock, ms";
+
+/// How many waves of blocks the spinning producer takes: each spins the whole `--sleep-us`.
+pub fn producer_waves(n: usize, model: &WorkModel) -> usize {
+    model.waves(n.div_ceil(BLOCK))
+}
+
+pub struct Events {
+    sleep_us: f64,
+    cycles: u64,
+    iters: u32,
+    waves: usize,
+    pub input: Vec<f32>,
+    /// Each race version's last run against the CPU: without the wait, with it.
+    pub last: [Mismatches; 2],
+    /// What the consumer computed, copied back: without the wait, with it.
+    outputs: [HostBuffer<f32>; 2],
+    dev_input: DeviceBuffer<f32>,
+    produced: DeviceBuffer<f32>,
+    consumed: DeviceBuffer<f32>,
+    producer: Stream,
+    consumer: Stream,
+    ready: Event,
+    start: Event,
+    producer_done: Event,
+    consumer_done: Event,
+}
+
+impl Lesson for Events {
+    const NAME: &'static str = "events";
+    const SUMMARY: &'static str =
+        "event timing of a kernel; a cross-stream dependency with wait_event, and the race without it";
+    type Args = Args;
+
+    fn versions(_: &Args) -> Vec<String> {
+        vec![
+            "consumer finished at, without wait_event".into(),
+            "consumer (stream B) finished at, with wait_event".into(),
+            "compute kernel, event time".into(),
+        ]
+    }
+
+    fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
+        let waves = producer_waves(a.elements, model);
+        let (n, iters, us) = (a.elements, a.iters, a.sleep_us);
+        // Two producer runs, the timed kernel, and the resets and consumers around them.
+        let ms = 2.0 * waves as f64 * us / 1e3
+            + model.compute_ms(n, iters)
+            + 6.0 * model.elementwise_ms(n);
+        Ok(Plan::new().host::<f32>(n, 4)?.device::<f32>(n, 3)?.work(
+            ms,
+            &format!("--elements {n} (a producer of {waves} waves, each spinning --sleep-us {us}) with --iters {iters}"),
+        ))
+    }
+
+    fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<Events> {
+        let input = random_inputs(a.elements, seed);
+        Ok(Events {
+            sleep_us: a.sleep_us,
+            cycles: gpu.info.cycles_for_micros(a.sleep_us),
+            iters: a.iters,
+            waves: producer_waves(a.elements, &WorkModel::for_device(&gpu.info)),
+            dev_input: DeviceBuffer::from_slice(gpu, &input)?,
+            input,
+            last: Default::default(),
+            outputs: [
+                HostBuffer::pinned(gpu, a.elements)?,
+                HostBuffer::pinned(gpu, a.elements)?,
+            ],
+            produced: DeviceBuffer::zeroed(gpu, a.elements)?,
+            consumed: DeviceBuffer::zeroed(gpu, a.elements)?,
+            producer: Stream::new(gpu, "producer (A)")?,
+            consumer: Stream::new(gpu, "consumer (B)")?,
+            ready: Event::without_timing(gpu)?,
+            start: Event::new(gpu)?,
+            producer_done: Event::new(gpu)?,
+            consumer_done: Event::new(gpu)?,
+        })
+    }
+
+    /// The consumer on B does not wait for the producer on A: the race.
+    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.race(gpu, false)
+    }
+
+    /// `B.wait_event(ready)`: the consumer starts once the producer's event completed.
+    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.race(gpu, true)
+    }
+
+    /// The compute kernel on a fresh copy of the input, between two events, and the host
+    /// clock around its launch and synchronize.
+    fn other(&mut self, gpu: &Gpu, _index: usize) -> Result<Sample> {
+        let (s, start, stop) = (&self.producer, &self.start, &self.producer_done);
+        s.copy_on_device(&self.dev_input, &self.consumed)?;
+        s.synchronize()?;
+        let (event_ms, host) = host_ms(|| -> Result<f64> {
+            start.record(s)?;
+            gpu.compute(s, &self.consumed, self.iters)?;
+            stop.record(s)?;
+            stop.synchronize()?;
+            stop.elapsed_ms(start)
+        });
+        Ok(Sample::ms(event_ms?).part(HOST_CLOCK, host))
+    }
+
+    fn streams(&self) -> Vec<&Stream> {
+        vec![&self.producer, &self.consumer]
+    }
+
+    fn verify(&mut self, _gpu: &Gpu, m: &Measured, checks: &mut Checks) -> Result<()> {
+        checks.record(
+            "events around the producer measure at least its spin",
+            check_producer_timing(m.with(), self.sleep_us),
+        );
+        checks.record(
+            "with wait_event: consumer == CPU reference, bit for bit, every run",
+            check_right(m.with(), self.input.len()),
+        );
+        // Both claims need the two streams to run at once (compute-sanitizer serializes them).
+        checks.concurrency(
+            "without wait_event: race observed (expected: this is the bug)",
+            check_race_observed(m.without(), self.input.len()),
+        );
+        checks.concurrency(
+            "consumer waited for the producer only with wait_event",
+            check_ordering(m),
+        );
+        Ok(())
+    }
+
+    fn explain(&self, m: &Measured, r: &mut Report) {
+        r.param("producer_waves", self.waves);
+        interpret(m, &self.last, r);
+    }
+}
+
+impl Events {
+    /// One run: reset both buffers, the producer on A, then the consumer on B (waiting for
+    /// `ready` or not), its output copied back and compared with the CPU.
+    fn race(&mut self, gpu: &Gpu, wait: bool) -> Result<Sample> {
+        let (a, b, out) = (&self.producer, &self.consumer, usize::from(wait));
+        gpu.scale(a, &self.produced, 0.0, STALE)?;
+        gpu.scale(a, &self.consumed, 0.0, 0.0)?;
+        a.synchronize()?;
+        self.start.record(a)?;
+        gpu.slow_scale(
+            a,
+            &self.dev_input,
+            &self.produced,
+            PRODUCER_FACTOR,
+            self.cycles,
+        )?;
+        self.ready.record(a)?;
+        self.producer_done.record(a)?;
+        if wait {
+            b.wait_event(&self.ready)?;
+        }
+        gpu.vector_add(b, &self.produced, &self.dev_input, &self.consumed)?;
+        self.consumer_done.record(b)?;
+        b.copy_to_host(&self.consumed, &self.outputs[out])?;
+        a.synchronize()?;
+        // Waits for B's copy: the host compares what the consumer computed, stale or not.
+        let m = count_mismatches(&self.input, &self.outputs[out].read()?);
+        let producer = self.producer_done.elapsed_ms(&self.start)?;
+        let consumer = self.consumer_done.elapsed_ms(&self.start)?;
+        let sample = Sample::ms(consumer)
+            .part(PRODUCER_DONE, producer)
+            .part(CONSUMER_MINUS_PRODUCER, consumer - producer)
+            .part(WRONG, m.wrong as f64)
+            .part(STALE_READ, m.stale as f64);
+        self.last[out] = m;
+        Ok(sample)
+    }
+}
+
+/// The figures and what they mean; `last` is each race version's last run.
+pub fn interpret(m: &Measured, last: &[Mismatches; 2], r: &mut Report) {
+    let (wrong, right) = (&last[0], &last[1]);
+    let kernel = &m.versions[2];
+    let (event, host) = (kernel.time.median, kernel.part(HOST_CLOCK));
+    let overhead = host - event;
+    let (producer, right_consumer) = (m.with().part(PRODUCER_DONE), m.with().time.median);
+    let (unwaited_producer, wrong_consumer) =
+        (m.without().part(PRODUCER_DONE), m.without().time.median);
+    let n = wrong.total;
+    r.figure(
+        "same kernel, host clock around launch + synchronize",
+        host,
+        "ms",
+    )
+    .figure("host clock minus event time", overhead, "ms")
+    .figure("producer (stream A) finished at", producer, "ms")
+    .figure(
+        "wrong elements without wait_event (last run)",
+        wrong.wrong as f64,
+        "elements",
+    )
+    .figure(
+        "wrong elements with wait_event (last run)",
+        right.wrong as f64,
+        "elements",
+    );
+    r.explain(if overhead > 0.0 {
+        format!("Events time the kernel on the GPU itself: {event:.3} ms; the host clock around the launch and the synchronize reads {host:.3} ms, {overhead:.3} ms more: the launch and the wake-up from synchronize.")
+    } else {
+        format!("Events time the kernel on the GPU itself: {event:.3} ms; the host clock around launch and synchronize reads {host:.3} ms, no more than the events within this run's noise.")
+    });
+    let example = wrong.example.map_or(String::new(), |(i, got, want)| {
+        format!("; e.g. element {i} is {got} instead of {want}")
+    });
+    r.explain(if check_race_observed(m.without(), n).is_ok() {
+        format!("Without wait_event the consumer on stream B did not wait for the producer on A (consumer done at {wrong_consumer:.3} ms, producer at {unwaited_producer:.3} ms) and read the stale buffer: {} of {n} elements wrong ({} of them exactly the stale value){example}. This is the bug the event prevents, shown on purpose.", wrong.wrong, wrong.stale)
+    } else {
+        format!("Without wait_event the consumer read correct data in at least one run (last run: {} of {n} elements wrong): the race this lesson sets up did not show; a longer --sleep-us gives the producer more of a head start to lose.", wrong.wrong)
+    });
+    r.explain(match (check_right(m.with(), n).is_ok(), check_ordering(m).is_ok()) {
+        (true, true) => format!("With B.wait_event(ready) the consumer ran only after the producer's event completed ({producer:.3} ms; consumer done at {right_consumer:.3} ms) and matched the CPU bit for bit; the host never blocked, and B waits for that one point of A, not for all of A's later work."),
+        (true, false) => format!("With B.wait_event(ready) the consumer matched the CPU bit for bit, but the finish times did not order as expected (producer {producer:.3} ms, consumer {right_consumer:.3} ms with the wait, {wrong_consumer:.3} ms without): see the checks."),
+        (false, _) => format!("With B.wait_event(ready) the consumer still differed from the CPU in at least one run ({} elements wrong in the last): the dependency did not hold; see the checks.", right.wrong),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::harness::args_from;
+
+    fn plan(flags: &[&str]) -> Result<()> {
+        Events::plan(&args_from::<Events>(flags)?, &WorkModel::H100)?.admit(None)
+    }
+
+    /// A race run: (producer done, consumer done, wrong elements).
+    fn run((producer, consumer, wrong): (f64, f64, usize)) -> Sample {
+        Sample::ms(consumer)
+            .part(PRODUCER_DONE, producer)
+            .part(CONSUMER_MINUS_PRODUCER, consumer - producer)
+            .part(WRONG, wrong as f64)
+            .part(STALE_READ, wrong as f64)
+    }
+
+    const RACED: (f64, f64, usize) = (20.0, 0.1, 10);
+    const WAITED: (f64, f64, usize) = (20.0, 20.1, 0);
+
+    fn measured(without: &[(f64, f64, usize)], with: &[(f64, f64, usize)]) -> Measured {
+        let names = Events::versions(&args_from::<Events>(&[]).unwrap());
+        let kernel = vec![Sample::ms(0.3).part(HOST_CLOCK, 0.35)];
+        let runs = |r: &[(f64, f64, usize)]| r.iter().copied().map(run).collect();
+        Measured::from_samples(names, vec![runs(without), runs(with), kernel])
+    }
+
+    #[test]
+    fn flags_are_checked_before_the_gpu() {
+        assert!(plan(&[]).is_ok());
+        assert!(plan(&["--elements", "1", "--iters", "0", "--sleep-us", "100"]).is_ok());
+        assert_eq!(producer_waves(1 << 18, &WorkModel::H100), 1);
+        for (flags, expected) in [
+            (&["--elements", "0"][..], "--elements"),
+            (&["--elements", "4294967296"], "--elements"),
+            (&["--sleep-us", "50"], "number from 100 to 1000000"),
+            (&["--sleep-us", "2e6"], "--sleep-us"),
+            (&["--sleep-us", "NaN"], "--sleep-us"),
+            (&["--sleep-us", "inf"], "--sleep-us"),
+            (&["--sleep-us", "-1"], "--sleep-us"),
+            // 4e9 elements are ~15,000 waves of a 20 ms spin, twice a repeat.
+            (&["--elements", "4000000000"], "waves"),
+            // 100 waves of a one-second spin.
+            (
+                &["--elements", "27033600", "--sleep-us", "1e6"],
+                "estimated",
+            ),
+            // The timed kernel alone: 2^18 elements x 2^32 iterations.
+            (&["--iters", "4294967295"], "estimated"),
+        ] {
+            let e = plan(flags).unwrap_err().to_string();
+            assert!(e.contains(expected), "{flags:?}: {e}");
+        }
+    }
+
+    fn told(m: &Measured, last: &[Mismatches; 2]) -> String {
+        let mut r = Report::new("events", "", "");
+        interpret(m, last, &mut r);
+        r.interpretation.join("\n")
+    }
+
+    #[test]
+    fn interpretation_follows_the_data() {
+        let stale = Mismatches {
+            wrong: 10,
+            stale: 10,
+            total: 10,
+            example: Some((0, 0.5, 4.5)),
+        };
+        let right = Mismatches {
+            total: 10,
+            ..Mismatches::default()
+        };
+        let last = [stale.clone(), right.clone()];
+        let good = told(&measured(&[RACED], &[WAITED]), &last);
+        assert!(good.contains("0.050 ms more"), "{good}");
+        assert!(
+            good.contains("shown on purpose") && good.contains("element 0 is 0.5"),
+            "{good}"
+        );
+        assert!(
+            good.contains("matched the CPU bit for bit; the host never blocked"),
+            "{good}"
+        );
+        let missed = told(
+            &measured(&[WAITED], &[WAITED]),
+            &[right.clone(), right.clone()],
+        );
+        assert!(
+            missed.contains("did not show") && missed.contains("did not order"),
+            "{missed}"
+        );
+        let broken = told(&measured(&[RACED], &[RACED]), &[stale.clone(), stale]);
+        assert!(broken.contains("the dependency did not hold"), "{broken}");
+    }
+}

@@ -1,0 +1,187 @@
+//! GPU tests of the callback lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine: release matters, the host's
+//! preparation is part of what is timed); the flag checks at the end run everywhere.
+use approx::assert_relative_eq;
+use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::host_pipeline::{batch_value, check_event_order};
+use streamlab::lab::Lesson;
+use streamlab::lessons::callback::{Callback, AHEAD, GPU_WORK, PREPARE};
+use streamlab::math::compute_element;
+use testkit::{accepted, gpu, refusal, run_lesson, run_refusal, set_up};
+
+fn flags(n: usize, batches: usize, iters: u32) -> Vec<String> {
+    vec![
+        "--elements".into(),
+        n.to_string(),
+        "--batches".into(),
+        batches.to_string(),
+        "--iters".into(),
+        iters.to_string(),
+    ]
+}
+
+fn set_up_callback(
+    n: usize,
+    batches: usize,
+    iters: u32,
+    seed: u64,
+) -> (testkit::TestGpu, Callback) {
+    let gpu = gpu();
+    let f = flags(n, batches, iters);
+    let f: Vec<&str> = f.iter().map(String::as_str).collect();
+    let p = set_up::<Callback>(&gpu, &f, seed).unwrap();
+    (gpu, p)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn callback_pipelined_equals_sequential_bit_for_bit() {
+    // One batch, an odd count (the rotation wraps unevenly), sizes no block size divides.
+    for (n, batches) in [(1, 1), (4097, 5), (100_003, 2), (65_536, 8)] {
+        let (gpu, mut p) = set_up_callback(n, batches, 30, 9);
+        p.without(&gpu).unwrap();
+        p.with(&gpu).unwrap();
+        assert_eq!(p.out_pipelined.len(), n * batches);
+        let same = p
+            .out_pipelined
+            .iter()
+            .zip(&p.out_sequential)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(
+            same,
+            "n={n} batches={batches}: pipelined differs from sequential"
+        );
+        check_event_order(&p.events, batches).unwrap();
+        assert_eq!(p.events.len(), 4 * batches, "{:?}", p.events);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn callback_matches_cpu_reference_within_tolerance() {
+    let (n, batches, iters, seed) = (20_000, 3, 100, 4);
+    let (gpu, mut p) = set_up_callback(n, batches, iters, seed);
+    p.with(&gpu).unwrap();
+    // Every element: data.rs's tolerances bound libdevice-vs-std drift over 100 iterations.
+    for k in 0..n * batches {
+        let x = batch_value(seed, k / n, k % n);
+        assert_relative_eq!(
+            p.out_pipelined[k],
+            compute_element(x, iters),
+            epsilon = ABS_TOLERANCE,
+            max_relative = REL_TOLERANCE
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn callback_lesson_passes_and_overlaps_host_and_gpu() {
+    let gpu = gpu();
+    let o = run_lesson::<Callback>(
+        &gpu,
+        &["--elements", "1048576", "--batches", "4", "--iters", "500"],
+        3,
+    );
+    assert!(o.passed(), "{}", o.report.to_text());
+    let (seq, pipe) = (
+        o.measured.without().time.median,
+        o.measured.with().time.median,
+    );
+    let (prep, g) = (
+        o.measured.without().part(PREPARE),
+        o.measured.without().part(GPU_WORK),
+    );
+    assert!(prep > 0.0 && g > 0.0, "{}", o.report.to_text());
+    // Sequential is at least the sum of its parts; the pipeline hides part of it.
+    assert!(seq >= 0.9 * 4.0 * (prep + g), "{}", o.report.to_text());
+    assert!(
+        pipe < seq,
+        "pipelined {pipe} ms vs sequential {seq} ms\n{}",
+        o.report.to_text()
+    );
+    assert_eq!(o.lesson.events.len(), 16, "{:?}", o.lesson.events);
+    assert!(o.measured.with().part(AHEAD) >= 0.0);
+    assert!(o
+        .report
+        .details
+        .get("events")
+        .is_some_and(|e| e.as_array().is_some_and(|a| a.len() == 16)));
+}
+
+/// With one batch there is nothing to overlap: the lesson still passes its checks, and its
+/// interpretation says so instead of claiming an overlap.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_batch_is_reported_as_nothing_to_pipeline() {
+    let gpu = gpu();
+    let o = run_lesson::<Callback>(
+        &gpu,
+        &["--elements", "4096", "--batches", "1", "--iters", "20"],
+        2,
+    );
+    assert!(o.passed(), "{}", o.report.to_text());
+    assert!(
+        o.report.interpretation[0].contains("nothing to"),
+        "{}",
+        o.report.to_text()
+    );
+    assert!(
+        !o.report
+            .interpretation
+            .iter()
+            .any(|l| l.contains("x faster")),
+        "{}",
+        o.report.to_text()
+    );
+}
+
+const HOSTILE: [(&[&str], &str); 4] = [
+    (
+        &["--batches", "1024", "--elements", "100000000"],
+        "--batches 1024 x --elements",
+    ),
+    (&["--iters", "4294967295"], "--iters"),
+    (&["--batches", "0"], "--batches"),
+    // One batch of 2^28 elements for a million iterations would compute for minutes.
+    (
+        &[
+            "--elements",
+            "268435456",
+            "--batches",
+            "1",
+            "--iters",
+            "1000000",
+        ],
+        "estimated",
+    ),
+];
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_run_refuses_hostile_flags_in_one_line_before_running() {
+    let gpu = gpu();
+    for (flags, mentions) in HOSTILE {
+        let why = run_refusal::<Callback>(&gpu, flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+}
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, mentions) in HOSTILE {
+        let why = refusal::<Callback>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+    for flags in [
+        &["--batches", "4097"][..],
+        &["--elements", "0"],
+        &["--elements", "4294967296"],
+    ] {
+        let why = refusal::<Callback>(flags);
+        assert!(why.contains(flags[0]), "{flags:?}: {why}");
+    }
+    accepted::<Callback>(&[]);
+    accepted::<Callback>(&["--elements", "1", "--batches", "1", "--iters", "0"]);
+}

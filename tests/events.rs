@@ -1,0 +1,144 @@
+//! GPU tests of the events lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
+//! run everywhere.
+use approx::assert_relative_eq;
+use streamlab::lab::data::ABS_TOLERANCE;
+use streamlab::lab::race::{CONSUMER_MINUS_PRODUCER, PRODUCER_DONE, STALE_READ, WRONG};
+use streamlab::lab::Lesson;
+use streamlab::lessons::events::{Events, HOST_CLOCK};
+use testkit::{accepted, gpu, refusal, run_lesson, run_refusal, set_up};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
+    let gpu = gpu();
+    let flags = [
+        "--elements",
+        "65536",
+        "--iters",
+        "100",
+        "--sleep-us",
+        "20000",
+    ];
+    let mut e: Events = set_up(&gpu, &flags, 11).unwrap();
+    for _ in 0..3 {
+        let wrong_run = e.without(&gpu).unwrap();
+        assert!(
+            wrong_run.value(WRONG) > 0.0,
+            "the unsynchronized consumer read correct data: {wrong_run:?}"
+        );
+        // What it read was the buffer before the producer wrote it.
+        assert!(wrong_run.value(STALE_READ) > 0.0, "{wrong_run:?}");
+        assert!(e.last[0].stale > 0, "{:?}", e.last[0]);
+        assert!(
+            wrong_run.value(CONSUMER_MINUS_PRODUCER) < 0.0,
+            "{wrong_run:?}"
+        );
+
+        let right_run = e.with(&gpu).unwrap();
+        assert_eq!(right_run.value(WRONG), 0.0, "{right_run:?}");
+        assert_eq!(e.last[1].wrong, 0, "{:?}", e.last[1]);
+        assert!(
+            right_run.value(CONSUMER_MINUS_PRODUCER) >= 0.0,
+            "{right_run:?}"
+        );
+        // The producer really spun for its 20 ms (sleep counts ticks at the rated clock).
+        assert!(right_run.value(PRODUCER_DONE) >= 18.0, "{right_run:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn events_consumer_matches_cpu_within_tolerance() {
+    let gpu = gpu();
+    let flags = [
+        "--elements",
+        "10000",
+        "--iters",
+        "100",
+        "--sleep-us",
+        "1000",
+    ];
+    let mut e: Events = set_up(&gpu, &flags, 5).unwrap();
+    let run = e.with(&gpu).unwrap();
+    // The lesson counts bit-for-bit differences from the CPU's 2x + x: none.
+    assert_eq!(run.value(WRONG), 0.0, "{run:?}");
+    assert_eq!((e.last[1].wrong, e.last[1].total), (0, 10_000));
+    // And the inputs give 3x within rounding: the comparison itself is not vacuous.
+    for x in &e.input {
+        let expected = streamlab::lab::race::expected_element(*x);
+        assert_relative_eq!(
+            expected,
+            3.0 * x,
+            epsilon = ABS_TOLERANCE,
+            max_relative = 1e-6
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn events_lesson_passes_and_times_the_kernel() {
+    let gpu = gpu();
+    let o = run_lesson::<Events>(
+        &gpu,
+        &[
+            "--elements",
+            "65536",
+            "--iters",
+            "500",
+            "--sleep-us",
+            "10000",
+        ],
+        3,
+    );
+    assert!(o.passed(), "{}", o.report.to_text());
+    let kernel = &o.measured.versions[2];
+    assert!(kernel.time.median > 0.0, "{}", o.report.to_text());
+    assert!(kernel.part(HOST_CLOCK) > 0.0, "{}", o.report.to_text());
+    // The events around the 10 ms producer measured its spin (never shorter at the rated
+    // clock), and the consumer that waited finished after it.
+    let producer = o.measured.with().part(PRODUCER_DONE);
+    assert!(
+        producer >= 9.5,
+        "producer {producer} ms\n{}",
+        o.report.to_text()
+    );
+    assert!(
+        o.measured.with().time.median >= producer,
+        "{}",
+        o.report.to_text()
+    );
+    assert!(o.lesson.last[0].wrong > 0, "{}", o.report.to_text());
+    assert_eq!(o.lesson.last[1].wrong, 0, "{}", o.report.to_text());
+}
+
+const HOSTILE: [(&[&str], &str); 5] = [
+    // 4e9 elements: thousands of producer waves.
+    (&["--elements", "4000000000"], "waves"),
+    (&["--sleep-us", "50"], "--sleep-us"),
+    (&["--sleep-us", "NaN"], "--sleep-us"),
+    (&["--sleep-us", "2e6"], "--sleep-us"),
+    (&["--iters", "4294967295"], "--iters"),
+];
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_run_refuses_hostile_flags_in_one_line_before_running() {
+    let gpu = gpu();
+    for (flags, mentions) in HOSTILE {
+        let why = run_refusal::<Events>(&gpu, flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+}
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, mentions) in HOSTILE {
+        let why = refusal::<Events>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+    accepted::<Events>(&[]);
+    accepted::<Events>(&["--elements", "1", "--iters", "0", "--sleep-us", "100"]);
+}
