@@ -11,14 +11,17 @@
 //! the shape of wgpu's examples framework: the framework owns the loop, each example
 //! implements a trait.
 pub mod args;
+pub mod batches;
 pub mod budget;
 pub mod checks;
 pub mod data;
 pub mod harness;
+pub mod host_pipeline;
 pub mod output;
 pub mod picture;
 pub mod pipeline;
 pub mod plot;
+pub mod race;
 pub mod record;
 pub mod recorded;
 pub mod replay;
