@@ -36,6 +36,18 @@ pub fn serial_ms(sleeps: f64, sleep_us: f64) -> f64 {
     sleeps * sleep_us / 1e3
 }
 
+/// How many waves a grid of `blocks` takes on `multiprocessors` SMs holding `blocks_per_sm`
+/// of its blocks each, as a fraction (3.9: three full waves and part of a fourth).
+pub fn waves(blocks: usize, multiprocessors: i32, blocks_per_sm: u32) -> f64 {
+    blocks as f64 / (multiprocessors.max(1) as f64 * blocks_per_sm.max(1) as f64)
+}
+
+/// The share of `total_ms` that `sleeps` sleeps of `sleep_ms` one after another account for
+/// (the rest is copies and launch costs).
+pub fn sleep_share(sleeps: f64, sleep_ms: f64, total_ms: f64) -> f64 {
+    sleeps * sleep_ms / total_ms
+}
+
 /// A stamped sleep's GPU start and end times (`%globaltimer`), ns.
 pub type Stamp = [u64; 2];
 
@@ -138,6 +150,15 @@ mod tests {
     fn serial_sleeps_add_up_in_ms() {
         assert_eq!(serial_ms(40.0, 1500.0), 60.0);
         assert_eq!(serial_ms(0.0, 1e7), 0.0);
+    }
+
+    #[test]
+    fn waves_and_sleep_shares_follow_their_formulas() {
+        // H100/H200: 132 SMs x 8 blocks of 256 = 1056 resident, 4096 blocks = 3.9 waves.
+        assert!((waves(4096, 132, 8) - 3.878).abs() < 1e-3);
+        assert_eq!(waves(4096, 512, 8), 1.0);
+        assert_eq!(waves(4096, 0, 0), 4096.0);
+        assert_eq!(sleep_share(4.0, 2.0, 10.0), 0.8);
     }
 
     #[test]

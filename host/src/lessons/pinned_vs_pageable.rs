@@ -1,0 +1,382 @@
+//! # Pinned versus pageable host memory
+//!
+//! The copy engines move data by DMA, which needs host memory the OS will neither page out
+//! nor move: pinned memory. From pageable memory (`malloc`, a `Vec`) the driver first copies
+//! the data through a pinned staging buffer of its own with the CPU, which costs bandwidth
+//! and asynchrony: `cudaMemcpyAsync` then returns only once the data is staged (host to
+//! device) or the copy is done (device to host), while from pinned memory it only enqueues.
+//!
+//! The seed technique is the bandwidth test of every CUDA course:
+//!
+//! ```text
+//! float* pageable = (float*)malloc(bytes);
+//! float* pinned;  cudaMallocHost(&pinned, bytes);
+//! cudaEventRecord(start, s);
+//! cudaMemcpyAsync(d, pinned /* or pageable */, bytes, cudaMemcpyHostToDevice, s);
+//! cudaEventRecord(stop, s);
+//! cudaEventSynchronize(stop);  cudaEventElapsedTime(&ms, start, stop);  // GB/s = bytes / ms
+//! ```
+//!
+//! In Rust: `HostBuffer::pinned_from(&gpu, &values)` is `cudaMallocHost` and a fill,
+//! `HostBuffer::pageable_from_vec(&gpu, values)` the `malloc`ed buffer, `s.copy_to_device` /
+//! `s.copy_to_host` the `cudaMemcpyAsync` (either memory), and events time each copy on the
+//! GPU while `Instant` times the host inside the call.
+//!
+//! The bound: a copy moves at most at the link's bandwidth, pinned; the claim is that a
+//! pinned call holds the host under half the copy's time and a pageable one over half.
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::lab::budget::MAX_ELEMENTS;
+use crate::lab::data::{ensure_bitwise_equal, random_inputs};
+use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
+
+#[derive(clap::Args, Debug, Clone, Serialize)]
+pub struct Args {
+    /// Floats per copy [1..=4294967295]. Try 1048576 (4 MiB), or 1 for the call's fixed cost.
+    #[arg(long, default_value_t = 16 << 20, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
+    pub elements: usize,
+}
+
+/// The four copies, baseline (pageable) first in each direction: (name, pinned, to device).
+pub const KINDS: [(&str, bool, bool); 4] = [
+    ("H2D pageable", false, true),
+    ("H2D pinned", true, true),
+    ("D2H pageable", false, false),
+    ("D2H pinned", true, false),
+];
+/// The part of each sample: host time inside the `cudaMemcpyAsync` call, ms.
+pub const IN_CALL: &str = "host ms inside the call";
+/// Below this size the call's fixed cost (microseconds) is comparable to the copy itself,
+/// and the "holds the host" claim is not asserted.
+pub const MIN_BYTES_FOR_CLAIM: usize = 4 << 20;
+/// A pinned/pageable bandwidth ratio at least this far from 1 is called faster or slower.
+pub const FASTER: f64 = 1.1;
+/// For the estimate only: pageable copies are assumed at most this many times slower.
+const PAGEABLE_SLOWER: f64 = 4.0;
+
+/// Pinned and pageable buffers of the same data, and one device buffer per kind of host
+/// memory, so a pageable copy that did nothing cannot pass on the pinned copy's data.
+pub struct PinnedVsPageable {
+    bytes: usize,
+    pinned: [HostBuffer<f32>; 2],
+    pageable: [HostBuffer<f32>; 2],
+    dev: [DeviceBuffer<f32>; 2],
+    stream: Stream,
+    marks: [Event; 2],
+}
+
+impl PinnedVsPageable {
+    /// Copy `v` of [`KINDS`]: one `cudaMemcpyAsync` of the whole buffer, timed on the GPU
+    /// (events) and on the host (inside the call).
+    fn copy(&self, v: usize) -> Result<Sample> {
+        let Some(&(_, pinned, to_device)) = KINDS.get(v) else {
+            return Err(Error::Internal(format!(
+                "pinned-vs-pageable has no version {v}"
+            )));
+        };
+        let ([input, output], dev) = match pinned {
+            true => (&self.pinned, &self.dev[0]),
+            false => (&self.pageable, &self.dev[1]),
+        };
+        let (s, [start, stop]) = (&self.stream, &self.marks);
+        start.record(s)?;
+        let t = Instant::now();
+        if to_device {
+            s.copy_to_device(input, dev)?;
+        } else {
+            s.copy_to_host(dev, output)?;
+        }
+        let in_call = t.elapsed().as_secs_f64() * 1e3;
+        stop.record(s)?;
+        stop.synchronize()?;
+        Ok(Sample::ms(stop.elapsed_ms(start)?).part(IN_CALL, in_call))
+    }
+
+    /// The input and what came back, pinned then pageable, for tests.
+    pub fn round_trips(&self) -> Result<[(Vec<f32>, Vec<f32>); 2]> {
+        let pair = |[a, b]: &[HostBuffer<f32>; 2]| Ok((a.to_vec()?, b.to_vec()?));
+        Ok([pair(&self.pinned)?, pair(&self.pageable)?])
+    }
+}
+
+/// Decimal gigabytes per second for `bytes` moved in `ms`.
+pub fn gb_per_s(bytes: usize, ms: f64) -> f64 {
+    bytes as f64 / (ms * 1e6)
+}
+
+/// "2.3x faster", "1.5x slower" or "about as fast", for a pinned/pageable bandwidth ratio.
+pub fn compare(ratio: f64) -> String {
+    if ratio >= FASTER {
+        format!("{ratio:.1}x faster")
+    } else if ratio > 0.0 && ratio <= 1.0 / FASTER {
+        format!("{:.1}x slower", 1.0 / ratio)
+    } else {
+        format!("about as fast ({ratio:.2}x)")
+    }
+}
+
+impl Lesson for PinnedVsPageable {
+    const NAME: &'static str = "pinned-vs-pageable";
+    const SUMMARY: &'static str =
+        "copy bandwidth from pinned and pageable memory, and how long an async copy holds the host";
+    type Args = Args;
+
+    fn versions(_: &Args) -> Vec<String> {
+        KINDS.iter().map(|k| k.0.to_string()).collect()
+    }
+
+    fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
+        let pinned = 2.0 * model.copy_ms(a.elements);
+        Ok(Plan::new()
+            // Pinned and pageable, each an input and an output.
+            .host::<f32>(a.elements, 4)?
+            .device::<f32>(a.elements, 2)?
+            .work(pinned * (1.0 + PAGEABLE_SLOWER), "--elements"))
+    }
+
+    fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<PinnedVsPageable> {
+        let (n, input) = (a.elements, random_inputs(a.elements, seed));
+        Ok(PinnedVsPageable {
+            bytes: n * std::mem::size_of::<f32>(),
+            pinned: [
+                HostBuffer::pinned_from(gpu, &input)?,
+                HostBuffer::pinned(gpu, n)?,
+            ],
+            pageable: [
+                HostBuffer::pageable_from_vec(gpu, input),
+                HostBuffer::pageable(gpu, n)?,
+            ],
+            dev: [DeviceBuffer::zeroed(gpu, n)?, DeviceBuffer::zeroed(gpu, n)?],
+            stream: Stream::new(gpu, "copies")?,
+            marks: [Event::new(gpu)?, Event::new(gpu)?],
+        })
+    }
+
+    /// Host to device from pageable memory: the driver stages it first.
+    fn without(&mut self, _gpu: &Gpu) -> Result<Sample> {
+        self.copy(0)
+    }
+
+    /// Host to device from pinned memory: the copy engine reads it directly.
+    fn with(&mut self, _gpu: &Gpu) -> Result<Sample> {
+        self.copy(1)
+    }
+
+    /// Device to host, into pageable (2) or pinned (3) memory, after the copies in.
+    fn other(&mut self, _gpu: &Gpu, index: usize) -> Result<Sample> {
+        self.copy(index)
+    }
+
+    fn streams(&self) -> Vec<&Stream> {
+        vec![&self.stream]
+    }
+
+    /// Pinned in -> device -> pinned out, and pageable in -> device -> pageable out, are
+    /// both the input, bit for bit: all four copies moved the data intact.
+    fn verify(&mut self, _gpu: &Gpu, m: &Measured, checks: &mut Checks) -> Result<()> {
+        let intact = |[input, output]: &[HostBuffer<f32>; 2], what: &str| {
+            ensure_bitwise_equal(what, &output.read()?, &input.read()?)
+        };
+        let outcome = intact(&self.pinned, "pinned H2D then D2H vs input")
+            .and_then(|()| intact(&self.pageable, "pageable H2D then D2H vs input"))
+            .map(|()| format!("all {} bytes intact through all four copies", self.bytes));
+        checks.record("data intact in all four copies, bit for bit", outcome);
+        let claim = check_claim(m, self.bytes);
+        checks.concurrency("pinned returns at once, pageable holds the host", claim);
+        Ok(())
+    }
+
+    fn explain(&self, m: &Measured, r: &mut Report) {
+        interpret(m, self.bytes, r);
+    }
+}
+
+/// Host time inside the call over the copy's GPU time, for version `v`.
+pub fn held_fraction(m: &Measured, v: usize) -> f64 {
+    m.versions[v].part(IN_CALL) / m.versions[v].time.median
+}
+
+/// The lesson's claim: a pinned async copy returns at once (under half its GPU time inside
+/// the call), a pageable one holds the host (over half). Asserted from
+/// [`MIN_BYTES_FOR_CLAIM`] up.
+pub fn check_claim(m: &Measured, bytes: usize) -> Result<String> {
+    if bytes < MIN_BYTES_FOR_CLAIM {
+        return Ok(format!("not asserted: {bytes} bytes is too small for call overhead not to matter (>= {MIN_BYTES_FOR_CLAIM} needed)"));
+    }
+    let held = |v: usize| held_fraction(m, v);
+    let wrong: Vec<String> = (0..KINDS.len())
+        .filter(|&v| {
+            if KINDS[v].1 {
+                held(v) >= 0.5
+            } else {
+                held(v) <= 0.5
+            }
+        })
+        .map(|v| {
+            let (k, ms) = (&m.versions[v], m.versions[v].time.median);
+            format!(
+                "{}: {:.3} ms in the call for {ms:.3} ms of copy",
+                k.name,
+                k.part(IN_CALL)
+            )
+        })
+        .collect();
+    if wrong.is_empty() {
+        let each: Vec<String> = (0..KINDS.len())
+            .map(|v| format!("{} {:.0}%", KINDS[v].0, held(v) * 100.0))
+            .collect();
+        Ok(format!("host held for: {}", each.join(", ")))
+    } else {
+        Err(Error::Verification(format!(
+            "expected pinned calls to return at once and pageable ones to hold the host; {}",
+            wrong.join("; ")
+        )))
+    }
+}
+
+/// The figures and what they mean (a free function, so tests can feed it made-up data).
+pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
+    r.param("bytes", bytes);
+    let bw = |v: usize| gb_per_s(bytes, m.versions[v].time.median);
+    for (v, k) in m.versions.iter().enumerate() {
+        r.figure(&format!("{}: bandwidth, median", k.name), bw(v), "GB/s")
+            .figure(
+                &format!("{}: host time inside the call", k.name),
+                k.part(IN_CALL),
+                "ms",
+            );
+    }
+    let (h2d, d2h) = (bw(1) / bw(0), bw(3) / bw(2));
+    r.figure("H2D pinned / pageable bandwidth", h2d, "x")
+        .figure("D2H pinned / pageable bandwidth", d2h, "x");
+    let big_enough = bytes >= MIN_BYTES_FOR_CLAIM;
+    if big_enough {
+        let why = if h2d >= FASTER || d2h >= FASTER {
+            ": the copy engine reads and writes it by DMA, while pageable data goes through the driver's staging buffer with a CPU memcpy."
+        } else {
+            ": here the CPU's staging through the driver's pinned buffer kept up with the copy engine."
+        };
+        r.explain(format!(
+            "Pinned memory is {} host-to-device and {} device-to-host{why}",
+            compare(h2d),
+            compare(d2h)
+        ));
+    } else {
+        r.explain(format!(
+            "At {bytes} bytes a copy's fixed set-up cost (microseconds) outweighs the transfer, so the bandwidths (pinned/pageable {h2d:.1}x H2D, {d2h:.1}x D2H) say little; bandwidth shows from about {} MiB up (--elements {}).",
+            MIN_BYTES_FOR_CLAIM >> 20,
+            MIN_BYTES_FOR_CLAIM / std::mem::size_of::<f32>()
+        ));
+    }
+    let held = |v: usize| {
+        let k = &m.versions[v];
+        format!(
+            "{:.3} ms inside the call for a {:.3} ms copy",
+            k.part(IN_CALL),
+            k.time.median
+        )
+    };
+    let (pinned, pageable) = (held(1), held(0));
+    r.explain(if !big_enough {
+        format!("Host time for the H2D copies: pinned {pinned}, pageable {pageable}; at this size the call overhead dominates, so whether a call holds the host is not asserted.")
+    } else if check_claim(m, bytes).is_ok() {
+        format!("From pinned memory cudaMemcpyAsync only enqueues (H2D: {pinned}); from pageable memory it returns only after staging (H2D) or completion (D2H) (H2D: {pageable}), so it is not asynchronous at all.")
+    } else {
+        format!("Expected pinned calls to only enqueue and pageable ones to hold the host, but not here (H2D pinned: {pinned}; pageable: {pageable}): see the check \"pinned returns at once, pageable holds the host\".")
+    });
+    r.explain("So overlap needs pinned buffers, but pinning is slow to allocate and takes RAM from the OS: pin the buffers you stream through and reuse them.");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::harness::args_from;
+
+    fn plan(flags: &[&str]) -> Result<()> {
+        PinnedVsPageable::plan(&args_from::<PinnedVsPageable>(flags)?, &WorkModel::H100)?
+            .admit(None)
+    }
+
+    #[test]
+    fn sizes_and_host_memory_are_checked_before_the_gpu() {
+        assert!(plan(&[]).is_ok());
+        assert!(plan(&["--elements", "1"]).is_ok());
+        for n in ["0", "4294967296", "4611686018427387904"] {
+            let e = plan(&["--elements", n]).unwrap_err().to_string();
+            assert!(e.contains("whole number from 1 to 4294967295"), "{n}: {e}");
+        }
+        // The largest copy (16 GiB) stays far under a minute even from pageable memory.
+        let args = args_from::<PinnedVsPageable>(&["--elements", "4294967295"]).unwrap();
+        let p = PinnedVsPageable::plan(&args, &WorkModel::H100).unwrap();
+        assert!(
+            p.ms_per_repeat < 10e3 && p.host_bytes == 16 * 4294967295,
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn comparisons_follow_the_ratio() {
+        assert_eq!(compare(2.34), "2.3x faster");
+        assert_eq!(compare(0.2), "5.0x slower");
+        assert!(compare(1.0).starts_with("about as fast"));
+        assert!(compare(f64::NAN).starts_with("about as fast"));
+    }
+
+    #[test]
+    fn bandwidth_is_decimal_gigabytes_per_second() {
+        assert!((gb_per_s(1_000_000_000, 1000.0) - 1.0).abs() < 1e-12);
+        assert!((gb_per_s(64 << 20, 1.2) - 55.924).abs() < 1e-3);
+    }
+
+    /// (host ms inside the call, GPU ms) of each kind, in [`KINDS`]' order.
+    fn measured(kinds: [(f64, f64); 4]) -> Measured {
+        let names = PinnedVsPageable::versions(&args_from::<PinnedVsPageable>(&[]).unwrap());
+        let runs = kinds.map(|(host, gpu)| vec![Sample::ms(gpu).part(IN_CALL, host)]);
+        Measured::from_samples(names, runs.to_vec())
+    }
+
+    const GOOD: [(f64, f64); 4] = [(6.0, 6.5), (0.01, 1.2), (6.4, 6.5), (0.01, 1.2)];
+
+    #[test]
+    fn the_claim_needs_pinned_quick_and_pageable_held() {
+        assert!(check_claim(&measured(GOOD), 64 << 20).is_ok());
+        let pinned_blocked = [GOOD[0], (1.1, 1.2), GOOD[2], GOOD[3]];
+        let e = check_claim(&measured(pinned_blocked), 64 << 20).unwrap_err();
+        assert!(e.to_string().contains("H2D pinned: 1.100 ms"), "{e}");
+        let pageable_free = [GOOD[0], GOOD[1], (0.1, 6.5), GOOD[3]];
+        assert!(check_claim(&measured(pageable_free), 64 << 20).is_err());
+        // Too small to assert anything: passes with a note.
+        let note = check_claim(&measured(pinned_blocked), 1024).unwrap();
+        assert!(note.starts_with("not asserted"), "{note}");
+    }
+
+    fn told(kinds: [(f64, f64); 4], bytes: usize) -> String {
+        let mut r = Report::new("pinned-vs-pageable", "", "");
+        interpret(&measured(kinds), bytes, &mut r);
+        r.interpretation.join("\n")
+    }
+
+    #[test]
+    fn interpretation_follows_the_data() {
+        let good = told(GOOD, 64 << 20);
+        assert!(
+            good.contains("5.4x faster") && good.contains("not asynchronous"),
+            "{good}"
+        );
+        let even = [(6.0, 1.2), (1.1, 1.2), (6.4, 1.2), (0.01, 1.2)];
+        let even = told(even, 64 << 20);
+        assert!(
+            even.contains("kept up") && even.contains("but not here"),
+            "{even}"
+        );
+        let tiny = told(GOOD, 4);
+        assert!(
+            !tiny.contains("faster") && !tiny.contains("not asynchronous"),
+            "{tiny}"
+        );
+        assert!(tiny.contains("is not asserted"), "{tiny}");
+    }
+}

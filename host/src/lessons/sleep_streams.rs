@@ -1,0 +1,424 @@
+//! # SleepKernel on one stream versus one stream each
+//!
+//! Kernels on different streams may run at the same time, but only where the GPU has room:
+//! a grid that fills every SM leaves another stream's kernel only the last wave's gaps,
+//! while K one-block kernels on K streams run side by side, close to K times faster.
+//!
+//! The seed technique is the SleepKernel experiment of stream tutorials, each launch with
+//! its own copy in before and copy out after:
+//!
+//! ```text
+//! for (int i = 0; i < K; ++i) {            // one stream: s[i] = s[0]; K streams: s[i]
+//!   cudaMemcpyAsync(d + off[i], h + off[i], bytes, cudaMemcpyHostToDevice, s[i]);
+//!   SleepKernel<<<grid, block, 0, s[i]>>>(cycles);   // grid 64x64 of 16x16, or 1 of 1
+//!   cudaMemcpyAsync(out + off[i], d + off[i], bytes, cudaMemcpyDeviceToHost, s[i]);
+//! }
+//! ```
+//!
+//! In Rust: `Stream::new` is `cudaStreamCreate`, `gpu.sleep(&s, LaunchConfig::new(grid,
+//! block), cycles)` the launch, `s.copy_to_device` / `s.copy_to_host` the `cudaMemcpyAsync`s,
+//! and `fork` / `join` (`cudaEventRecord` + `cudaStreamWaitEvent`) let two events on stream 0
+//! time every stream.
+//!
+//! The bound: the one-block grid gains at most min(K, hardware queues) times; the claim is
+//! half of that (at least 1.3x), and more than the full grid gains.
+use std::ops::Range;
+
+use serde::Serialize;
+
+use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
+use crate::lab::sleep::{connections, serial_ms, sleep_share, waves};
+use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::stream::{fork, join};
+use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, LaunchConfig, Result, Stream};
+
+#[derive(clap::Args, Debug, Clone, Serialize)]
+pub struct Args {
+    /// Floats copied, split over the launches [1..=4294967295]. More makes the copies weigh.
+    #[arg(long, default_value_t = 1 << 20, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
+    pub elements: usize,
+    /// Streams, one launch each [1..=64]. Try 8, then 16 (past the 8 hardware queues).
+    #[arg(long, default_value_t = 4, value_parser = args::whole(1usize..=MAX_STREAMS))]
+    pub streams: usize,
+    /// Sleep of every block, µs [10..=10000000]. Try 20 to let the copies dominate.
+    #[arg(long, default_value_t = 2000.0, value_parser = args::number(10.0..=1e7))]
+    pub sleep_us: f64,
+}
+
+/// Blocks in the full grid (64 x 64), of 16 x 16 threads each.
+pub const FULL_GRID_BLOCKS: usize = 64 * 64;
+/// Below this share of sleeping in the one-stream time the copies set the pace: no claim.
+pub const MIN_SLEEP_SHARE: f64 = 0.8;
+
+/// The grids, in the versions' order (each on one stream, then on K): one block of one
+/// thread leaves all SMs but one idle; 4,096 blocks of 256 take several waves on any GPU.
+#[rustfmt::skip]
+pub const GRIDS: [(&str, Dim3, Dim3); 2] = [
+    ("small grid (1 block)", (1, 1, 1), (1, 1, 1)),
+    ("full grid (64x64 blocks of 16x16)", (64, 64, 1), (16, 16, 1)),
+];
+type Dim3 = (u32, u32, u32);
+pub const SMALL: usize = 0;
+pub const FULL: usize = 1;
+
+/// What the explanation needs of the run: flags and this GPU's facts.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Shape {
+    pub streams: usize,
+    pub sleep_ms: f64,
+    pub cycles: u64,
+    pub connections: usize,
+    pub multiprocessors: i32,
+    pub blocks_per_sm: u32,
+}
+
+pub struct SleepStreams {
+    shape: Shape,
+    chunks: Vec<Range<usize>>,
+    streams: Vec<Stream>,
+    input: HostBuffer<f32>,
+    // Per version, so no version's copies can hide a missing copy of another.
+    buffers: Vec<(HostBuffer<f32>, DeviceBuffer<f32>)>,
+    marks: [Event; 2],
+    fork: Event,
+    joins: Vec<Event>,
+}
+
+impl SleepStreams {
+    /// Version `v` (see [`GRIDS`]): K times copy in, sleep, copy out, all on stream 0 (even
+    /// `v`: `without` and 2), or launch i with its copies on stream i (odd: `with` and 3).
+    /// Streams 1..K fork from and join into stream 0 (none with one stream): its two events
+    /// bracket all the work.
+    fn run(&self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        let Some(&(_, grid, block)) = GRIDS.get(v / 2) else {
+            return Err(Error::Internal(format!("sleep-streams has no version {v}")));
+        };
+        let ((out, dev), [start, stop]) = (&self.buffers[v], &self.marks);
+        let all: Vec<&Stream> = self.streams.iter().collect();
+        let (first, k) = (all[0], all.len());
+        let (on, rest) = match v % 2 == 1 {
+            true => (all.clone(), &all[1..]),
+            false => (vec![first; k], &all[..0]),
+        };
+        start.record(first)?;
+        fork(&self.fork, first, rest)?;
+        for (s, r) in on.iter().zip(&self.chunks) {
+            s.copy_to_device(self.input.slice(r.clone())?, dev.slice(r.clone())?)?;
+            gpu.sleep(s, LaunchConfig::new(grid, block), self.shape.cycles)?;
+            s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?)?;
+        }
+        join(&self.joins, first, rest)?;
+        stop.record(first)?;
+        stop.synchronize()?;
+        Ok(Sample::ms(stop.elapsed_ms(start)?))
+    }
+}
+
+/// The speed-up the small grid must beat with `k` streams on `connections` hardware queues
+/// (none with one stream): half the ideal min(k, connections), for launch and copy costs.
+pub fn small_grid_claim(k: usize, connections: usize) -> Option<f64> {
+    (k >= 2).then(|| (k.min(connections) as f64 / 2.0).max(1.3))
+}
+
+/// Grid `g`'s median time on one stream, and that over its median on K streams.
+pub fn one_stream_ms(m: &Measured, g: usize) -> f64 {
+    m.versions[2 * g].time.median
+}
+pub fn speedup(m: &Measured, g: usize) -> f64 {
+    one_stream_ms(m, g) / m.versions[2 * g + 1].time.median
+}
+
+impl Lesson for SleepStreams {
+    const NAME: &'static str = "sleep-streams";
+    const SUMMARY: &'static str = "SleepKernel 4x on one stream vs once on each of 4 streams, with a full grid and with one block";
+    type Args = Args;
+
+    fn versions(a: &Args) -> Vec<String> {
+        let (k, mut names) = (a.streams, Vec::new());
+        for (label, ..) in GRIDS {
+            names.push(format!("{label}: {k}x on one stream"));
+            names.push(format!("{label}: {k} streams"));
+        }
+        names
+    }
+
+    fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
+        if a.streams > a.elements {
+            return Err(Error::InvalidInput(format!(
+                "--streams {} is more than --elements {}: every launch copies at least one element",
+                a.streams, a.elements
+            )));
+        }
+        // Worst case, nothing overlaps: K sleeps a small-grid version, K x waves a full one.
+        let versions = 2 * GRIDS.len();
+        let sleeps = 2.0 * a.streams as f64 * (model.waves(FULL_GRID_BLOCKS) as f64 + 1.0);
+        let copies = 2.0 * versions as f64 * model.copy_ms(a.elements);
+        Ok(Plan::new()
+            // The generated input, its pinned copy and one pinned output per version.
+            .host::<f32>(a.elements, 2 + versions)?
+            .device::<f32>(a.elements, versions)?
+            .work(serial_ms(sleeps, a.sleep_us), "--streams x --sleep-us")
+            .work(copies, "--elements"))
+    }
+
+    fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<SleepStreams> {
+        let (n, versions) = (a.elements, 2 * GRIDS.len());
+        Ok(SleepStreams {
+            shape: Shape {
+                streams: a.streams,
+                sleep_ms: a.sleep_us / 1e3,
+                cycles: gpu.info.cycles_for_micros(a.sleep_us),
+                connections: connections(),
+                multiprocessors: gpu.info.multiprocessors,
+                blocks_per_sm: gpu.info.resident_blocks_per_sm(16 * 16),
+            },
+            chunks: chunk_ranges(n, a.streams),
+            streams: (0..a.streams)
+                .map(|i| Stream::new(gpu, format!("sleep-{i}")))
+                .collect::<Result<_>>()?,
+            input: HostBuffer::pinned_from(gpu, &random_inputs(n, seed))?,
+            buffers: (0..versions)
+                .map(|_| Ok((HostBuffer::pinned(gpu, n)?, DeviceBuffer::zeroed(gpu, n)?)))
+                .collect::<Result<_>>()?,
+            marks: [Event::new(gpu)?, Event::new(gpu)?],
+            fork: Event::without_timing(gpu)?,
+            joins: (1..a.streams)
+                .map(|_| Event::without_timing(gpu))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.run(gpu, 0)
+    }
+
+    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.run(gpu, 1)
+    }
+
+    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
+        self.run(gpu, index)
+    }
+
+    fn streams(&self) -> Vec<&Stream> {
+        self.streams.iter().collect()
+    }
+
+    fn verify(&mut self, _gpu: &Gpu, m: &Measured, checks: &mut Checks) -> Result<()> {
+        let input = self.input.read()?;
+        let outs = self.buffers.iter().map(|(out, _)| out);
+        let round_trips = outs.zip(&m.versions).try_for_each(|(out, v)| {
+            ensure_bitwise_equal(&format!("{} output vs input", v.name), &out.read()?, &input)
+        });
+        let all = format!("all {} elements identical in every version", input.len());
+        checks.record("copies round-trip bit for bit", round_trips.map(|()| all));
+        let claim = self.shape.check_claim(m);
+        checks.concurrency("small grid overlaps across streams", claim);
+        Ok(())
+    }
+
+    fn explain(&self, m: &Measured, r: &mut Report) {
+        self.shape.interpret(m, r);
+    }
+}
+
+impl Shape {
+    /// Why the small-grid claim cannot be asserted for these measurements, if it cannot.
+    pub fn claim_not_asserted(&self, m: &Measured) -> Option<String> {
+        if self.streams < 2 {
+            return Some("one stream has nothing to run beside".into());
+        }
+        let pct = 100.0 * sleep_share(self.streams as f64, self.sleep_ms, one_stream_ms(m, SMALL));
+        let why = format!("the sleeps are only {pct:.0}% of the one-stream time (copies dominate; raise --sleep-us)");
+        (pct < 100.0 * MIN_SLEEP_SHARE).then_some(why)
+    }
+
+    /// The lesson's claim: one-block kernels on K streams run side by side (above
+    /// [`small_grid_claim`]) and gain more than full-grid ones, where it can be asserted.
+    pub fn check_claim(&self, m: &Measured) -> Result<String> {
+        if let Some(why) = self.claim_not_asserted(m) {
+            return Ok(format!("not asserted: {why}"));
+        }
+        let threshold = small_grid_claim(self.streams, self.connections).unwrap_or(1.0);
+        let (small, full) = (speedup(m, SMALL), speedup(m, FULL));
+        if small > threshold && small > full {
+            Ok(format!(
+                "small grid {small:.2}x > {threshold:.2}x and > full grid {full:.2}x"
+            ))
+        } else {
+            Err(Error::Verification(format!(
+                "expected the small grid to gain more than {threshold:.2}x and more than the full grid; got small {small:.2}x, full {full:.2}x"
+            )))
+        }
+    }
+
+    /// The figures and what they mean.
+    pub fn interpret(&self, m: &Measured, r: &mut Report) {
+        let (k, connections, sms) = (self.streams, self.connections, self.multiprocessors);
+        let waves = waves(FULL_GRID_BLOCKS, sms, self.blocks_per_sm);
+        let (small, full) = (speedup(m, SMALL), speedup(m, FULL));
+        r.param("cycles", self.cycles);
+        r.param("hardware_queues", connections);
+        r.figure(&format!("{}: speed-up", GRIDS[SMALL].0), small, "x")
+            .figure(&format!("{}: speed-up", GRIDS[FULL].0), full, "x")
+            .figure("full grid: waves of resident blocks", waves, "waves");
+        let sleeps = k as f64 * waves.ceil();
+        let full_share = sleep_share(sleeps, self.sleep_ms, one_stream_ms(m, FULL));
+        let (per_sm, all) = (self.blocks_per_sm, sms.max(1) as u32 * self.blocks_per_sm);
+        let resident = format!("{all} resident blocks ({sms} SMs x {per_sm})");
+        r.explain(if k < 2 {
+            format!("Full grid: 4096 blocks of 256 threads are {waves:.1} waves of {resident}; with one stream there is no other kernel to fill its gaps.")
+        } else if full_share < MIN_SLEEP_SHARE {
+            format!("Full grid: the sleeps are only {:.0}% of the one-stream time, so copies and launches set the pace and its {full:.2}x says little about kernels; raise --sleep-us.", full_share * 100.0)
+        } else if waves < 1.0 {
+            format!("Full grid: this GPU holds all 4096 blocks at once ({resident}), so even full-grid kernels on different streams can run side by side: {full:.2}x.")
+        } else if full < 1.25 {
+            format!("Full grid: 4096 blocks of 256 threads are {waves:.1} waves of {resident}: every SM is busy, so another stream's kernel only fills the last wave's gaps ({full:.2}x).")
+        } else {
+            format!("Full grid: 4096 blocks of 256 threads are {waves:.1} waves of {resident}, yet streams gained {full:.2}x: the next stream's blocks take SMs as soon as the last wave frees them.")
+        });
+        let ideal = k.min(connections);
+        r.explain(match self.claim_not_asserted(m) {
+            Some(why) => format!("Small grid: {small:.2}x, not a claim here: {why}."),
+            None if self.check_claim(m).is_ok() => format!(
+                "Small grid: one block occupies one SM and leaves {} idle, so {k} one-block kernels on {k} streams run side by side: {small:.2}x of an ideal {ideal}x.",
+                sms - 1
+            ),
+            None => format!(
+                "Small grid: one-block kernels on {k} streams should run side by side (ideal {ideal}x), but gained only {small:.2}x here (full grid {full:.2}x): see the check \"small grid overlaps across streams\"."
+            ),
+        });
+        r.explain(if k > connections {
+            format!("Here {k} streams share {connections} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): streams on one queue serialize again, so the ideal is {connections}x, not {k}x. Streams give concurrency only where the GPU has free resources and free queues.")
+        } else {
+            format!("Streams give concurrency only where the GPU has free resources; beyond {connections} streams (CUDA_DEVICE_MAX_CONNECTIONS hardware queues) streams share queues and serialize again.")
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::harness::args_from;
+
+    fn plan(flags: &[&str]) -> Result<()> {
+        SleepStreams::plan(&args_from::<SleepStreams>(flags)?, &WorkModel::H100)?.admit(None)
+    }
+
+    #[test]
+    fn claims_scale_with_streams_up_to_the_connection_count() {
+        assert_eq!(small_grid_claim(1, 8), None);
+        assert_eq!(small_grid_claim(2, 8), Some(1.3));
+        assert_eq!(small_grid_claim(4, 8), Some(2.0));
+        assert_eq!(small_grid_claim(8, 8), Some(4.0));
+        assert_eq!(small_grid_claim(64, 8), Some(4.0));
+        // CUDA_DEVICE_MAX_CONNECTIONS=32: 32 queues.
+        assert_eq!(small_grid_claim(64, 32), Some(16.0));
+        assert_eq!(small_grid_claim(8, 2), Some(1.3));
+    }
+
+    #[test]
+    fn sizes_sleeps_and_memory_are_bounded_before_the_gpu() {
+        assert!(plan(&[]).is_ok());
+        assert!(plan(&["--sleep-us", "10"]).is_ok());
+        for (flags, expected) in [
+            (
+                &["--elements", "4611686018427387904"][..],
+                "whole number from 1 to 4294967295",
+            ),
+            (&["--elements", "0"], "whole number from 1 to 4294967295"),
+            (
+                &["--elements", "3", "--streams", "4"],
+                "--streams 4 is more than --elements 3",
+            ),
+            (&["--streams", "65"], "whole number from 1 to 64"),
+            (&["--sleep-us", "1"], "number from 10 to 10000000"),
+            (&["--sleep-us", "0.001"], "number from 10 to 10000000"),
+            (&["--sleep-us", "NaN"], "number from 10 to 10000000"),
+            // 4 streams on an H100 (4 waves): 40 sleeps a repeat, so 1.5 s each at most.
+            (&["--sleep-us", "1e7"], "--streams x --sleep-us"),
+            (&["--elements", "100", "--sleep-us", "1.6e6"], "per repeat"),
+        ] {
+            let e = plan(flags).unwrap_err().to_string();
+            assert!(e.contains(expected), "{flags:?}: {e}");
+        }
+        assert!(plan(&["--elements", "100", "--sleep-us", "1.4e6"]).is_ok());
+    }
+
+    #[test]
+    fn grids_are_the_tutorials() {
+        assert_eq!((GRIDS[FULL].1, GRIDS[FULL].2), ((64, 64, 1), (16, 16, 1)));
+        assert_eq!((GRIDS[SMALL].1, GRIDS[SMALL].2), ((1, 1, 1), (1, 1, 1)));
+        assert_eq!(FULL_GRID_BLOCKS, 64 * 64);
+    }
+
+    fn shape(streams: usize, sleep_us: f64) -> Shape {
+        Shape {
+            streams,
+            sleep_ms: sleep_us / 1e3,
+            cycles: 0,
+            connections: 8,
+            multiprocessors: 132,
+            blocks_per_sm: 8,
+        }
+    }
+
+    /// Medians in versions' order: small one, small K, full one, full K.
+    fn measured(small: (f64, f64), full: (f64, f64)) -> Measured {
+        let names = SleepStreams::versions(&args_from::<SleepStreams>(&[]).unwrap());
+        let one = |ms| vec![Sample::ms(ms)];
+        Measured::from_samples(
+            names,
+            vec![one(small.0), one(small.1), one(full.0), one(full.1)],
+        )
+    }
+
+    fn told(s: &Shape, m: &Measured) -> String {
+        let mut r = Report::new("sleep-streams", "", "");
+        s.interpret(m, &mut r);
+        r.interpretation.join("\n")
+    }
+
+    #[test]
+    fn the_claim_is_asserted_only_with_streams_and_sleeps_to_overlap() {
+        let good = measured((8.1, 2.1), (32.0, 31.0));
+        assert!(shape(4, 2000.0).check_claim(&good).is_ok());
+        let no_overlap = measured((8.1, 7.9), (32.0, 31.0));
+        assert!(shape(4, 2000.0).check_claim(&no_overlap).is_err());
+        // 4 sleeps of 0.01 ms in 8 ms: the copies dominate, nothing is claimed.
+        let note = shape(4, 10.0).check_claim(&no_overlap).unwrap();
+        assert!(note.starts_with("not asserted"), "{note}");
+        let one = shape(1, 2000.0).check_claim(&no_overlap).unwrap();
+        assert!(one.starts_with("not asserted"), "{one}");
+    }
+
+    #[test]
+    fn interpretation_follows_the_data() {
+        let s = shape(4, 2000.0);
+        let good = told(&s, &measured((8.1, 2.1), (32.0, 31.0)));
+        assert!(
+            good.contains("run side by side:") && good.contains("last wave's gaps"),
+            "{good}"
+        );
+        let bad = told(&s, &measured((8.1, 7.9), (32.0, 31.0)));
+        assert!(
+            bad.contains("gained only") && !bad.contains("run side by side:"),
+            "{bad}"
+        );
+        let gained = told(&s, &measured((8.1, 2.1), (32.0, 16.0)));
+        assert!(gained.contains("yet streams gained 2.00x"), "{gained}");
+        let one = told(&shape(1, 2000.0), &measured((2.1, 2.1), (8.0, 8.0)));
+        assert!(
+            one.contains("not a claim here") && !one.contains("run side by side:"),
+            "{one}"
+        );
+        let copies = told(&shape(4, 10.0), &measured((8.1, 7.9), (8.2, 8.0)));
+        assert!(
+            copies.contains("raise --sleep-us") && copies.contains("copies dominate"),
+            "{copies}"
+        );
+        let queues = told(&shape(16, 2000.0), &measured((32.1, 4.2), (128.0, 127.0)));
+        assert!(queues.contains("share 8 hardware queues"), "{queues}");
+    }
+}

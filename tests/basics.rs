@@ -1,0 +1,126 @@
+//! GPU tests of the basics lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
+//! run everywhere.
+use approx::assert_relative_eq;
+use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::Lesson;
+use streamlab::lessons::basics::{Basics, IN_CALLS, UNITS};
+use testkit::{accepted, gpu, refusal, run_lesson, run_refusal, set_up};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn async_equals_blocking_bit_for_bit() {
+    let gpu = gpu();
+    for n in [1usize, 1000, 1_000_003] {
+        let n_flag = n.to_string();
+        let flags = ["--elements", n_flag.as_str(), "--iters", "50"];
+        let mut b: Basics = set_up(&gpu, &flags, n as u64).unwrap();
+        b.without(&gpu).unwrap();
+        b.with(&gpu).unwrap();
+        let ((blocking, asynchronous), input) = (b.outputs().unwrap(), b.input().unwrap());
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&asynchronous), bits(&blocking), "n={n}");
+        // Not vacuous: the kernel changed the data.
+        assert_ne!(
+            asynchronous[n - 1].to_bits(),
+            input[n - 1].to_bits(),
+            "n={n}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn async_matches_cpu_reference_within_tolerance() {
+    let gpu = gpu();
+    let (n, iters) = (50_000, 300);
+    let mut b: Basics = set_up(&gpu, &["--elements", "50000", "--iters", "300"], 42).unwrap();
+    b.with(&gpu).unwrap();
+    let ((_, out), input) = (b.outputs().unwrap(), b.input().unwrap());
+    // Every element, with data.rs's tolerances: x = sin(x)cos(x) contracts, so the per-step
+    // differences between libdevice's and the host's sinf/cosf do not pile up with iters.
+    for i in 0..n {
+        let expected = streamlab::math::compute_element(input[i], iters);
+        assert_relative_eq!(
+            out[i],
+            expected,
+            epsilon = ABS_TOLERANCE,
+            max_relative = REL_TOLERANCE
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_report_shows_the_host_free_only_when_async() {
+    let gpu = gpu();
+    let o = run_lesson::<Basics>(&gpu, &[], 3);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    let (blocking, asynchronous) = (o.measured.without(), o.measured.with());
+    let gpu_ms = asynchronous.time.median;
+    let ratio = gpu_ms / blocking.time.median;
+    assert!(
+        (0.7..1.3).contains(&ratio),
+        "GPU times differ: {ratio}\n{text}"
+    );
+    assert!(gpu_ms > 0.5, "the default kernel should take ms: {gpu_ms}");
+    assert!(asynchronous.part(IN_CALLS) < 0.5 * gpu_ms, "{text}");
+    assert!(blocking.part(IN_CALLS) > 0.8 * gpu_ms, "{text}");
+    assert!(
+        asynchronous.part(UNITS) > 10.0 * blocking.part(UNITS).max(1.0),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_few_microseconds_of_gpu_work_make_no_host_claim() {
+    let gpu = gpu();
+    let o = run_lesson::<Basics>(&gpu, &["--elements", "1024", "--iters", "1"], 3);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    let told = o.report.interpretation.join("\n");
+    assert!(told.contains("Not a claim here"), "{text}");
+}
+
+/// (flags, what the refusal must mention): out of the flags' ranges, refused as they parse.
+const OUT_OF_RANGE: &[(&[&str], &str)] = &[
+    (&["--elements", "0"], "--elements"),
+    // 2^62: at 4 bytes an element, a 64-bit byte count wraps to 0.
+    (&["--elements", "4611686018427387904"], "--elements"),
+    (&["--iters", "0"], "--iters"),
+    (&["--iters", "1000000"], "--iters"),
+];
+/// In range, but over the time budget: about half an hour of kernel on an H100.
+const OVER_BUDGET: &[(&[&str], &str)] = &[(
+    &["--elements", "1073741824", "--iters", "100000"],
+    "--iters",
+)];
+
+/// The run plans again with the real GPU's model: what the plan refuses, it refuses too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn flags_over_budget_are_refused_by_the_run_too() {
+    let gpu = gpu();
+    for (flags, mentions) in OVER_BUDGET {
+        let why = run_refusal::<Basics>(&gpu, flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+}
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, mentions) in OUT_OF_RANGE.iter().chain(OVER_BUDGET) {
+        let why = refusal::<Basics>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+        assert_eq!(streamlab::Error::InvalidInput(why).exit_code(), 2);
+    }
+}
+
+#[test]
+fn the_defaults_and_the_smallest_flags_pass_the_checks() {
+    accepted::<Basics>(&[]);
+    accepted::<Basics>(&["--elements", "1", "--iters", "1"]);
+}

@@ -1,0 +1,98 @@
+//! GPU tests of the pinned-vs-pageable lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
+//! run everywhere.
+//!
+//! The lesson only copies, so its CPU reference is the input itself, and the strongest
+//! comparison with it is bit for bit, which the round-trip test makes.
+use streamlab::lab::Lesson;
+use streamlab::lessons::pinned_vs_pageable::{
+    check_claim, gb_per_s, held_fraction, PinnedVsPageable, KINDS,
+};
+use testkit::{accepted, gpu, refusal, run_lesson, set_up};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pinned_and_pageable_copies_round_trip_bit_for_bit() {
+    let gpu = gpu();
+    for n in [1usize, 4097, 3_000_001] {
+        let n_flag = n.to_string();
+        let mut p: PinnedVsPageable = set_up(&gpu, &["--elements", &n_flag], n as u64).unwrap();
+        p.without(&gpu).unwrap();
+        p.with(&gpu).unwrap();
+        for v in 2..KINDS.len() {
+            p.other(&gpu, v).unwrap();
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (memory, (input, output)) in ["pinned", "pageable"].iter().zip(p.round_trips().unwrap())
+        {
+            assert_eq!(bits(&output), bits(&input), "n={n}, {memory}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_pageable_copy_holds_the_host_a_pinned_one_does_not() {
+    let gpu = gpu();
+    let n = 8usize << 20;
+    let o = run_lesson::<PinnedVsPageable>(&gpu, &["--elements", &n.to_string()], 3);
+    let (m, text) = (&o.measured, o.report.to_text());
+    // Versions 0 and 1: H2D from pageable, then from pinned memory.
+    assert!(held_fraction(m, 1) < 0.5, "{text}");
+    assert!(held_fraction(m, 0) > 0.5, "{text}");
+    // Pinned is faster: pageable time over pinned time is the bandwidth ratio.
+    assert!(m.speedup() > 1.0, "{text}");
+    for v in &m.versions {
+        let bw = gb_per_s(4 * n, v.time.median);
+        assert!((0.5..2000.0).contains(&bw), "{}: {bw} GB/s\n{text}", v.name);
+    }
+    check_claim(m, 4 * n).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_report_passes() {
+    let gpu = gpu();
+    let o = run_lesson::<PinnedVsPageable>(&gpu, &["--elements", "4194304"], 3);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    assert!(o.measured.speedup() > 1.0, "H2D pinned / pageable\n{text}");
+}
+
+/// Four bytes: neither bandwidth nor asynchrony is claimed.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn four_bytes_make_no_claim() {
+    let gpu = gpu();
+    let o = run_lesson::<PinnedVsPageable>(&gpu, &["--elements", "1"], 3);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    let told = o.report.interpretation.join("\n");
+    assert!(!told.contains("faster"), "{text}");
+    assert!(!told.contains("not asynchronous"), "{text}");
+}
+
+/// (flags, what the refusal must mention). Every size in range fits the time budget (the
+/// plan's only other refusal is host memory, which depends on the machine), so these are
+/// refused as the flags parse, before any run could see them.
+const HOSTILE: &[(&[&str], &str)] = &[
+    (&["--elements", "0"], "--elements"),
+    // 2^62: at 4 bytes an element, a 64-bit byte count wraps to 0.
+    (&["--elements", "4611686018427387904"], "--elements"),
+];
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, mentions) in HOSTILE {
+        let why = refusal::<PinnedVsPageable>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+        assert_eq!(streamlab::Error::InvalidInput(why).exit_code(), 2);
+    }
+}
+
+#[test]
+fn the_default_and_the_smallest_size_pass_the_checks() {
+    accepted::<PinnedVsPageable>(&[]);
+    accepted::<PinnedVsPageable>(&["--elements", "1"]);
+}

@@ -1,0 +1,128 @@
+//! GPU tests of the sleep-streams lesson. Ignored without a GPU (run them with
+//! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
+//! run everywhere.
+//!
+//! The lesson only copies and sleeps, so its CPU reference is the input itself, and the
+//! strongest comparison with it is bit for bit, which the round-trip check makes.
+use streamlab::lab::report::Verdict;
+use streamlab::lessons::sleep_streams::{one_stream_ms, speedup, SleepStreams, FULL, SMALL};
+use testkit::{accepted, gpu, refusal, run_lesson, run_refusal};
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn copies_round_trip_bit_for_bit_in_every_version() {
+    let gpu = gpu();
+    for (n, k) in [(1_000_003, 4), (4097, 3), (5, 5), (1, 1), (100_000, 8)] {
+        let (n_flag, k_flag) = (n.to_string(), k.to_string());
+        let flags = [
+            "--elements",
+            &n_flag,
+            "--streams",
+            &k_flag,
+            "--sleep-us",
+            "20",
+        ];
+        let o = run_lesson::<SleepStreams>(&gpu, &flags, 1);
+        assert_eq!(
+            o.checks
+                .iter()
+                .find(|c| c.name == "copies round-trip bit for bit")
+                .map(|c| c.verdict),
+            Some(Verdict::Passed),
+            "n={n} k={k}: {:?}",
+            o.checks
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_small_grid_overlaps_and_the_full_grid_barely() {
+    let gpu = gpu();
+    let o = run_lesson::<SleepStreams>(&gpu, &["--elements", "65536", "--sleep-us", "1000"], 3);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    let (small, full) = (speedup(&o.measured, SMALL), speedup(&o.measured, FULL));
+    assert_eq!(
+        small,
+        o.measured.speedup(),
+        "the small grid is the headline pair"
+    );
+    assert!(small > 2.5 && small < 4.5, "small grid {small}\n{text}");
+    assert!(full < 1.5, "full grid {full}\n{text}");
+    // One-stream small grid: about 4 sleeps of 1 ms.
+    let one = one_stream_ms(&o.measured, SMALL);
+    assert!((3.5..6.0).contains(&one), "{one} ms\n{text}");
+}
+
+/// One stream: nothing runs side by side, and the text must not say it did.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn one_stream_makes_no_claim() {
+    let gpu = gpu();
+    let o = run_lesson::<SleepStreams>(&gpu, &["--streams", "1"], 3);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    let told = o.report.interpretation.join("\n");
+    assert!(!told.contains("run side by side:"), "{text}");
+}
+
+/// Before the GPU is known the plan assumes an H100's 4 full-grid waves; the run plans again
+/// with this GPU's own count, which is at least 1: a sleep over the 1-wave bound (4 streams,
+/// 16 sleeps a repeat, so 3.75 s each at most) is refused on any GPU.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_sleep_over_any_gpus_bound_is_refused_by_the_run() {
+    let gpu = gpu();
+    let flags = [
+        "--elements",
+        "1024",
+        "--streams",
+        "4",
+        "--sleep-us",
+        "3750001",
+    ];
+    let why = run_refusal::<SleepStreams>(&gpu, &flags);
+    assert!(why.contains("--sleep-us"), "{why}");
+}
+
+/// (flags, what the refusal must mention): out of the flags' ranges, refused as they parse.
+const OUT_OF_RANGE: &[(&[&str], &str)] = &[
+    // 2^62: at 4 bytes an element, a 64-bit byte count wraps to 0.
+    (&["--elements", "4611686018427387904"], "--elements"),
+    (&["--streams", "65"], "--streams"),
+    (&["--sleep-us", "0.001"], "--sleep-us"),
+    (&["--sleep-us", "NaN"], "--sleep-us"),
+];
+/// In range, but refused by the plan.
+const REFUSED_BY_THE_PLAN: &[(&[&str], &str)] = &[
+    (&["--elements", "3", "--streams", "4"], "--streams"),
+    (&["--sleep-us", "1e7"], "--sleep-us"),
+];
+
+/// The run plans again with the real GPU's model: what the plan refuses, it refuses too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn flags_the_plan_refuses_are_refused_by_the_run_too() {
+    let gpu = gpu();
+    for (flags, mentions) in REFUSED_BY_THE_PLAN {
+        let why = run_refusal::<SleepStreams>(&gpu, flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+    }
+}
+
+/// The flag checks need no GPU: they run before `cuInit`.
+#[test]
+fn hostile_flags_are_refused_without_a_gpu() {
+    for (flags, mentions) in OUT_OF_RANGE.iter().chain(REFUSED_BY_THE_PLAN) {
+        let why = refusal::<SleepStreams>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why}");
+        assert_eq!(streamlab::Error::InvalidInput(why).exit_code(), 2);
+    }
+}
+
+#[test]
+fn the_default_and_the_shortest_sleep_pass_the_checks() {
+    accepted::<SleepStreams>(&[]);
+    accepted::<SleepStreams>(&["--sleep-us", "10"]);
+}
