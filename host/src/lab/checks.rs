@@ -78,9 +78,12 @@ impl Checks {
     pub fn concurrency(&mut self, name: &str, outcome: Result<String>) {
         if self.serialized {
             let detail = match outcome {
-                Ok(d) => format!("not asserted: serialized by compute-sanitizer ({d})"),
-                Err(e) => format!("not asserted: serialized by compute-sanitizer ({e})"),
+                Ok(d) => d,
+                Err(e) => e.to_string(),
             };
+            // A lesson may already say why it did not assert: say it once.
+            let why = detail.strip_prefix("not asserted: ").unwrap_or(&detail);
+            let detail = format!("not asserted: serialized by compute-sanitizer ({why})");
             self.items.push(Check {
                 name: name.into(),
                 verdict: Verdict::NotAsserted,

@@ -17,6 +17,7 @@ lessons! {
     basics::Basics,
     overlap::Overlap,
     sleep_streams::SleepStreams,
+    pinned_vs_pageable::PinnedVsPageable,
     default_stream::DefaultStream,
     priority::Priority,
     callback::Callback,
