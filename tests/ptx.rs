@@ -58,6 +58,10 @@ fn every_declared_kernel_is_in_the_ptx_with_its_declared_parameters() {
         "a kernel was added or removed: update this test's count"
     );
     for &(name, sizes) in signatures::ALL {
+        assert!(
+            sizes.len() <= streamlab::runtime::launch::MAX_ARGS,
+            "{name}: more parameters than a launch passes"
+        );
         let in_ptx = param_sizes(PTX, name).unwrap_or_else(|| panic!("no .entry for {name}"));
         assert_eq!(
             in_ptx, sizes,

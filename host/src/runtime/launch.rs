@@ -9,17 +9,25 @@ pub use crate::runtime::op::LaunchConfig;
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::Stream;
 
+/// The most parameters a kernel declared in `kernels-gpu` takes.
+pub const MAX_ARGS: usize = 6;
+
 /// A tuple of kernel arguments, turned into the array of pointers `cuLaunchKernel` reads.
 pub trait KernelArgs {
-    fn pointers(&mut self) -> Vec<*mut c_void>;
+    /// Up to [`MAX_ARGS`] pointers, written into `out`; returns how many. A fixed array, not
+    /// a `Vec`: a launch allocates nothing on the host.
+    fn pointers(&mut self, out: &mut [*mut c_void; MAX_ARGS]) -> usize;
 }
 
 macro_rules! tuple_args {
     ($($field:tt $t:ident),*) => {
         impl<$($t),*> KernelArgs for ($($t,)*) {
             #[allow(clippy::unused_unit)]
-            fn pointers(&mut self) -> Vec<*mut c_void> {
-                vec![$(&mut self.$field as *mut $t as *mut c_void),*]
+            #[allow(unused_variables)]
+            fn pointers(&mut self, out: &mut [*mut c_void; MAX_ARGS]) -> usize {
+                let all = [$(&mut self.$field as *mut $t as *mut c_void),*];
+                out[..all.len()].copy_from_slice(&all);
+                all.len()
             }
         }
     };
@@ -46,7 +54,8 @@ pub(crate) unsafe fn launch<P: KernelArgs>(
     stream: &Stream,
     mut args: P,
 ) -> Result<()> {
-    let mut pointers = args.pointers();
+    let mut pointers = [std::ptr::null_mut(); MAX_ARGS];
+    args.pointers(&mut pointers);
     let op = Op {
         kind: OpKind::Kernel,
         label: name,
@@ -72,6 +81,9 @@ pub(crate) unsafe fn launch<P: KernelArgs>(
                 std::ptr::null_mut(),
             )
         };
+        if status == cu::CUresult::CUDA_SUCCESS {
+            return Ok(()); // the error text below is built only when there is an error
+        }
         stream.check(status, &format!("cuLaunchKernel({name})"))
     })
 }
