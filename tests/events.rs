@@ -113,20 +113,39 @@ fn events_lesson_passes_and_times_the_kernel() {
     assert_eq!(o.lesson.last[1].wrong, 0, "{}", o.report.to_text());
 }
 
-const HOSTILE: [(&[&str], &str); 5] = [
+/// Flags that parse but that the plan refuses: the same on a GPU, with its work model.
+const REFUSED_BY_PLAN: [(&[&str], &str); 2] = [
     // 4e9 elements: thousands of producer waves.
     (&["--elements", "4000000000"], "waves"),
+    // The timed kernel: 2^32 - 1 elements x 100,000 iterations, over ten minutes.
+    (
+        &[
+            "--elements",
+            "4294967295",
+            "--sleep-us",
+            "100",
+            "--iters",
+            "100000",
+        ],
+        "estimated",
+    ),
+];
+
+/// Flags refused while parsing, before any GPU is touched.
+const REFUSED_BY_PARSER: [(&[&str], &str); 5] = [
     (&["--sleep-us", "50"], "--sleep-us"),
     (&["--sleep-us", "NaN"], "--sleep-us"),
     (&["--sleep-us", "2e6"], "--sleep-us"),
-    (&["--iters", "4294967295"], "--iters"),
+    // One thread's 4e9 dependent steps would run for minutes whatever the estimate says.
+    (&["--iters", "4294967295"], "whole number from 1 to 100000"),
+    (&["--iters", "0"], "--iters"),
 ];
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_run_refuses_hostile_flags_in_one_line_before_running() {
     let gpu = gpu();
-    for (flags, mentions) in HOSTILE {
+    for (flags, mentions) in REFUSED_BY_PLAN {
         let why = run_refusal::<Events>(&gpu, flags);
         assert!(why.contains(mentions), "{flags:?}: {why}");
     }
@@ -135,10 +154,10 @@ fn the_run_refuses_hostile_flags_in_one_line_before_running() {
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    for (flags, mentions) in HOSTILE {
+    for (flags, mentions) in REFUSED_BY_PLAN.iter().chain(&REFUSED_BY_PARSER) {
         let why = refusal::<Events>(flags);
         assert!(why.contains(mentions), "{flags:?}: {why}");
     }
     accepted::<Events>(&[]);
-    accepted::<Events>(&["--elements", "1", "--iters", "0", "--sleep-us", "100"]);
+    accepted::<Events>(&["--elements", "1", "--iters", "1", "--sleep-us", "100"]);
 }

@@ -94,25 +94,42 @@ pub fn check_right(with: &VersionStats, n: usize) -> Result<String> {
     )))
 }
 
-/// Passes when the consumer finished after the producer with the wait, and before it without,
-/// in every run.
-pub fn check_ordering(m: &Measured) -> Result<String> {
-    let (with, without) = (
-        part(m.with(), CONSUMER_MINUS_PRODUCER)?,
-        part(m.without(), CONSUMER_MINUS_PRODUCER)?,
-    );
-    if with.min < 0.0 {
+/// Passes when the consumer that waited finished after the producer in every run.
+pub fn check_waited(with: &VersionStats) -> Result<String> {
+    let gap = part(with, CONSUMER_MINUS_PRODUCER)?;
+    if gap.min < 0.0 {
         return Err(Error::Verification(format!(
             "with the wait, the consumer finished {:.3} ms before the producer in a run",
-            -with.min
+            -gap.min
         )));
     }
-    if without.max >= 0.0 {
+    Ok(format!(
+        "in all {} runs, at least {:.3} ms after the producer",
+        gap.count, gap.min
+    ))
+}
+
+/// Passes when the consumer that did not wait finished before the producer in every run: the
+/// two streams ran at once.
+pub fn check_overtook(without: &VersionStats) -> Result<String> {
+    let gap = part(without, CONSUMER_MINUS_PRODUCER)?;
+    if gap.max >= 0.0 {
         return Err(Error::Verification(format!(
             "without the wait, the consumer finished {:.3} ms after the producer in a run: the streams did not run concurrently",
-            without.max
+            gap.max
         )));
     }
+    Ok(format!(
+        "in all {} runs, at least {:.3} ms before the producer",
+        gap.count, -gap.max
+    ))
+}
+
+/// Both orderings: the consumer finished after the producer with the wait, and before it
+/// without, in every run.
+pub fn check_ordering(m: &Measured) -> Result<String> {
+    check_waited(m.with())?;
+    check_overtook(m.without())?;
     Ok("with the wait the consumer ends after the producer; without it, before".into())
 }
 
@@ -134,6 +151,7 @@ pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<Strin
         producer.count, producer.min
     ))
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +212,19 @@ mod tests {
 
     #[test]
     fn ordering_check() {
+        // Each half fails on its own: one run out of order is enough.
+        let m = measured(&[RACED, (20.0, 20.1, 10)], &[WAITED, (20.0, 0.1, 0)]);
+        let e = check_waited(m.with()).unwrap_err().to_string();
+        assert!(e.contains("19.900 ms before the producer"), "{e}");
+        let e = check_overtook(m.without()).unwrap_err().to_string();
+        assert!(e.contains("0.100 ms after the producer"), "{e}");
+        let m = measured(&[RACED], &[WAITED]);
+        assert!(check_waited(m.with())
+            .unwrap()
+            .contains("at least 0.100 ms after"));
+        assert!(check_overtook(m.without())
+            .unwrap()
+            .contains("19.900 ms before"));
         assert!(check_ordering(&measured(&[RACED], &[WAITED])).is_ok());
         assert!(check_ordering(&measured(&[RACED], &[WAITED, (20.0, 0.1, 0)])).is_err());
         assert!(check_ordering(&measured(&[RACED, (20.0, 20.1, 10)], &[WAITED])).is_err());

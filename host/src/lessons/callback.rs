@@ -51,9 +51,9 @@ pub struct Args {
     /// Floats per batch [1..=4294967295]; all batches together at most 268435456.
     #[arg(long, default_value_t = 1 << 20, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
     pub elements: usize,
-    /// sin·cos steps per element [0..=4294967295]. The default makes a batch's GPU work about
+    /// sin·cos steps per element [1..=100000]. The default makes a batch's GPU work about
     /// as long as its host preparation; try 50 (host-bound) or 5000 (GPU-bound).
-    #[arg(long, default_value_t = 500, value_parser = args::whole(0u32..=u32::MAX))]
+    #[arg(long, default_value_t = 500, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
 }
 
@@ -326,23 +326,27 @@ mod tests {
     #[test]
     fn flags_are_checked_before_the_gpu() {
         assert!(plan(&[]).is_ok());
-        assert!(plan(&["--elements", "1", "--batches", "1", "--iters", "0"]).is_ok());
+        assert!(plan(&["--elements", "1", "--batches", "1", "--iters", "1"]).is_ok());
         for (flags, expected) in [
             (&["--elements", "0"][..], "--elements"),
             (&["--batches", "0"], "--batches"),
             (&["--batches", "4097"], "whole number from 1 to 4096"),
+            // Past 100,000 steps one thread's latency, which the estimate does not see, and
+            // the CPU reference would take minutes.
+            (&["--iters", "100001"], "whole number from 1 to 100000"),
+            (&["--iters", "0"], "whole number from 1 to 100000"),
             (&["--elements", "4294967296"], "--elements"),
             (
                 &["--elements", "100000000", "--batches", "1024"],
                 "--batches 1024 x --elements 100000000",
             ),
-            // One batch of 2^28 elements for a million iterations would compute for minutes.
+            // One batch of 2^28 elements for 100,000 iterations: over a minute of compute.
             (
                 &[
                     "--elements",
                     "268435456",
                     "--iters",
-                    "1000000",
+                    "100000",
                     "--batches",
                     "1",
                 ],
@@ -359,8 +363,9 @@ mod tests {
         let batch = batch_estimate_ms(1 << 20, 500, &WorkModel::H100);
         assert!((0.1..10.0).contains(&batch), "{batch} ms");
         assert!(callback_timeout(batch) >= Duration::from_secs(30));
-        // The largest batch the plan allows still gets 20 times its estimate.
-        assert!(callback_timeout(60_000.0) >= Duration::from_secs(1200));
+        // The largest batch the plan allows (a whole repeat's cap) still gets 20 times it.
+        let cap_ms = crate::lab::budget::MAX_SECONDS_PER_REPEAT * 1e3;
+        assert!(callback_timeout(cap_ms) >= Duration::from_secs_f64(20.0 * cap_ms / 1e3));
     }
 
     fn told(seq: f64, pipe: f64, events: &[HostEvent], batches: usize) -> String {

@@ -30,8 +30,9 @@ use serde::Serialize;
 use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::random_inputs;
 use crate::lab::race::{
-    check_ordering, check_producer_timing, check_race_observed, check_right, count_mismatches,
-    Mismatches, CONSUMER_MINUS_PRODUCER, PRODUCER_DONE, PRODUCER_FACTOR, STALE, STALE_READ, WRONG,
+    check_ordering, check_overtook, check_producer_timing, check_race_observed, check_right,
+    check_waited, count_mismatches, Mismatches, CONSUMER_MINUS_PRODUCER, PRODUCER_DONE,
+    PRODUCER_FACTOR, STALE, STALE_READ, WRONG,
 };
 use crate::lab::stats::host_ms;
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
@@ -43,9 +44,9 @@ pub struct Args {
     /// spins once; more elements spin once per wave.
     #[arg(long, default_value_t = 1 << 18, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
     pub elements: usize,
-    /// sin·cos steps of the kernel timed with events [0..=4294967295]. Try 10 to see the
+    /// sin·cos steps of the kernel timed with events [1..=100000]. Try 10 to see the
     /// host's launch and wake-up costs dominate the host clock.
-    #[arg(long, default_value_t = 1000, value_parser = args::whole(0u32..=u32::MAX))]
+    #[arg(long, default_value_t = 1000, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
     /// The producer's spin before it writes, µs [100..=1000000]: the consumer's head start.
     #[arg(long, default_value_t = 20_000.0, value_parser = args::number(100.0..=1e6))]
@@ -174,14 +175,18 @@ impl Lesson for Events {
             "with wait_event: consumer == CPU reference, bit for bit, every run",
             check_right(m.with(), self.input.len()),
         );
-        // Both claims need the two streams to run at once (compute-sanitizer serializes them).
+        checks.record(
+            "with wait_event: consumer finished after the producer, every run",
+            check_waited(m.with()),
+        );
+        // These need the two streams to run at once (compute-sanitizer serializes them).
         checks.concurrency(
             "without wait_event: race observed (expected: this is the bug)",
             check_race_observed(m.without(), self.input.len()),
         );
         checks.concurrency(
-            "consumer waited for the producer only with wait_event",
-            check_ordering(m),
+            "without wait_event: consumer finished before the producer, every run",
+            check_overtook(m.without()),
         );
         Ok(())
     }
@@ -309,7 +314,7 @@ mod tests {
     #[test]
     fn flags_are_checked_before_the_gpu() {
         assert!(plan(&[]).is_ok());
-        assert!(plan(&["--elements", "1", "--iters", "0", "--sleep-us", "100"]).is_ok());
+        assert!(plan(&["--elements", "1", "--iters", "1", "--sleep-us", "100"]).is_ok());
         assert_eq!(producer_waves(1 << 18, &WorkModel::H100), 1);
         for (flags, expected) in [
             (&["--elements", "0"][..], "--elements"),
@@ -326,8 +331,21 @@ mod tests {
                 &["--elements", "27033600", "--sleep-us", "1e6"],
                 "estimated",
             ),
-            // The timed kernel alone: 2^18 elements x 2^32 iterations.
-            (&["--iters", "4294967295"], "estimated"),
+            // One thread's 4e9 dependent steps: minutes, whatever a throughput estimate says.
+            (&["--iters", "4294967295"], "whole number from 1 to 100000"),
+            (&["--iters", "0"], "whole number from 1 to 100000"),
+            // The timed kernel: 2^32 - 1 elements x 100,000 iterations, over ten minutes.
+            (
+                &[
+                    "--elements",
+                    "4294967295",
+                    "--sleep-us",
+                    "100",
+                    "--iters",
+                    "100000",
+                ],
+                "--iters 100000 is estimated",
+            ),
         ] {
             let e = plan(flags).unwrap_err().to_string();
             assert!(e.contains(expected), "{flags:?}: {e}");
