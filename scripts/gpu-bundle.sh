@@ -16,6 +16,9 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable"):
         continue
+    # kernels-build tests drive cargo and LLVM: they belong where Rust is, not on the GPU.
+    if "kernels-build" in m.get("package_id", ""):
+        continue
     kind = m["target"]["kind"][0]
     if want == "bench" and kind == "bench":
         print(m["target"]["name"], m["executable"])
