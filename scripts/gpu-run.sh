@@ -58,8 +58,9 @@ if has sanitizer && command -v compute-sanitizer >/dev/null; then
         >"$LOGS/sanitizer-$tool.out" 2>&1; rc=$?
       cat "$LOGS/sanitizer-$tool.out" >> "$LOGS/sanitizer-$tool.txt"
       runs=$((runs + 1))
-      if ! grep -q "ERROR SUMMARY: 0 errors" "$LOGS/sanitizer-$tool.out" || [[ $rc != 0 ]]; then
-        errors=$((errors + 1)); note "sanitizer $tool: streamlab run $line: exit $rc, $(grep -h 'ERROR SUMMARY' "$LOGS/sanitizer-$tool.out" | tail -1)"
+      # racecheck sums up as "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)".
+      if ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$LOGS/sanitizer-$tool.out" || [[ $rc != 0 ]]; then
+        errors=$((errors + 1)); note "sanitizer $tool: streamlab run $line: exit $rc, $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitizer-$tool.out" | tail -1)"
       fi
     done < "$G/small-runs.txt"
     note "compute-sanitizer $tool: $runs lessons, $errors with errors or a non-zero exit"
