@@ -20,18 +20,12 @@ fn main() {
     let mut failure = None;
     let size = "8 x 1M x 500";
     // Both return the host ms of one whole run, which `gpu_timed` hands to criterion.
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("sync_sequential", size),
-        &mut failure,
-        || p.without(&gpu).map(|s| s.ms),
-    );
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("async_host_fn_pipeline", size),
-        &mut failure,
-        || p.with(&gpu).map(|s| s.ms),
-    );
+    gpu_timed(&mut group, BenchmarkId::new("sync_sequential", size), &mut failure, || {
+        p.without(&gpu).map(|s| s.ms)
+    });
+    gpu_timed(&mut group, BenchmarkId::new("async_host_fn_pipeline", size), &mut failure, || {
+        p.with(&gpu).map(|s| s.ms)
+    });
     group.finish();
     if let Some(e) = failure {
         fail("callback", e);

@@ -21,12 +21,9 @@ fn main() {
     let mut group = quick_group(&mut c, "compute_transfer");
     let mut failure = None;
     let size = "4 x 512K x 100";
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("sync_one_stream", size),
-        &mut failure,
-        || ct.without(&gpu).map(|s| s.ms),
-    );
+    gpu_timed(&mut group, BenchmarkId::new("sync_one_stream", size), &mut failure, || {
+        ct.without(&gpu).map(|s| s.ms)
+    });
     gpu_timed(
         &mut group,
         BenchmarkId::new("async_transfer_and_compute_streams", size),

@@ -17,10 +17,7 @@ const BENCH: &str = "graph";
 
 /// A sample's GPU time (its "gpu" part), ms.
 fn gpu_ms(s: Sample) -> f64 {
-    s.parts
-        .iter()
-        .find(|(name, _)| *name == "gpu")
-        .map_or(f64::NAN, |(_, ms)| *ms)
+    s.parts.iter().find(|(name, _)| *name == "gpu").map_or(f64::NAN, |(_, ms)| *ms)
 }
 
 fn main() {
@@ -33,29 +30,20 @@ fn main() {
 
     let mut group = quick_group(&mut c, "graph_dag");
     let size = "64K x 3 streams";
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("streams_events", size),
-        &mut failure,
-        || dag.without(&gpu).map(gpu_ms),
-    );
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("graph", size),
-        &mut failure,
-        || dag.with(&gpu).map(gpu_ms),
-    );
+    gpu_timed(&mut group, BenchmarkId::new("streams_events", size), &mut failure, || {
+        dag.without(&gpu).map(gpu_ms)
+    });
+    gpu_timed(&mut group, BenchmarkId::new("graph", size), &mut failure, || {
+        dag.with(&gpu).map(gpu_ms)
+    });
     group.finish();
 
     let mut group = quick_group(&mut c, "launch_overhead");
     let label = format!("{EMPTY_KERNELS} empty kernels");
     for (name, v) in [("stream_launches", 2), ("one_graph", 3)] {
-        gpu_timed(
-            &mut group,
-            BenchmarkId::new(name, &label),
-            &mut failure,
-            || dag.other(&gpu, v).map(gpu_ms),
-        );
+        gpu_timed(&mut group, BenchmarkId::new(name, &label), &mut failure, || {
+            dag.other(&gpu, v).map(gpu_ms)
+        });
     }
     group.finish();
     if let Some(e) = failure {

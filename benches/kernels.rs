@@ -59,12 +59,7 @@ fn bench_build(c: &mut Criterion, label: &str, gpu: &Gpu, input: &[f32]) -> Resu
     let mut group = c.benchmark_group("compute_kernel");
     group.throughput(criterion::Throughput::Elements(N as u64));
     let mut failure = None;
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new(label, "4M x 100"),
-        &mut failure,
-        || bench.once(gpu),
-    );
+    gpu_timed(&mut group, BenchmarkId::new(label, "4M x 100"), &mut failure, || bench.once(gpu));
     group.finish();
     failure.map_or(Ok(()), Err)?;
     bench.output(gpu)

@@ -19,12 +19,9 @@ fn main() {
     group.sample_size(30);
     let mut failure = None;
     let size = "16M x 100";
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("sync_one_stream", size),
-        &mut failure,
-        || o.without(&gpu).map(|s| s.ms),
-    );
+    gpu_timed(&mut group, BenchmarkId::new("sync_one_stream", size), &mut failure, || {
+        o.without(&gpu).map(|s| s.ms)
+    });
     gpu_timed(
         &mut group,
         BenchmarkId::new(format!("async_{k}_streams"), size),

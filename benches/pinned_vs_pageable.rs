@@ -21,18 +21,12 @@ fn main() {
     let mut group = quick_group(&mut c, "h2d_copy");
     group.throughput(Throughput::Bytes(64 << 20));
     let mut failure = None;
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("pageable", "64 MiB"),
-        &mut failure,
-        || p.without(&gpu).map(|s| s.ms),
-    );
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("pinned", "64 MiB"),
-        &mut failure,
-        || p.with(&gpu).map(|s| s.ms),
-    );
+    gpu_timed(&mut group, BenchmarkId::new("pageable", "64 MiB"), &mut failure, || {
+        p.without(&gpu).map(|s| s.ms)
+    });
+    gpu_timed(&mut group, BenchmarkId::new("pinned", "64 MiB"), &mut failure, || {
+        p.with(&gpu).map(|s| s.ms)
+    });
     group.finish();
     if let Some(e) = failure {
         fail(BENCH, e);

@@ -21,18 +21,12 @@ fn main() {
     let mut group = quick_group(&mut c, "prefetch");
     let mut failure = None;
     let size = "8 x 1M x 50";
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("sync_no_prefetch", size),
-        &mut failure,
-        || p.without(&gpu).map(|s| s.ms),
-    );
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("async_double_buffered", size),
-        &mut failure,
-        || p.with(&gpu).map(|s| s.ms),
-    );
+    gpu_timed(&mut group, BenchmarkId::new("sync_no_prefetch", size), &mut failure, || {
+        p.without(&gpu).map(|s| s.ms)
+    });
+    gpu_timed(&mut group, BenchmarkId::new("async_double_buffered", size), &mut failure, || {
+        p.with(&gpu).map(|s| s.ms)
+    });
     group.finish();
     if let Some(e) = failure {
         fail(BENCH, e);

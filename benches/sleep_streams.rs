@@ -29,19 +29,14 @@ fn main() {
             (2 * grid, "sync_one_stream".to_string()),
             (2 * grid + 1, format!("async_{k}_streams")),
         ] {
-            gpu_timed(
-                &mut group,
-                BenchmarkId::new(id, &launches),
-                &mut failure,
-                || {
-                    match v {
-                        0 => s.without(&gpu),
-                        1 => s.with(&gpu),
-                        _ => s.other(&gpu, v),
-                    }
-                    .map(|sample| sample.ms)
-                },
-            );
+            gpu_timed(&mut group, BenchmarkId::new(id, &launches), &mut failure, || {
+                match v {
+                    0 => s.without(&gpu),
+                    1 => s.with(&gpu),
+                    _ => s.other(&gpu, v),
+                }
+                .map(|sample| sample.ms)
+            });
         }
         group.finish();
     }

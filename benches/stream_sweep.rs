@@ -27,19 +27,14 @@ fn main() {
     let mut group = quick_group(&mut c, "stream_sweep");
     let mut failure = None;
     for (v, name) in names.iter().enumerate() {
-        gpu_timed(
-            &mut group,
-            BenchmarkId::new("16M x 100", name),
-            &mut failure,
-            || {
-                match v {
-                    0 => sweep.without(&gpu),
-                    1 => sweep.with(&gpu),
-                    _ => sweep.other(&gpu, v),
-                }
-                .map(|s| s.ms)
-            },
-        );
+        gpu_timed(&mut group, BenchmarkId::new("16M x 100", name), &mut failure, || {
+            match v {
+                0 => sweep.without(&gpu),
+                1 => sweep.with(&gpu),
+                _ => sweep.other(&gpu, v),
+            }
+            .map(|s| s.ms)
+        });
     }
     group.finish();
     if let Some(e) = failure {

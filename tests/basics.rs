@@ -21,11 +21,7 @@ fn async_equals_blocking_bit_for_bit() {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&asynchronous), bits(&blocking), "n={n}");
         // Not vacuous: the kernel changed the data.
-        assert_ne!(
-            asynchronous[n - 1].to_bits(),
-            input[n - 1].to_bits(),
-            "n={n}"
-        );
+        assert_ne!(asynchronous[n - 1].to_bits(), input[n - 1].to_bits(), "n={n}");
     }
 }
 
@@ -60,17 +56,11 @@ fn the_report_shows_the_host_free_only_when_async() {
     let (blocking, asynchronous) = (o.measured.without(), o.measured.with());
     let gpu_ms = asynchronous.time.median;
     let ratio = gpu_ms / blocking.time.median;
-    assert!(
-        (0.7..1.3).contains(&ratio),
-        "GPU times differ: {ratio}\n{text}"
-    );
+    assert!((0.7..1.3).contains(&ratio), "GPU times differ: {ratio}\n{text}");
     assert!(gpu_ms > 0.5, "the default kernel should take ms: {gpu_ms}");
     assert!(asynchronous.part(IN_CALLS) < 0.5 * gpu_ms, "{text}");
     assert!(blocking.part(IN_CALLS) > 0.8 * gpu_ms, "{text}");
-    assert!(
-        asynchronous.part(UNITS) > 10.0 * blocking.part(UNITS).max(1.0),
-        "{text}"
-    );
+    assert!(asynchronous.part(UNITS) > 10.0 * blocking.part(UNITS).max(1.0), "{text}");
 }
 
 #[test]
@@ -93,10 +83,8 @@ const OUT_OF_RANGE: &[(&[&str], &str)] = &[
     (&["--iters", "1000000"], "--iters"),
 ];
 /// In range, but over the time budget: about half an hour of kernel on an H100.
-const OVER_BUDGET: &[(&[&str], &str)] = &[(
-    &["--elements", "1073741824", "--iters", "100000"],
-    "--iters",
-)];
+const OVER_BUDGET: &[(&[&str], &str)] =
+    &[(&["--elements", "1073741824", "--iters", "100000"], "--iters")];
 
 /// The run plans again with the real GPU's model: what the plan refuses, it refuses too.
 #[test]

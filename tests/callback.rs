@@ -42,15 +42,9 @@ fn callback_pipelined_equals_sequential_bit_for_bit() {
         p.without(&gpu).unwrap();
         p.with(&gpu).unwrap();
         assert_eq!(p.out_pipelined.len(), n * batches);
-        let same = p
-            .out_pipelined
-            .iter()
-            .zip(&p.out_sequential)
-            .all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(
-            same,
-            "n={n} batches={batches}: pipelined differs from sequential"
-        );
+        let same =
+            p.out_pipelined.iter().zip(&p.out_sequential).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "n={n} batches={batches}: pipelined differs from sequential");
         check_event_order(&p.events, batches).unwrap();
         assert_eq!(p.events.len(), 4 * batches, "{:?}", p.events);
     }
@@ -84,22 +78,12 @@ fn callback_lesson_passes_and_overlaps_host_and_gpu() {
         3,
     );
     assert!(o.passed(), "{}", o.report.to_text());
-    let (seq, pipe) = (
-        o.measured.without().time.median,
-        o.measured.with().time.median,
-    );
-    let (prep, g) = (
-        o.measured.without().part(PREPARE),
-        o.measured.without().part(GPU_WORK),
-    );
+    let (seq, pipe) = (o.measured.without().time.median, o.measured.with().time.median);
+    let (prep, g) = (o.measured.without().part(PREPARE), o.measured.without().part(GPU_WORK));
     assert!(prep > 0.0 && g > 0.0, "{}", o.report.to_text());
     // Sequential is at least the sum of its parts; the pipeline hides part of it.
     assert!(seq >= 0.9 * 4.0 * (prep + g), "{}", o.report.to_text());
-    assert!(
-        pipe < seq,
-        "pipelined {pipe} ms vs sequential {seq} ms\n{}",
-        o.report.to_text()
-    );
+    assert!(pipe < seq, "pipelined {pipe} ms vs sequential {seq} ms\n{}", o.report.to_text());
     assert_eq!(o.lesson.events.len(), 16, "{:?}", o.lesson.events);
     assert!(o.measured.with().part(AHEAD) >= 0.0);
     assert!(o
@@ -115,22 +99,12 @@ fn callback_lesson_passes_and_overlaps_host_and_gpu() {
 #[ignore = "needs a CUDA GPU"]
 fn one_batch_is_reported_as_nothing_to_pipeline() {
     let gpu = gpu();
-    let o = run_lesson::<Callback>(
-        &gpu,
-        &["--elements", "4096", "--batches", "1", "--iters", "20"],
-        2,
-    );
+    let o =
+        run_lesson::<Callback>(&gpu, &["--elements", "4096", "--batches", "1", "--iters", "20"], 2);
     assert!(o.passed(), "{}", o.report.to_text());
+    assert!(o.report.interpretation[0].contains("nothing to"), "{}", o.report.to_text());
     assert!(
-        o.report.interpretation[0].contains("nothing to"),
-        "{}",
-        o.report.to_text()
-    );
-    assert!(
-        !o.report
-            .interpretation
-            .iter()
-            .any(|l| l.contains("x faster")),
+        !o.report.interpretation.iter().any(|l| l.contains("x faster")),
         "{}",
         o.report.to_text()
     );
@@ -138,22 +112,9 @@ fn one_batch_is_reported_as_nothing_to_pipeline() {
 
 /// Flags that parse but that the plan refuses: the same on a GPU, with its work model.
 const REFUSED_BY_PLAN: [(&[&str], &str); 2] = [
-    (
-        &["--batches", "1024", "--elements", "100000000"],
-        "--batches 1024 x --elements",
-    ),
+    (&["--batches", "1024", "--elements", "100000000"], "--batches 1024 x --elements"),
     // One batch of 2^28 elements for 100,000 iterations would compute for over a minute.
-    (
-        &[
-            "--elements",
-            "268435456",
-            "--batches",
-            "1",
-            "--iters",
-            "100000",
-        ],
-        "estimated",
-    ),
+    (&["--elements", "268435456", "--batches", "1", "--iters", "100000"], "estimated"),
 ];
 
 /// Flags refused while parsing, before any GPU is touched.

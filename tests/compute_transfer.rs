@@ -19,10 +19,7 @@ fn compute_transfer_two_streams_equal_one_stream_bit_for_bit() {
         let flags = ["--elements", &n_flag, "--batches", &b_flag, "--iters", "40"];
         let o = run_lesson::<ComputeTransfer>(&gpu, &flags, 1);
         assert_eq!(
-            o.checks
-                .iter()
-                .find(|c| c.name.contains("bit for bit"))
-                .map(|c| c.verdict),
+            o.checks.iter().find(|c| c.name.contains("bit for bit")).map(|c| c.verdict),
             Some(Verdict::Passed),
             "n={n} batches={batches}: {:?}",
             o.checks
@@ -63,11 +60,7 @@ fn compute_transfer_lesson_passes_and_overlaps() {
     let one = o.measured.without();
     let model = pipeline_estimate(one.part("h") + one.part("d"), one.part("c"), 4);
     let ratio = o.measured.with().time.median / model;
-    assert!(
-        ratio > 0.7,
-        "measured / model {ratio}\n{}",
-        o.report.to_text()
-    );
+    assert!(ratio > 0.7, "measured / model {ratio}\n{}", o.report.to_text());
 }
 
 /// With one batch there is nothing to overlap: the lesson still passes its checks, and its
@@ -80,16 +73,8 @@ fn one_batch_is_reported_as_nothing_to_overlap() {
     let o = run_lesson::<ComputeTransfer>(&gpu, &flags, 3);
     let r = &o.report;
     assert!(o.passed(), "{}", r.to_text());
-    assert!(
-        r.interpretation[0].contains("nothing to"),
-        "{}",
-        r.to_text()
-    );
-    assert!(
-        !r.interpretation.iter().any(|l| l.contains("x faster")),
-        "{}",
-        r.to_text()
-    );
+    assert!(r.interpretation[0].contains("nothing to"), "{}", r.to_text());
+    assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
 }
 
 #[test]
@@ -101,14 +86,7 @@ fn hostile_flags_are_refused_in_one_line_before_running() {
     assert!(why.contains("--batches 1024"), "{why}");
     let why = run_refusal::<ComputeTransfer>(
         &gpu,
-        &[
-            "--batches",
-            "1",
-            "--elements",
-            "268435456",
-            "--iters",
-            "100000",
-        ],
+        &["--batches", "1", "--elements", "268435456", "--iters", "100000"],
     );
     assert!(why.contains("per repeat"), "{why}");
 }
@@ -120,37 +98,16 @@ fn hostile_flags_are_refused_without_a_gpu() {
         (&["--batches", "0"][..], "whole number from 1 to 1024"),
         (&["--batches", "1025"], "whole number from 1 to 1024"),
         (&["--elements", "0"], "whole number from 1 to 4294967295"),
-        (
-            &[
-                "--elements",
-                "18446744073709551615",
-                "--batches",
-                "18446744073709551615",
-            ],
-            "--",
-        ),
+        (&["--elements", "18446744073709551615", "--batches", "18446744073709551615"], "--"),
         (&["--iters", "4294967295"], "whole number from 1 to 100000"),
         (
             &["--batches", "1024", "--elements", "100000000"],
             "--batches 1024 x --elements 100000000",
         ),
-        (
-            &[
-                "--batches",
-                "1",
-                "--elements",
-                "268435456",
-                "--iters",
-                "100000",
-            ],
-            "per repeat",
-        ),
+        (&["--batches", "1", "--elements", "268435456", "--iters", "100000"], "per repeat"),
     ] {
         let why = refusal::<ComputeTransfer>(flags);
-        assert!(
-            why.contains(expected),
-            "{flags:?}: {why} (expected {expected})"
-        );
+        assert!(why.contains(expected), "{flags:?}: {why} (expected {expected})");
     }
     accepted::<ComputeTransfer>(&[]);
     accepted::<ComputeTransfer>(&["--elements", "1", "--batches", "1", "--iters", "1"]);

@@ -27,11 +27,7 @@ fn default_stream_report_passes() {
     let o = run_lesson::<DefaultStream>(&gpu, &["--sleep-us", "2000"], 3);
     assert!(o.passed(), "{}", o.report.to_text());
     let ratio = o.measured.speedup();
-    assert!(
-        ratio > 1.6,
-        "blocking / non-blocking total {ratio}\n{}",
-        o.report.to_text()
-    );
+    assert!(ratio > 1.6, "blocking / non-blocking total {ratio}\n{}", o.report.to_text());
 }
 
 #[test]

@@ -12,14 +12,7 @@ use testkit::{accepted, gpu, refusal, run_lesson, run_refusal, set_up};
 #[ignore = "needs a CUDA GPU"]
 fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
     let gpu = gpu();
-    let flags = [
-        "--elements",
-        "65536",
-        "--iters",
-        "100",
-        "--sleep-us",
-        "20000",
-    ];
+    let flags = ["--elements", "65536", "--iters", "100", "--sleep-us", "20000"];
     let mut e: Events = set_up(&gpu, &flags, 11).unwrap();
     for _ in 0..3 {
         let wrong_run = e.without(&gpu).unwrap();
@@ -30,18 +23,12 @@ fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
         // What it read was the buffer before the producer wrote it.
         assert!(wrong_run.value(STALE_READ) > 0.0, "{wrong_run:?}");
         assert!(e.last[0].stale > 0, "{:?}", e.last[0]);
-        assert!(
-            wrong_run.value(CONSUMER_MINUS_PRODUCER) < 0.0,
-            "{wrong_run:?}"
-        );
+        assert!(wrong_run.value(CONSUMER_MINUS_PRODUCER) < 0.0, "{wrong_run:?}");
 
         let right_run = e.with(&gpu).unwrap();
         assert_eq!(right_run.value(WRONG), 0.0, "{right_run:?}");
         assert_eq!(e.last[1].wrong, 0, "{:?}", e.last[1]);
-        assert!(
-            right_run.value(CONSUMER_MINUS_PRODUCER) >= 0.0,
-            "{right_run:?}"
-        );
+        assert!(right_run.value(CONSUMER_MINUS_PRODUCER) >= 0.0, "{right_run:?}");
         // The producer really spun for its 20 ms (sleep counts ticks at the rated clock).
         assert!(right_run.value(PRODUCER_DONE) >= 18.0, "{right_run:?}");
     }
@@ -51,14 +38,7 @@ fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
 #[ignore = "needs a CUDA GPU"]
 fn events_consumer_matches_cpu_within_tolerance() {
     let gpu = gpu();
-    let flags = [
-        "--elements",
-        "10000",
-        "--iters",
-        "100",
-        "--sleep-us",
-        "1000",
-    ];
+    let flags = ["--elements", "10000", "--iters", "100", "--sleep-us", "1000"];
     let mut e: Events = set_up(&gpu, &flags, 5).unwrap();
     let run = e.with(&gpu).unwrap();
     // The lesson counts bit-for-bit differences from the CPU's 2x + x: none.
@@ -67,12 +47,7 @@ fn events_consumer_matches_cpu_within_tolerance() {
     // And the inputs give 3x within rounding: the comparison itself is not vacuous.
     for x in &e.input {
         let expected = streamlab::lab::race::expected_element(*x);
-        assert_relative_eq!(
-            expected,
-            3.0 * x,
-            epsilon = ABS_TOLERANCE,
-            max_relative = 1e-6
-        );
+        assert_relative_eq!(expected, 3.0 * x, epsilon = ABS_TOLERANCE, max_relative = 1e-6);
     }
 }
 
@@ -82,14 +57,7 @@ fn events_lesson_passes_and_times_the_kernel() {
     let gpu = gpu();
     let o = run_lesson::<Events>(
         &gpu,
-        &[
-            "--elements",
-            "65536",
-            "--iters",
-            "500",
-            "--sleep-us",
-            "10000",
-        ],
+        &["--elements", "65536", "--iters", "500", "--sleep-us", "10000"],
         3,
     );
     assert!(o.passed(), "{}", o.report.to_text());
@@ -99,16 +67,8 @@ fn events_lesson_passes_and_times_the_kernel() {
     // The events around the 10 ms producer measured its spin (never shorter at the rated
     // clock), and the consumer that waited finished after it.
     let producer = o.measured.with().part(PRODUCER_DONE);
-    assert!(
-        producer >= 9.5,
-        "producer {producer} ms\n{}",
-        o.report.to_text()
-    );
-    assert!(
-        o.measured.with().time.median >= producer,
-        "{}",
-        o.report.to_text()
-    );
+    assert!(producer >= 9.5, "producer {producer} ms\n{}", o.report.to_text());
+    assert!(o.measured.with().time.median >= producer, "{}", o.report.to_text());
     assert!(o.lesson.last[0].wrong > 0, "{}", o.report.to_text());
     assert_eq!(o.lesson.last[1].wrong, 0, "{}", o.report.to_text());
 }
@@ -118,17 +78,7 @@ const REFUSED_BY_PLAN: [(&[&str], &str); 2] = [
     // 4e9 elements: thousands of producer waves.
     (&["--elements", "4000000000"], "waves"),
     // The timed kernel: 2^32 - 1 elements x 100,000 iterations, over ten minutes.
-    (
-        &[
-            "--elements",
-            "4294967295",
-            "--sleep-us",
-            "100",
-            "--iters",
-            "100000",
-        ],
-        "estimated",
-    ),
+    (&["--elements", "4294967295", "--sleep-us", "100", "--iters", "100000"], "estimated"),
 ];
 
 /// Flags refused while parsing, before any GPU is touched.

@@ -32,11 +32,7 @@ fn assert_stream_works(gpu: &Gpu, s: &Stream) {
     s.synchronize().unwrap();
     let out = out.read().unwrap();
     for (i, (&x, &y)) in input.iter().zip(out.iter()).enumerate() {
-        assert_eq!(
-            y.to_bits(),
-            scale_element(x, 2.0, 1.0).to_bits(),
-            "element {i}"
-        );
+        assert_eq!(y.to_bits(), scale_element(x, 2.0, 1.0).to_bits(), "element {i}");
     }
 }
 
@@ -75,11 +71,7 @@ fn graph_replay_equals_stream_version_bit_for_bit_in_every_capture_mode() {
         }
         let buffers = dag.buffers().unwrap();
         let (graph, streams) = (&buffers[2], &buffers[3]);
-        let differ = graph
-            .iter()
-            .zip(streams)
-            .filter(|(g, s)| g.to_bits() != s.to_bits())
-            .count();
+        let differ = graph.iter().zip(streams).filter(|(g, s)| g.to_bits() != s.to_bits()).count();
         assert_eq!(differ, 0, "n={n} {mode:?}: {differ} elements differ");
         // Not trivially equal: the output was really written.
         assert!(graph.iter().all(|&x| x > 0.0), "n={n}");
@@ -277,14 +269,8 @@ fn waiting_on_an_event_from_outside_the_capture_is_a_clear_error() {
     assert!(op.starts_with("cuStreamWaitEvent"), "{op}");
     assert!(op.contains("capture-event"), "{op}");
     // The driver's code for a dependency that crosses the capture boundary, and its cause.
-    assert!(
-        cause.ends_with("[CUDA_ERROR_STREAM_CAPTURE_ISOLATION (905)]"),
-        "{cause}"
-    );
-    assert!(
-        cause.contains("waited on an event recorded outside the capture"),
-        "{cause}"
-    );
+    assert!(cause.ends_with("[CUDA_ERROR_STREAM_CAPTURE_ISOLATION (905)]"), "{cause}");
+    assert!(cause.contains("waited on an event recorded outside the capture"), "{cause}");
     assert_stream_works(&gpu, &s);
     assert_stream_works(&gpu, &outside);
 }
@@ -295,10 +281,8 @@ fn a_fork_that_is_not_joined_is_a_clear_error_and_both_streams_recover() {
     let gpu = gpu();
     let origin = Stream::non_blocking(&*gpu, "origin").unwrap();
     let side = Stream::non_blocking(&*gpu, "side").unwrap();
-    let (forked, joined) = (
-        Event::without_timing(&*gpu).unwrap(),
-        [Event::without_timing(&*gpu).unwrap()],
-    );
+    let (forked, joined) =
+        (Event::without_timing(&*gpu).unwrap(), [Event::without_timing(&*gpu).unwrap()]);
     let err = capture(&origin, CaptureMode::Global, |o| {
         fork(&forked, o, &[&side])?;
         gpu.empty(&side)?;
@@ -345,11 +329,7 @@ fn launch_overhead_graph_holds_every_kernel_and_is_cheaper_to_issue() {
     let m = Measured::from_samples(names, runs.into());
     let (by_stream, graph) = (&m.versions[0], &m.versions[1]);
     // One cuGraphLaunch costs the host less than 100 cuLaunchKernel calls on any GPU.
-    assert!(
-        graph.part("issue") < by_stream.part("issue"),
-        "{:?}",
-        m.versions
-    );
+    assert!(graph.part("issue") < by_stream.part("issue"), "{:?}", m.versions);
     assert!(by_stream.part("gpu") > 0.0 && graph.part("gpu") > 0.0);
     assert!(dag.other(&gpu, 4).is_err(), "graph has only four versions");
 }
@@ -367,10 +347,7 @@ fn the_lesson_passes_its_checks_and_the_graph_issues_faster() {
         "update changed the output",
         "after update: GPU vs CPU reference (approx)",
     ] {
-        assert!(
-            o.checks.iter().any(|c| c.name == name),
-            "no check {name:?}\n{text}"
-        );
+        assert!(o.checks.iter().any(|c| c.name == name), "no check {name:?}\n{text}");
     }
     let (streams, graph) = (o.measured.without(), o.measured.with());
     assert!(
@@ -379,11 +356,7 @@ fn the_lesson_passes_its_checks_and_the_graph_issues_faster() {
         graph.part("issue"),
         streams.part("issue")
     );
-    let figure = |name: &str| {
-        o.report
-            .value(name)
-            .unwrap_or_else(|| panic!("no {name:?}\n{text}"))
-    };
+    let figure = |name: &str| o.report.value(name).unwrap_or_else(|| panic!("no {name:?}\n{text}"));
     assert!(figure("host issue saved / iteration") > 0.0, "{text}");
     assert!(figure("update of the executable graph") > 0.0, "{text}");
     assert!(o.lesson.updated.is_some());
@@ -398,12 +371,7 @@ fn default_and_small_flags_pass_and_hostile_flags_are_refused_without_a_gpu() {
     };
     plan(&[]).unwrap();
     plan(&["--elements", "1", "--iters", "1"]).unwrap();
-    for n in [
-        "0",
-        "4294967296",
-        "18446744073709551615",
-        "4611686018427387903",
-    ] {
+    for n in ["0", "4294967296", "18446744073709551615", "4611686018427387903"] {
         let why = refusal::<GraphDag>(&["--elements", n]);
         assert!(why.contains("--elements"), "{why}");
     }

@@ -16,10 +16,7 @@ fn kernels_start_in_issue_order_and_overlap() {
     assert_eq!(s.value(OUT_OF_ORDER), 0.0, "{s:?}");
     assert_eq!(s.value(WAITED), 0.0, "{s:?}");
     let last = s.value(LAST_START_US);
-    assert!(
-        last > 0.0 && last < 500.0,
-        "8 launches spread over {last} µs"
-    );
+    assert!(last > 0.0 && last < 500.0, "8 launches spread over {last} µs");
     // On one stream the same 8 kernels of 1 ms run one after another.
     let one = o.without(&gpu).unwrap();
     assert!(one.ms > 7.2 && one.ms > 4.0 * s.ms, "{one:?} vs {s:?}");
@@ -32,11 +29,7 @@ fn launch_order_report_passes() {
     let o = run_lesson::<LaunchOrder>(&gpu, &["--streams", "6"], 3);
     assert!(o.passed(), "{}", o.report.to_text());
     let gap = o.measured.with().part(GAP_US);
-    assert!(
-        (0.0..200.0).contains(&gap),
-        "gap {gap} µs\n{}",
-        o.report.to_text()
-    );
+    assert!((0.0..200.0).contains(&gap), "gap {gap} µs\n{}", o.report.to_text());
     let offset5 = o.measured.with().part(LAST_START_US);
     assert!(offset5 > 0.0, "{}", o.report.to_text());
 }
@@ -56,11 +49,7 @@ fn one_stream_is_reported_as_nothing_to_order_or_overlap() {
     let o = run_lesson::<LaunchOrder>(&gpu, &["--streams", "1"], 3);
     assert!(o.passed(), "{}", o.report.to_text());
     let told = o.report.interpretation.join("\n");
-    assert!(
-        told.contains("One stream, one kernel"),
-        "{}",
-        o.report.to_text()
-    );
+    assert!(told.contains("One stream, one kernel"), "{}", o.report.to_text());
 }
 
 #[test]

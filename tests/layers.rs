@@ -2,7 +2,8 @@
 //! - `runtime` imports neither `lab` nor `lessons`; `lab` does not import `lessons`;
 //! - no lesson imports another lesson;
 //! - no file imports form a cycle (files are nodes, `use crate::…` lines are edges);
-//! - lesson files hold no `unsafe` and stay within 300 lines before their unit tests.
+//! - lesson files hold no `unsafe` and stay within 300 lines before their unit tests
+//!   (`overlap`, the lesson that sets the shape, within 150).
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -20,14 +21,8 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 /// `host/src/runtime/stream.rs` -> `runtime::stream`; `mod.rs` and `lib.rs` name their folder.
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
-    let mut parts: Vec<String> = rel
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    if parts
-        .last()
-        .is_some_and(|p| p == "mod" || p == "lib" || p == "main")
-    {
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib" || p == "main") {
         parts.pop();
     }
     parts.join("::")
@@ -74,10 +69,8 @@ fn tree() -> Tree {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/src");
     let mut paths = Vec::new();
     sources(&src, &mut paths);
-    let files: BTreeMap<String, String> = paths
-        .iter()
-        .map(|p| (module_of(&src, p), std::fs::read_to_string(p).unwrap()))
-        .collect();
+    let files: BTreeMap<String, String> =
+        paths.iter().map(|p| (module_of(&src, p), std::fs::read_to_string(p).unwrap())).collect();
     let modules: BTreeSet<String> = files.keys().cloned().collect();
     let edges = files
         .iter()
@@ -163,23 +156,17 @@ fn no_import_cycles() {
 #[test]
 fn lesson_files_are_short_and_hold_no_unsafe() {
     let t = tree();
-    for (m, text) in t
-        .files
-        .iter()
-        .filter(|(m, _)| layer(m) == "lessons" && m.as_str() != "lessons")
+    for (m, text) in
+        t.files.iter().filter(|(m, _)| layer(m) == "lessons" && m.as_str() != "lessons")
     {
         let before_tests = text.split("#[cfg(test)]").next().unwrap_or(text);
         let lines = before_tests.lines().count();
-        assert!(
-            lines <= 300,
-            "{m}: {lines} lines before its tests (at most 300)"
-        );
+        // The lesson that sets the shape is held to half the general limit.
+        let limit = if m == "lessons::overlap" { 150 } else { 300 };
+        assert!(lines <= limit, "{m}: {lines} lines before its tests (at most {limit})");
         let unsafe_lines = text
             .lines()
-            .filter(|l| {
-                l.split(|c: char| !c.is_alphanumeric() && c != '_')
-                    .any(|w| w == "unsafe")
-            })
+            .filter(|l| l.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "unsafe"))
             .count();
         assert_eq!(unsafe_lines, 0, "{m}: lesson code holds `unsafe`");
     }

@@ -12,14 +12,7 @@ use testkit::{gpu, refusal, run_lesson, set_up};
 fn multi_stream_equals_one_stream_bit_for_bit_for_awkward_sizes() {
     let gpu = gpu();
     // Sizes K does not divide, K = 1, K = n, and the 64-stream maximum.
-    for (n, k) in [
-        (1_000_003, 8),
-        (4097, 3),
-        (65, 64),
-        (5, 5),
-        (1, 1),
-        (100_000, 1),
-    ] {
+    for (n, k) in [(1_000_003, 8), (4097, 3), (65, 64), (5, 5), (1, 1), (100_000, 1)] {
         let (n_flag, k_flag) = (n.to_string(), k.to_string());
         let o = run_lesson::<Overlap>(
             &gpu,
@@ -27,10 +20,7 @@ fn multi_stream_equals_one_stream_bit_for_bit_for_awkward_sizes() {
             1,
         );
         assert_eq!(
-            o.checks
-                .iter()
-                .find(|c| c.name.contains("bit for bit"))
-                .map(|c| c.verdict),
+            o.checks.iter().find(|c| c.name.contains("bit for bit")).map(|c| c.verdict),
             Some(Verdict::Passed),
             "n={n} k={k}: {:?}",
             o.checks
@@ -43,14 +33,10 @@ fn multi_stream_equals_one_stream_bit_for_bit_for_awkward_sizes() {
 fn gpu_matches_cpu_reference_for_every_element() {
     let gpu = gpu();
     let (n, iters) = (50_000, 100);
-    let mut o: Overlap = set_up(
-        &gpu,
-        &["--elements", "50000", "--streams", "4", "--iters", "100"],
-        42,
-    )
-    .unwrap();
+    let mut o: Overlap =
+        set_up(&gpu, &["--elements", "50000", "--streams", "4", "--iters", "100"], 42).unwrap();
     o.with(&gpu).unwrap();
-    let (input, out) = (o.input().unwrap(), o.output().unwrap());
+    let (input, out) = (o.host[0].to_vec().unwrap(), o.host[2].to_vec().unwrap());
     // Every element, not a sample: the CPU runs the same compute_element.
     for i in 0..n {
         let expected = streamlab::math::compute_element(input[i], iters);
@@ -97,28 +83,16 @@ fn more_device_memory_than_the_gpu_has_is_refused() {
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
     for (flags, expected) in [
-        (
-            &["--elements", "0"][..],
-            "whole number from 1 to 4294967295",
-        ),
-        (
-            &["--elements", "18446744073709551615"],
-            "whole number from 1 to 4294967295",
-        ),
-        (
-            &["--elements", "3", "--streams", "4"],
-            "--streams 4 is more than --elements 3",
-        ),
+        (&["--elements", "0"][..], "whole number from 1 to 4294967295"),
+        (&["--elements", "18446744073709551615"], "whole number from 1 to 4294967295"),
+        (&["--elements", "3", "--streams", "4"], "--streams 4 is more than --elements 3"),
         (&["--streams", "65"], "whole number from 1 to 64"),
         (&["--streams", "0"], "whole number from 1 to 64"),
         (&["--streams", "-3"], "whole number from 1 to 64"),
         (&["--iters", "0"], "whole number from 1 to 100000"),
     ] {
         let why = refusal::<Overlap>(flags);
-        assert!(
-            why.contains(expected),
-            "{flags:?}: {why} (expected {expected})"
-        );
+        assert!(why.contains(expected), "{flags:?}: {why} (expected {expected})");
     }
     // Host memory: four buffers of 2^30 floats (16 GiB) are refused exactly where
     // /proc/meminfo says they do not fit.
@@ -131,12 +105,7 @@ fn hostile_flags_are_refused_without_a_gpu() {
     .unwrap();
     let big = Overlap::plan(&args, &streamlab::lab::WorkModel::H100).and_then(|p| p.admit(None));
     let available_kib: Option<u64> = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
-        t.lines()
-            .find(|l| l.starts_with("MemAvailable:"))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
+        t.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok()
     });
     if let Some(kib) = available_kib {
         let fits = (16u64 << 30) <= kib * 1024;

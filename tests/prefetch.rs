@@ -18,10 +18,7 @@ fn prefetch_equals_no_prefetch_bit_for_bit() {
         let flags = ["--elements", &n_flag, "--batches", &b_flag, "--iters", "20"];
         let o = run_lesson::<Prefetch>(&gpu, &flags, 1);
         assert_eq!(
-            o.checks
-                .iter()
-                .find(|c| c.name.contains("bit for bit"))
-                .map(|c| c.verdict),
+            o.checks.iter().find(|c| c.name.contains("bit for bit")).map(|c| c.verdict),
             Some(Verdict::Passed),
             "n={n} batches={batches}: {:?}",
             o.checks
@@ -75,16 +72,8 @@ fn one_batch_is_reported_as_nothing_to_prefetch() {
     let o = run_lesson::<Prefetch>(&gpu, &flags, 3);
     let r = &o.report;
     assert!(o.passed(), "{}", r.to_text());
-    assert!(
-        r.interpretation[0].contains("no next batch"),
-        "{}",
-        r.to_text()
-    );
-    assert!(
-        !r.interpretation.iter().any(|l| l.contains("x faster")),
-        "{}",
-        r.to_text()
-    );
+    assert!(r.interpretation[0].contains("no next batch"), "{}", r.to_text());
+    assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
 }
 
 #[test]
@@ -95,14 +84,7 @@ fn hostile_flags_are_refused_in_one_line_before_running() {
     assert!(why.contains("--batches 1024"), "{why}");
     let why = run_refusal::<Prefetch>(
         &gpu,
-        &[
-            "--batches",
-            "1",
-            "--elements",
-            "268435456",
-            "--iters",
-            "100000",
-        ],
+        &["--batches", "1", "--elements", "268435456", "--iters", "100000"],
     );
     assert!(why.contains("per repeat"), "{why}");
 }
@@ -114,37 +96,16 @@ fn hostile_flags_are_refused_without_a_gpu() {
         (&["--batches", "0"][..], "whole number from 1 to 4096"),
         (&["--batches", "4097"], "whole number from 1 to 4096"),
         (&["--elements", "0"], "whole number from 1 to 4294967295"),
-        (
-            &[
-                "--elements",
-                "18446744073709551615",
-                "--batches",
-                "18446744073709551615",
-            ],
-            "--",
-        ),
+        (&["--elements", "18446744073709551615", "--batches", "18446744073709551615"], "--"),
         (&["--iters", "4294967295"], "whole number from 1 to 100000"),
         (
             &["--batches", "1024", "--elements", "100000000"],
             "--batches 1024 x --elements 100000000",
         ),
-        (
-            &[
-                "--batches",
-                "1",
-                "--elements",
-                "268435456",
-                "--iters",
-                "100000",
-            ],
-            "per repeat",
-        ),
+        (&["--batches", "1", "--elements", "268435456", "--iters", "100000"], "per repeat"),
     ] {
         let why = refusal::<Prefetch>(flags);
-        assert!(
-            why.contains(expected),
-            "{flags:?}: {why} (expected {expected})"
-        );
+        assert!(why.contains(expected), "{flags:?}: {why} (expected {expected})");
     }
     accepted::<Prefetch>(&[]);
     accepted::<Prefetch>(&["--elements", "1", "--batches", "1", "--iters", "1"]);

@@ -63,10 +63,7 @@ fn every_declared_kernel_is_in_the_ptx_with_its_declared_parameters() {
             "{name}: more parameters than a launch passes"
         );
         let in_ptx = param_sizes(PTX, name).unwrap_or_else(|| panic!("no .entry for {name}"));
-        assert_eq!(
-            in_ptx, sizes,
-            "{name}: PTX .param sizes vs the declaration in kernels-gpu"
-        );
+        assert_eq!(in_ptx, sizes, "{name}: PTX .param sizes vs the declaration in kernels-gpu");
     }
     // The check itself can fail: a list with one parameter too many is told apart.
     let (name, sizes) = signatures::ALL[2];
@@ -79,10 +76,7 @@ fn every_declared_kernel_is_in_the_ptx_with_its_declared_parameters() {
 fn no_externals_are_left_and_libdevice_is_inlined() {
     assert!(!PTX.contains(".extern"), "unresolved .extern in the PTX");
     // libdevice's sinf was linked in and inlined: its body is there, no call to it is left.
-    assert!(
-        PTX.contains("__nv_sinf.exit"),
-        "libdevice's __nv_sinf body is not in the PTX"
-    );
+    assert!(PTX.contains("__nv_sinf.exit"), "libdevice's __nv_sinf body is not in the PTX");
     assert!(
         !PTX.contains("__nv_sinf,") && !PTX.contains("__nv_sinf("),
         "a call to __nv_sinf survived"

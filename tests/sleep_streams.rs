@@ -14,20 +14,10 @@ fn copies_round_trip_bit_for_bit_in_every_version() {
     let gpu = gpu();
     for (n, k) in [(1_000_003, 4), (4097, 3), (5, 5), (1, 1), (100_000, 8)] {
         let (n_flag, k_flag) = (n.to_string(), k.to_string());
-        let flags = [
-            "--elements",
-            &n_flag,
-            "--streams",
-            &k_flag,
-            "--sleep-us",
-            "20",
-        ];
+        let flags = ["--elements", &n_flag, "--streams", &k_flag, "--sleep-us", "20"];
         let o = run_lesson::<SleepStreams>(&gpu, &flags, 1);
         assert_eq!(
-            o.checks
-                .iter()
-                .find(|c| c.name == "copies round-trip bit for bit")
-                .map(|c| c.verdict),
+            o.checks.iter().find(|c| c.name == "copies round-trip bit for bit").map(|c| c.verdict),
             Some(Verdict::Passed),
             "n={n} k={k}: {:?}",
             o.checks
@@ -43,11 +33,7 @@ fn the_small_grid_overlaps_and_the_full_grid_barely() {
     let text = o.report.to_text();
     assert!(o.passed(), "{text}");
     let (small, full) = (speedup(&o.measured, SMALL), speedup(&o.measured, FULL));
-    assert_eq!(
-        small,
-        o.measured.speedup(),
-        "the small grid is the headline pair"
-    );
+    assert_eq!(small, o.measured.speedup(), "the small grid is the headline pair");
     assert!(small > 2.5 && small < 4.5, "small grid {small}\n{text}");
     assert!(full < 1.5, "full grid {full}\n{text}");
     // One-stream small grid: about 4 sleeps of 1 ms.
@@ -74,14 +60,7 @@ fn one_stream_makes_no_claim() {
 #[ignore = "needs a CUDA GPU"]
 fn a_sleep_over_any_gpus_bound_is_refused_by_the_run() {
     let gpu = gpu();
-    let flags = [
-        "--elements",
-        "1024",
-        "--streams",
-        "4",
-        "--sleep-us",
-        "3750001",
-    ];
+    let flags = ["--elements", "1024", "--streams", "4", "--sleep-us", "3750001"];
     let why = run_refusal::<SleepStreams>(&gpu, &flags);
     assert!(why.contains("--sleep-us"), "{why}");
 }

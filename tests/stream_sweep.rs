@@ -16,10 +16,7 @@ fn the_sweep_passes_with_sane_rows() {
     let text = o.report.to_text();
     assert!(o.passed(), "{text}");
     assert_eq!(
-        o.checks
-            .iter()
-            .find(|c| c.name == "every K == one stream, bit for bit")
-            .map(|c| c.verdict),
+        o.checks.iter().find(|c| c.name == "every K == one stream, bit for bit").map(|c| c.verdict),
         Some(Verdict::Passed),
         "{text}"
     );
@@ -37,10 +34,7 @@ fn the_sweep_passes_with_sane_rows() {
     let top = best(&rows).unwrap();
     assert!(top.streams > 1, "best K {}\n{text}", top.streams);
     let (best_ms, one_ms) = (top.ms, o.measured.without().time.median);
-    assert!(
-        best_ms < 0.9 * one_ms,
-        "best {best_ms} ms vs one stream {one_ms} ms\n{text}"
-    );
+    assert!(best_ms < 0.9 * one_ms, "best {best_ms} ms vs one stream {one_ms} ms\n{text}");
 }
 
 /// With one stream there is nothing to sweep: the lesson still passes its checks, and its
@@ -57,11 +51,7 @@ fn one_stream_is_reported_as_no_sweep() {
     let r = &o.report;
     assert!(o.passed(), "{}", r.to_text());
     assert!(r.interpretation[0].contains("no sweep"), "{}", r.to_text());
-    assert!(
-        !r.interpretation.iter().any(|l| l.contains("x faster")),
-        "{}",
-        r.to_text()
-    );
+    assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.
@@ -70,23 +60,14 @@ fn hostile_flags_are_refused_in_one_line_without_a_gpu() {
     for (flags, expected) in [
         (&["--streams", "0"][..], "--streams"),
         (&["--streams", "65"], "--streams"),
-        (
-            &["--elements", "4", "--streams", "8"],
-            "--streams 8 is more than --elements 4",
-        ),
+        (&["--elements", "4", "--streams", "8"], "--streams 8 is more than --elements 4"),
         (&["--elements", "0"], "--elements"),
         (&["--elements", "18446744073709551615"], "--elements"),
         (&["--iters", "4294967295"], "--iters"),
         // 4G elements x 100000 iterations, seven times over.
-        (
-            &["--elements", "4294967295", "--iters", "100000"],
-            "per repeat",
-        ),
+        (&["--elements", "4294967295", "--iters", "100000"], "per repeat"),
     ] {
         let why = refusal::<StreamSweep>(flags);
-        assert!(
-            why.contains(expected),
-            "{flags:?}: {why} (expected {expected})"
-        );
+        assert!(why.contains(expected), "{flags:?}: {why} (expected {expected})");
     }
 }

@@ -12,10 +12,7 @@ fn sync_methods_wait_for_what_they_cover() {
     let mut s: SyncMethods = set_up(&gpu, &["--sleep-us", "5000"], 0).unwrap();
     let device = s.without(&gpu).unwrap();
     let stream_b = s.with(&gpu).unwrap();
-    let polling_index = METHODS
-        .iter()
-        .position(|&m| m == Method::EventPolling)
-        .unwrap();
+    let polling_index = METHODS.iter().position(|&m| m == Method::EventPolling).unwrap();
     let polling = s.other(&gpu, polling_index).unwrap();
     let polls = polling.parts.iter().find(|(n, _)| *n == POLLS).unwrap().1;
     assert!(device.ms >= 4.5, "{device:?}");

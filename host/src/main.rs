@@ -121,14 +121,12 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
                 ),
         )
         .subcommand(
-            Command::new("list")
-                .about("List the lessons, in the order `run all` runs them")
-                .arg(
-                    Arg::new("json")
-                        .long("json")
-                        .action(ArgAction::SetTrue)
-                        .help("Machine-readable output"),
-                ),
+            Command::new("list").about("List the lessons, in the order `run all` runs them").arg(
+                Arg::new("json")
+                    .long("json")
+                    .action(ArgAction::SetTrue)
+                    .help("Machine-readable output"),
+            ),
         )
         .subcommand(run)
 }
@@ -148,10 +146,7 @@ fn clap_error_line(e: &clap::Error, command: &str) -> String {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    let tip = lines
-        .find(|l| l.starts_with("tip:"))
-        .map(|t| format!("; {t}"))
-        .unwrap_or_default();
+    let tip = lines.find(|l| l.starts_with("tip:")).map(|t| format!("; {t}")).unwrap_or_default();
     format!("{first}{tip} (see {command} --help)")
 }
 
@@ -160,10 +155,7 @@ fn clap_error_line(e: &clap::Error, command: &str) -> String {
 fn command_path(argv: &[String]) -> String {
     let mut path = vec!["streamlab"];
     let mut words = argv.iter().skip(1).filter(|a| !a.starts_with('-'));
-    if let Some(top) = words
-        .next()
-        .filter(|w| ["info", "list", "run"].contains(&w.as_str()))
-    {
+    if let Some(top) = words.next().filter(|w| ["info", "list", "run"].contains(&w.as_str())) {
         path.push(top);
         if let Some(lesson) = words.next().filter(|w| *w == "all" || find(w).is_some()) {
             path.push(lesson);
@@ -181,10 +173,8 @@ fn main() -> ExitCode {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        let at = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
+        let at =
+            info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         eprintln!("streamlab: internal error (a bug in streamlab): {message}{at}");
         std::process::exit(70);
     }));
@@ -219,10 +209,7 @@ fn fail(e: &Error, lesson: Option<&str>, json: bool) -> ExitCode {
             "lesson": lesson,
             "exit_code": e.exit_code(),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
-        );
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
     }
     ExitCode::from(e.exit_code() as u8)
 }
@@ -257,10 +244,7 @@ fn list(json: bool) {
                 serde_json::json!({"name": l.name, "summary": l.summary, "flags": flags})
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&list).unwrap_or_default()
-        );
+        println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
         return;
     }
     let width = LESSONS.iter().map(|l| l.name.len()).max().unwrap_or(0);
@@ -280,10 +264,7 @@ fn info(device: u32, json: bool) -> Result<(), Error> {
     let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
     let (least, greatest) = i.priority_range;
     println!("device {}: {}", i.ordinal, i.name);
-    println!(
-        "  compute capability     {}.{}",
-        i.compute_capability.0, i.compute_capability.1
-    );
+    println!("  compute capability     {}.{}", i.compute_capability.0, i.compute_capability.1);
     println!("  multiprocessors (SMs)  {}", i.multiprocessors);
     println!(
         "  memory                 {:.1} GiB total, {:.1} GiB free",
@@ -302,20 +283,14 @@ fn info(device: u32, json: bool) -> Result<(), Error> {
         i.concurrent_kernels as u8
     );
     println!("  asyncEngineCount       {}   (copy engines: 2+ means copy-in and copy-out overlap each other)", i.async_engine_count);
-    println!(
-        "  deviceOverlap          {}   (a copy can overlap a kernel)",
-        i.device_overlap as u8
-    );
+    println!("  deviceOverlap          {}   (a copy can overlap a kernel)", i.device_overlap as u8);
     println!("  stream priorities      {least} (least) to {greatest} (greatest)");
     println!(
         "  driver API version     {}.{}",
         i.driver_version / 1000,
         i.driver_version % 1000 / 10
     );
-    println!(
-        "  embedded PTX target    {} (JIT-compiled by the driver for this GPU)",
-        i.ptx_arch
-    );
+    println!("  embedded PTX target    {} (JIT-compiled by the driver for this GPU)", i.ptx_arch);
     Ok(())
 }
 
@@ -323,8 +298,7 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     let all = matches!(m.subcommand(), Some(("all", _)));
     // With `all`, each lesson writes its own file: trace.json -> trace-overlap.json.
     let path = |flag: &str, lesson: &str| {
-        m.get_one::<PathBuf>(flag)
-            .map(|p| if all { tagged(p, lesson) } else { p.clone() })
+        m.get_one::<PathBuf>(flag).map(|p| if all { tagged(p, lesson) } else { p.clone() })
     };
     let settings_for = |lesson: &str| Settings {
         reps: *m.get_one::<usize>("reps").unwrap_or(&10),
@@ -385,11 +359,8 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         }
     }
     if json && !reports.is_empty() && failure.is_none() {
-        let value = if single {
-            serde_json::to_value(&reports[0])
-        } else {
-            serde_json::to_value(&reports)
-        };
+        let value =
+            if single { serde_json::to_value(&reports[0]) } else { serde_json::to_value(&reports) };
         println!(
             "{}",
             serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default()
@@ -398,25 +369,16 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     if let Some(f) = failure {
         if json && !reports.is_empty() {
             // What ran before the failure, then the error object from `fail`.
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&reports).unwrap_or_default()
-            );
+            println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default());
         }
         return Err(f);
     }
-    let failed: Vec<&str> = reports
-        .iter()
-        .filter(|r| !r.passed())
-        .map(|r| r.lesson.as_str())
-        .collect();
+    let failed: Vec<&str> =
+        reports.iter().filter(|r| !r.passed()).map(|r| r.lesson.as_str()).collect();
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        Err((
-            Error::Verification(format!("checks failed in: {}", failed.join(", "))),
-            None,
-        ))
+        Err((Error::Verification(format!("checks failed in: {}", failed.join(", "))), None))
     }
 }
 
@@ -445,10 +407,7 @@ fn show_recorded(
             }
             None => {
                 if !json {
-                    println!(
-                        "== {}: no recorded run embedded for this lesson\n",
-                        entry.name
-                    );
+                    println!("== {}: no recorded run embedded for this lesson\n", entry.name);
                 }
                 continue;
             }
@@ -467,11 +426,8 @@ fn show_recorded(
         reports.push(report);
     }
     if json {
-        let value = if single {
-            serde_json::to_value(&reports[0])
-        } else {
-            serde_json::to_value(&reports)
-        };
+        let value =
+            if single { serde_json::to_value(&reports[0]) } else { serde_json::to_value(&reports) };
         println!(
             "{}",
             serde_json::to_string_pretty(&value.unwrap_or_default()).unwrap_or_default()

@@ -7,10 +7,7 @@ use std::process::{Command, Output};
 fn streamlab(args: &[&str]) -> Output {
     let bin =
         std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
-    Command::new(bin)
-        .args(args)
-        .output()
-        .expect("run streamlab")
+    Command::new(bin).args(args).output().expect("run streamlab")
 }
 
 fn stderr(o: &Output) -> String {
@@ -42,44 +39,20 @@ fn assert_refused(args: &[&str], expected: &str) {
     assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
     assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     assert!(err.starts_with("streamlab: "), "{args:?}: {err}");
-    assert!(
-        err.contains(expected),
-        "{args:?}: {err} (expected {expected:?})"
-    );
-    assert!(
-        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-        "{args:?}: {err}"
-    );
+    assert!(err.contains(expected), "{args:?}: {err} (expected {expected:?})");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{args:?}: {err}");
     assert!(o.stdout.is_empty(), "{args:?}: printed before refusing");
 }
 
 #[test]
 fn invalid_arguments_exit_2_with_one_explanation() {
     for (args, expected) in [
-        (
-            &["run", "overlap", "--elements", "0"][..],
-            "whole number from 1 to 4294967295",
-        ),
-        (
-            &["run", "overlap", "--streams", "0"],
-            "whole number from 1 to 64",
-        ),
-        (
-            &["run", "overlap", "--streams", "65"],
-            "whole number from 1 to 64",
-        ),
-        (
-            &["run", "overlap", "--streams", "-3"],
-            "whole number from 1 to 64",
-        ),
-        (
-            &["run", "overlap", "--reps", "0"],
-            "whole number from 1 to 10000",
-        ),
-        (
-            &["run", "overlap", "--elements", "5000000000"],
-            "whole number from 1 to 4294967295",
-        ),
+        (&["run", "overlap", "--elements", "0"][..], "whole number from 1 to 4294967295"),
+        (&["run", "overlap", "--streams", "0"], "whole number from 1 to 64"),
+        (&["run", "overlap", "--streams", "65"], "whole number from 1 to 64"),
+        (&["run", "overlap", "--streams", "-3"], "whole number from 1 to 64"),
+        (&["run", "overlap", "--reps", "0"], "whole number from 1 to 10000"),
+        (&["run", "overlap", "--elements", "5000000000"], "whole number from 1 to 4294967295"),
         (&["run", "overlap", "--no-such-flag"], "--no-such-flag"),
         (
             &["run", "overlap", "--elements", "3", "--streams", "4"],
@@ -94,11 +67,7 @@ fn invalid_arguments_exit_2_with_one_explanation() {
 fn a_missing_or_misspelt_lesson_is_named() {
     assert_refused(&["run"], "<LESSON> is missing");
     let o = streamlab(&["run"]);
-    assert!(
-        stderr(&o).contains("overlap") && stderr(&o).contains("all"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("overlap") && stderr(&o).contains("all"), "{}", stderr(&o));
     // clap's "did you mean" survives, in the same one line.
     assert_refused(&["run", "overlp"], "'overlap'");
     assert_refused(&["run", "no-such-lesson"], "no-such-lesson");
@@ -133,13 +102,7 @@ fn with_json_an_error_is_also_a_json_object_on_stdout() {
     let v: serde_json::Value =
         serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
     assert_eq!(v["exit_code"], 2);
-    assert!(
-        v["error"]
-            .as_str()
-            .unwrap()
-            .contains("whole number from 1 to 64"),
-        "{v}"
-    );
+    assert!(v["error"].as_str().unwrap().contains("whole number from 1 to 64"), "{v}");
 }
 
 #[test]
@@ -162,10 +125,7 @@ fn info_reports_the_device_or_says_in_one_line_there_is_none() {
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
         let err = stderr(&o);
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(
-            err.starts_with("streamlab: no CUDA device available ("),
-            "{err}"
-        );
+        assert!(err.starts_with("streamlab: no CUDA device available ("), "{err}");
     }
 }
 
@@ -178,10 +138,7 @@ fn without_a_gpu_a_lesson_exits_3_in_one_line_naming_itself() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.starts_with("streamlab: overlap: no CUDA device available"),
-        "{err}"
-    );
+    assert!(err.starts_with("streamlab: overlap: no CUDA device available"), "{err}");
 }
 
 #[test]
@@ -190,28 +147,15 @@ fn list_names_every_lesson_with_its_flags() {
     assert!(o.status.success());
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let lessons = list.as_array().unwrap();
-    let names: Vec<&str> = lessons
-        .iter()
-        .map(|d| d["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = lessons.iter().map(|d| d["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"overlap"), "{names:?}");
     assert_eq!(names.len(), streamlab::lessons::LESSONS.len());
     let overlap = lessons.iter().find(|l| l["name"] == "overlap").unwrap();
-    assert!(
-        overlap["flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "--streams"),
-        "{overlap}"
-    );
+    assert!(overlap["flags"].as_array().unwrap().iter().any(|f| f == "--streams"), "{overlap}");
 }
 
 #[test]
 fn help_documents_the_exit_codes() {
     let out = stdout(&streamlab(&["--help"]));
-    assert!(
-        out.contains("Exit codes") && out.contains("5  a result check failed"),
-        "{out}"
-    );
+    assert!(out.contains("Exit codes") && out.contains("5  a result check failed"), "{out}");
 }

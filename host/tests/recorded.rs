@@ -9,10 +9,7 @@ use streamlab::lab::recorded;
 fn streamlab(args: &[&str]) -> Output {
     let bin =
         std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
-    Command::new(bin)
-        .args(args)
-        .output()
-        .expect("run streamlab")
+    Command::new(bin).args(args).output().expect("run streamlab")
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -49,11 +46,7 @@ fn without_a_gpu_the_error_line_points_to_recorded() {
     assert!(err.contains("--recorded"), "{err}");
     let o = streamlab(&["run", "all"]);
     let err = text(&o.stderr);
-    assert_eq!(
-        (o.status.code(), err.lines().count()),
-        (Some(3), 1),
-        "{err}"
-    );
+    assert_eq!((o.status.code(), err.lines().count()), (Some(3), 1), "{err}");
     assert!(err.contains("--recorded"), "{err}");
 }
 
@@ -80,20 +73,14 @@ fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
             assert!(out.contains("not measured on this machine"), "{out}");
             let t: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
-            assert!(t["metadata"]["provenance"]
-                .as_str()
-                .unwrap()
-                .starts_with("recorded on "));
+            assert!(t["metadata"]["provenance"].as_str().unwrap().starts_with("recorded on "));
             let picture = std::fs::read_to_string(&svg).unwrap();
             assert!(picture.contains(&run.label()), "the caption names the run");
         }
         None => {
             assert_eq!(o.status.code(), Some(2), "{err}");
             assert_eq!(err.lines().count(), 1, "{err}");
-            assert!(
-                err.contains("overlap: no recorded run embedded for this lesson"),
-                "{err}"
-            );
+            assert!(err.contains("overlap: no recorded run embedded for this lesson"), "{err}");
             assert!(out.is_empty() && !trace.exists() && !svg.exists());
         }
     }
@@ -108,14 +95,8 @@ fn every_embedded_run_is_shown_with_its_gpu_and_date() {
         let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(report["lesson"], lesson);
         let r = &report["details"]["recorded"];
-        assert!(
-            r["gpu"].is_string() && r["date"].is_string(),
-            "{lesson}: {r}"
-        );
-        assert!(report["device"]
-            .as_str()
-            .unwrap()
-            .contains("not measured on this machine"));
+        assert!(r["gpu"].is_string() && r["date"].is_string(), "{lesson}: {r}");
+        assert!(report["device"].as_str().unwrap().contains("not measured on this machine"));
     }
 }
 

@@ -85,10 +85,7 @@ impl PtxBuilder {
     /// Targets the architecture named by the environment variable `var`, or `default` when
     /// it is unset; cargo reruns the build script when `var` changes.
     pub fn arch_from_env(mut self, var: impl Into<String>, default: impl Into<String>) -> Self {
-        self.arch = ArchSource::Env {
-            var: var.into(),
-            default: default.into(),
-        };
+        self.arch = ArchSource::Env { var: var.into(), default: default.into() };
         self
     }
 
@@ -130,10 +127,7 @@ impl PtxBuilder {
         let kernels_dir = self.kernels_dir()?;
         if self.cargo_instructions {
             for watched in ["src", "Cargo.toml"] {
-                println!(
-                    "cargo:rerun-if-changed={}",
-                    kernels_dir.join(watched).display()
-                );
+                println!("cargo:rerun-if-changed={}", kernels_dir.join(watched).display());
             }
             if let ArchSource::Env { var, .. } = &self.arch {
                 println!("cargo:rerun-if-env-changed={var}");
@@ -167,17 +161,9 @@ impl PtxBuilder {
 
         if self.cargo_instructions {
             println!("cargo:rustc-env=STREAMLAB_PTX_ARCH={arch}");
-            println!(
-                "cargo:rustc-env=STREAMLAB_KERNEL_NAMES={}",
-                kernels.join(",")
-            );
+            println!("cargo:rustc-env=STREAMLAB_KERNEL_NAMES={}", kernels.join(","));
         }
-        Ok(Built {
-            ptx,
-            arch,
-            kernels,
-            libdevice,
-        })
+        Ok(Built { ptx, arch, kernels, libdevice })
     }
 
     /// [`build`](Self::build) for build scripts: on failure prints one line,
@@ -203,8 +189,7 @@ impl PtxBuilder {
                 dir.display()
             )));
         }
-        dir.canonicalize()
-            .map_err(|e| BuildError::new(format!("{}: {e}", dir.display())))
+        dir.canonicalize().map_err(|e| BuildError::new(format!("{}: {e}", dir.display())))
     }
 
     fn resolve_arch(&self) -> Result<String, BuildError> {
@@ -284,9 +269,7 @@ pub struct BuildError {
 
 impl BuildError {
     fn new(message: impl Into<String>) -> Self {
-        BuildError {
-            message: message.into(),
-        }
+        BuildError { message: message.into() }
     }
 
     /// The cause and its fix, without the `error: streamlab kernel build:` prefix.
@@ -316,9 +299,7 @@ mod tests {
 
     #[test]
     fn supported_architectures() {
-        for ok in [
-            "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120",
-        ] {
+        for ok in ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120"] {
             assert!(arch_supported(ok), "{ok}");
         }
         for bad in ["sm_70", "sm_52", "compute_90", "90", "sm_", "sm_9x", ""] {
@@ -328,14 +309,8 @@ mod tests {
 
     #[test]
     fn arch_errors_name_their_origin() {
-        let err = PtxBuilder::new("/k")
-            .arch("sm_70")
-            .resolve_arch()
-            .unwrap_err();
-        assert!(
-            err.message().starts_with("architecture \"sm_70\" is not"),
-            "{err}"
-        );
+        let err = PtxBuilder::new("/k").arch("sm_70").resolve_arch().unwrap_err();
+        assert!(err.message().starts_with("architecture \"sm_70\" is not"), "{err}");
         let var = "KERNELS_BUILD_TEST_ARCH_UNSET_9d1c";
         let built = PtxBuilder::new("/k").arch_from_env(var, "sm_90");
         assert_eq!(built.resolve_arch().unwrap(), "sm_90");
@@ -347,9 +322,7 @@ mod tests {
             .cargo_instructions(false)
             .build()
             .unwrap_err();
-        assert!(err
-            .message()
-            .contains("no kernel crate at /nonexistent/kernels-gpu"));
+        assert!(err.message().contains("no kernel crate at /nonexistent/kernels-gpu"));
         assert!(!err.message().contains('\n'));
     }
 }

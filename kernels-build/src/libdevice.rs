@@ -105,12 +105,7 @@ fn roots_from_vars(get: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
 
 /// One directory per non-empty line of `python3 -c 'import site; print(...)'`.
 fn parse_site_output(output: &str) -> Vec<PathBuf> {
-    output
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(PathBuf::from)
-        .collect()
+    output.lines().map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from).collect()
 }
 
 /// `<lib>/python3*/site-packages` of a virtual environment, sorted.
@@ -184,27 +179,9 @@ fn fetch(deps: &Path) -> Result<PathBuf, String> {
 
 fn download_wheel(dir: &Path) -> Result<PathBuf, String> {
     let output = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "--only-binary=:all:",
-        ])
-        .args([
-            "--platform",
-            "manylinux2014_x86_64",
-            "--python-version",
-            "3.11",
-        ])
-        .args([
-            "--disable-pip-version-check",
-            "--retries",
-            "2",
-            "--timeout",
-            "30",
-        ])
+        .args(["-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"])
+        .args(["--platform", "manylinux2014_x86_64", "--python-version", "3.11"])
+        .args(["--disable-pip-version-check", "--retries", "2", "--timeout", "30"])
         .arg("-d")
         .arg(dir)
         .arg(format!("{PYPI_PACKAGE}=={PYPI_VERSION}"))
@@ -317,11 +294,7 @@ mod tests {
     fn full_search(t: &TempTree) -> Search {
         Search {
             explicit: None,
-            env_roots: vec![
-                t.0.join("cuda_home"),
-                t.0.join("cuda_path"),
-                t.0.join("cuda_lib"),
-            ],
+            env_roots: vec![t.0.join("cuda_home"), t.0.join("cuda_path"), t.0.join("cuda_lib")],
             system_roots: vec![t.0.join("usr_local_cuda"), t.0.join("opt_cuda")],
             workspace: t.0.join("repo"),
             site_dirs: vec![t.0.join("site1"), t.0.join("site2")],
@@ -404,13 +377,7 @@ mod tests {
             "/opt/cuda/nvvm/libdevice/libdevice.10.bc",
             "/repo/.deps/cuda/nvvm/libdevice/libdevice.10.bc",
         ];
-        let tail: Vec<&Path> = candidates
-            .iter()
-            .rev()
-            .take(3)
-            .rev()
-            .map(|p| p.as_path())
-            .collect();
+        let tail: Vec<&Path> = candidates.iter().rev().take(3).rev().map(|p| p.as_path()).collect();
         assert_eq!(tail, fixed.map(Path::new));
     }
 
@@ -418,10 +385,7 @@ mod tests {
     fn site_directories_from_python_and_venvs() {
         assert_eq!(
             parse_site_output("/usr/lib/python3/site-packages\n\n  /root/.local/x  \n"),
-            [
-                Path::new("/usr/lib/python3/site-packages"),
-                Path::new("/root/.local/x")
-            ]
+            [Path::new("/usr/lib/python3/site-packages"), Path::new("/root/.local/x")]
         );
         let t = TempTree::new("venv");
         let b = t.dir("lib/python3.12/site-packages");
@@ -440,10 +404,7 @@ mod tests {
                     with zipfile.ZipFile(sys.argv[1], 'w') as z:\n    \
                     z.writestr('nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc', 'BC')\n    \
                     z.writestr('nvidia/cuda_nvcc/bin/ptxas', 'ELF')\n";
-        let made = Command::new("python3")
-            .args(["-c", make])
-            .arg(&wheel)
-            .status();
+        let made = Command::new("python3").args(["-c", make]).arg(&wheel).status();
         if !made.is_ok_and(|s| s.success()) {
             eprintln!("no python3 here: wheel extraction not tested");
             return;
@@ -454,10 +415,7 @@ mod tests {
         assert_eq!(fs::read(&lib).unwrap(), b"BC");
         assert_eq!(fs::read(deps.join("bin/ptxas")).unwrap(), b"ELF");
         // What the search then finds, through the repository's .deps.
-        let search = Search {
-            workspace: t.0.join("repo"),
-            ..Search::default()
-        };
+        let search = Search { workspace: t.0.join("repo"), ..Search::default() };
         assert_eq!(search.find().unwrap(), Some(lib));
         let junk = t.file("junk.whl");
         assert!(extract_from_wheel(&junk, &deps).is_err());

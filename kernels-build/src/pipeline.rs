@@ -23,26 +23,15 @@ pub(crate) fn default_target_dir(out_dir: &Path) -> PathBuf {
 /// Runs `cmd`; on failure, the error names `what` and carries the first lines of its stderr.
 pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<(), BuildError> {
     let output = cmd.output().map_err(|e| {
-        BuildError::new(format!(
-            "could not start {what} ({:?}): {e}",
-            cmd.get_program()
-        ))
+        BuildError::new(format!("could not start {what} ({:?}): {e}", cmd.get_program()))
     })?;
     if output.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     // The first few lines carry the cause; the rest is usually a backtrace of the tool.
-    let head: Vec<&str> = stderr
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .take(8)
-        .collect();
-    Err(BuildError::new(format!(
-        "{what} failed ({}):\n{}",
-        output.status,
-        head.join("\n")
-    )))
+    let head: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).take(8).collect();
+    Err(BuildError::new(format!("{what} failed ({}):\n{}", output.status, head.join("\n"))))
 }
 
 /// The trimmed stdout of a command that succeeded, or `None`.
@@ -67,10 +56,7 @@ pub(crate) fn llvm_tools(kernels_dir: &Path) -> Result<PathBuf, BuildError> {
     let host = match env::var("HOST") {
         Ok(host) => host,
         Err(_) => ask(&["-vV"])
-            .and_then(|v| {
-                v.lines()
-                    .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-            })
+            .and_then(|v| v.lines().find_map(|l| l.strip_prefix("host: ").map(str::to_string)))
             .ok_or_else(|| BuildError::new(format!("could not ask {rustc} for its host")))?,
     };
     let bin = sysroot.join("lib/rustlib").join(host).join("bin");
@@ -123,9 +109,7 @@ pub(crate) fn kernel_bitcode(kernels_dir: &Path, target_dir: &Path) -> Result<Pa
     }
     run(&mut cmd, "cargo (building the kernel crate for nvptx64)")?;
     let name = crate_name(kernels_dir)?;
-    let bitcode = target_dir
-        .join(TARGET)
-        .join(format!("release/deps/{name}.bc"));
+    let bitcode = target_dir.join(TARGET).join(format!("release/deps/{name}.bc"));
     if !bitcode.is_file() {
         return Err(BuildError::new(format!(
             "the kernel build wrote no bitcode at {}",
@@ -171,9 +155,7 @@ pub(crate) fn kernel_names(tools: &Path, bitcode: &Path) -> Result<Vec<String>, 
         .map_err(|e| BuildError::new(format!("could not run llvm-dis: {e}")))?;
     let names = kernels_in_ir(&String::from_utf8_lossy(&output.stdout));
     if names.is_empty() {
-        return Err(BuildError::new(
-            "no kernels found in the kernel crate's bitcode",
-        ));
+        return Err(BuildError::new("no kernels found in the kernel crate's bitcode"));
     }
     Ok(names)
 }
@@ -204,22 +186,14 @@ pub(crate) fn bitcode_to_ptx(
     let ptx = out_dir.join("kernels.ptx");
     let tool = |name: &str| Command::new(tools.join(name));
     run(
-        tool("llvm-link")
-            .arg(bitcode)
-            .arg("--only-needed")
-            .arg(libdevice)
-            .arg("-o")
-            .arg(&linked),
+        tool("llvm-link").arg(bitcode).arg("--only-needed").arg(libdevice).arg("-o").arg(&linked),
         "llvm-link (kernels + libdevice)",
     )?;
     run(
         tool("opt")
             .arg(format!("-mtriple={TARGET}"))
             .arg(format!("-mcpu={arch}"))
-            .arg(format!(
-                "--internalize-public-api-list={}",
-                kernels.join(",")
-            ))
+            .arg(format!("--internalize-public-api-list={}", kernels.join(",")))
             .arg("--passes=internalize,default<O3>")
             .arg(&linked)
             .arg("-o")
@@ -227,12 +201,7 @@ pub(crate) fn bitcode_to_ptx(
         "opt",
     )?;
     run(
-        tool("llc")
-            .arg("-O3")
-            .arg(format!("-mcpu={arch}"))
-            .arg(&optimized)
-            .arg("-o")
-            .arg(&ptx),
+        tool("llc").arg("-O3").arg(format!("-mcpu={arch}")).arg(&optimized).arg("-o").arg(&ptx),
         "llc (bitcode to PTX)",
     )?;
     let text = fs::read_to_string(&ptx)
@@ -248,9 +217,7 @@ fn check_ptx(text: &str, kernels: &[String]) -> Result<(), BuildError> {
     }
     for kernel in kernels {
         if !text.contains(&format!(".entry {kernel}(")) {
-            return Err(BuildError::new(format!(
-                "kernel `{kernel}` is missing from the PTX"
-            )));
+            return Err(BuildError::new(format!("kernel `{kernel}` is missing from the PTX")));
         }
     }
     Ok(())
@@ -263,15 +230,9 @@ mod tests {
     #[test]
     fn target_dir_is_shared_from_out_dir() {
         let out = Path::new("/w/target/debug/build/streamlab-123/out");
-        assert_eq!(
-            default_target_dir(out),
-            Path::new("/w/target/nvptx-kernels")
-        );
+        assert_eq!(default_target_dir(out), Path::new("/w/target/nvptx-kernels"));
         let loose = Path::new("/tmp/somewhere");
-        assert_eq!(
-            default_target_dir(loose),
-            Path::new("/tmp/somewhere/nvptx-kernels")
-        );
+        assert_eq!(default_target_dir(loose), Path::new("/tmp/somewhere/nvptx-kernels"));
     }
 
     #[test]

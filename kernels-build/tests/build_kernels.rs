@@ -49,7 +49,5 @@ fn a_bad_architecture_is_one_line_before_any_work() {
         err.message(),
         "architecture \"sm_60\" is not a GPU architecture CUDA 13 supports: use sm_75, sm_80, sm_86, sm_89, sm_90, ..."
     );
-    assert!(!Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("never-written")
-        .exists());
+    assert!(!Path::new(env!("CARGO_TARGET_TMPDIR")).join("never-written").exists());
 }

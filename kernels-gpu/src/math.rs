@@ -86,11 +86,7 @@ mod tests {
             for _ in 0..iters {
                 plain = plain.sin() * plain.cos();
             }
-            assert_eq!(
-                compute_element(0.7, iters).to_bits(),
-                plain.to_bits(),
-                "iters {iters}"
-            );
+            assert_eq!(compute_element(0.7, iters).to_bits(), plain.to_bits(), "iters {iters}");
         }
     }
 

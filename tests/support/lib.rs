@@ -32,15 +32,10 @@ impl Deref for TestGpu {
 /// The GPU for a GPU test: device 0, exclusively, or a panic naming why there is none.
 pub fn gpu() -> TestGpu {
     // A test that panicked while holding the lock poisons it; the next test may still run.
-    let exclusive = GPU_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let exclusive = GPU_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let gpu =
         Gpu::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and found none: {e}"));
-    TestGpu {
-        gpu,
-        _exclusive: exclusive,
-    }
+    TestGpu { gpu, _exclusive: exclusive }
 }
 
 /// Whether this machine has the NVIDIA driver's device nodes: an answer that does not come
@@ -73,10 +68,7 @@ pub fn gpu_for_bench(bench: &str) -> Option<Gpu> {
 /// repeats: the typed outcome, for tests to assert on.
 pub fn run_lesson<L: Lesson>(gpu: &Gpu, flags: &[&str], reps: usize) -> Outcome<L> {
     let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
-    let settings = Settings {
-        reps,
-        ..Settings::default()
-    };
+    let settings = Settings { reps, ..Settings::default() };
     run::<L>(gpu, &args, &settings).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME))
 }
 
@@ -92,10 +84,7 @@ pub fn refusal<L: Lesson>(flags: &[&str]) -> String {
         .and_then(|a| L::plan(&a, &streamlab::lab::WorkModel::H100)?.admit(None));
     match checked {
         Err(streamlab::Error::InvalidInput(why)) if !why.contains('\n') => why,
-        other => panic!(
-            "{} {flags:?}: expected a one-line refusal, got {other:?}",
-            L::NAME
-        ),
+        other => panic!("{} {flags:?}: expected a one-line refusal, got {other:?}", L::NAME),
     }
 }
 
@@ -105,15 +94,8 @@ pub fn run_refusal<L: Lesson>(gpu: &Gpu, flags: &[&str]) -> String {
     let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
     match run::<L>(gpu, &args, &Settings::default()) {
         Err(streamlab::Error::InvalidInput(why)) if !why.contains('\n') => why,
-        Err(e) => panic!(
-            "{} {flags:?}: expected a one-line refusal, got {e}",
-            L::NAME
-        ),
-        Ok(o) => panic!(
-            "{} {flags:?}: ran instead of refusing\n{}",
-            L::NAME,
-            o.report.to_text()
-        ),
+        Err(e) => panic!("{} {flags:?}: expected a one-line refusal, got {e}", L::NAME),
+        Ok(o) => panic!("{} {flags:?}: ran instead of refusing\n{}", L::NAME, o.report.to_text()),
     }
 }
 
@@ -202,10 +184,7 @@ pub mod bench {
             fail(L::NAME, e);
         }
         if let Some(c) = checks.items.iter().find(|c| !c.passed()) {
-            fail(
-                L::NAME,
-                streamlab::Error::Verification(format!("{}: {}", c.name, c.detail)),
-            );
+            fail(L::NAME, streamlab::Error::Verification(format!("{}: {}", c.name, c.detail)));
         }
     }
 }

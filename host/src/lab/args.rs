@@ -12,13 +12,8 @@ where
     T: FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
 {
     move |s: &str| {
-        let message = || {
-            format!(
-                "must be a whole number from {} to {}",
-                range.start(),
-                range.end()
-            )
-        };
+        let message =
+            || format!("must be a whole number from {} to {}", range.start(), range.end());
         let v: T = s.trim().parse().map_err(|_| message())?;
         if range.contains(&v) {
             Ok(v)
@@ -57,10 +52,7 @@ mod tests {
         assert_eq!(streams("2.5").unwrap_err(), e);
         let sleep = number(100.0..=1e7);
         assert_eq!(sleep("250.5"), Ok(250.5));
-        assert_eq!(
-            sleep("50").unwrap_err(),
-            "must be a number from 100 to 10000000"
-        );
+        assert_eq!(sleep("50").unwrap_err(), "must be a number from 100 to 10000000");
         assert!(sleep("NaN").is_err() && sleep("inf").is_err());
     }
 }

@@ -42,13 +42,8 @@ mod tests {
     #[test]
     fn totals_over_the_cap_or_overflowing_are_refused() {
         assert_eq!(total_elements(8, 1 << 20, "floats").unwrap(), 8 << 20);
-        assert_eq!(
-            total_elements(1, MAX_TOTAL_ELEMENTS, "floats").unwrap(),
-            MAX_TOTAL_ELEMENTS
-        );
-        let e = total_elements(1024, 100_000_000, "floats of results")
-            .unwrap_err()
-            .to_string();
+        assert_eq!(total_elements(1, MAX_TOTAL_ELEMENTS, "floats").unwrap(), MAX_TOTAL_ELEMENTS);
+        let e = total_elements(1024, 100_000_000, "floats of results").unwrap_err().to_string();
         assert!(
             e.contains("--batches 1024 x --elements 100000000") && e.contains("of results"),
             "{e}"

@@ -71,30 +71,33 @@ impl Plan {
 }
 
 fn bytes<T>(n: usize, count: usize) -> Result<usize> {
-    n.checked_mul(count)
-        .and_then(|e| e.checked_mul(std::mem::size_of::<T>()))
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "{count} buffers of {n} elements do not fit in memory"
-            ))
-        })
+    n.checked_mul(count).and_then(|e| e.checked_mul(std::mem::size_of::<T>())).ok_or_else(|| {
+        Error::InvalidInput(format!("{count} buffers of {n} elements do not fit in memory"))
+    })
 }
 
 fn add(a: usize, b: usize) -> Result<usize> {
-    a.checked_add(b)
-        .ok_or_else(|| Error::InvalidInput("these buffers do not fit in memory".into()))
+    a.checked_add(b).ok_or_else(|| Error::InvalidInput("these buffers do not fit in memory".into()))
+}
+
+/// Refuses `--streams` over `--elements`: every stream gets a chunk of at least one element.
+pub fn ensure_a_chunk_per_stream(streams: usize, elements: usize) -> Result<()> {
+    if streams > elements {
+        return Err(Error::InvalidInput(format!(
+            "--streams {streams} is more than --elements {elements}: every stream needs at least one element"
+        )));
+    }
+    Ok(())
 }
 
 /// Fails with a one-line explanation when `bytes` of host memory are not available
 /// (`MemAvailable` in /proc/meminfo; where that cannot be read, the allocation decides).
 pub fn ensure_host_memory(bytes: usize) -> Result<()> {
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-            kib.checked_mul(1024)
-        });
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
+        let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    });
     match available {
         Some(free) if bytes > free => Err(Error::InvalidInput(format!(
             "these flags need {:.1} MiB of host memory but only {:.1} MiB is available",
@@ -192,10 +195,7 @@ mod tests {
         assert!(ok.admit(None).is_ok());
         let long = Plan::new().work(MAX_SECONDS_PER_REPEAT * 1e3 + 1.0, "--elements x --iters");
         let e = long.admit(None).unwrap_err().to_string();
-        assert!(
-            e.contains("--elements x --iters") && e.contains("60 s"),
-            "{e}"
-        );
+        assert!(e.contains("--elements x --iters") && e.contains("60 s"), "{e}");
         assert!(Plan::new().work(f64::NAN, "--x").admit(None).is_err());
         assert!(ensure_host_memory(usize::MAX).is_err());
         assert!(ensure_host_memory(1).is_ok());

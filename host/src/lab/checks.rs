@@ -34,10 +34,7 @@ impl Default for Checks {
 impl Checks {
     /// `serialized`: concurrency checks are not asserted (see [`serialized`]).
     pub fn new(serialized: bool) -> Checks {
-        Checks {
-            items: Vec::new(),
-            serialized,
-        }
+        Checks { items: Vec::new(), serialized }
     }
 
     /// Records a check: `Ok(detail)` passes, `Err(e)` fails with the error's text.
@@ -46,11 +43,7 @@ impl Checks {
             Ok(detail) => (Verdict::Passed, detail),
             Err(e) => (Verdict::Failed, e.to_string()),
         };
-        self.items.push(Check {
-            name: name.into(),
-            verdict,
-            detail,
-        });
+        self.items.push(Check { name: name.into(), verdict, detail });
     }
 
     /// `a` and `b` identical bit for bit.
@@ -84,11 +77,7 @@ impl Checks {
             // A lesson may already say why it did not assert: say it once.
             let why = detail.strip_prefix("not asserted: ").unwrap_or(&detail);
             let detail = format!("not asserted: serialized by compute-sanitizer ({why})");
-            self.items.push(Check {
-                name: name.into(),
-                verdict: Verdict::NotAsserted,
-                detail,
-            });
+            self.items.push(Check { name: name.into(), verdict: Verdict::NotAsserted, detail });
         } else {
             self.record(name, outcome);
         }
@@ -100,10 +89,7 @@ impl Checks {
 
     /// The verdict of the check named `name`, if there is one.
     pub fn verdict(&self, name: &str) -> Option<Verdict> {
-        self.items
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| c.verdict)
+        self.items.iter().find(|c| c.name == name).map(|c| c.verdict)
     }
 }
 
@@ -127,9 +113,7 @@ mod tests {
         s.concurrency("overlap", Err(Error::Verification("no overlap".into())));
         s.bitwise("same", &[1.0], &[1.0]);
         assert_eq!(s.verdict("overlap"), Some(Verdict::NotAsserted));
-        assert!(s.items[0]
-            .detail
-            .contains("serialized by compute-sanitizer"));
+        assert!(s.items[0].detail.contains("serialized by compute-sanitizer"));
         assert!(s.passed());
     }
 }

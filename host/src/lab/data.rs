@@ -44,11 +44,8 @@ pub fn ensure_bitwise_equal(what: &str, a: &[f32], b: &[f32]) -> Result<()> {
             b.len()
         )));
     }
-    let mut differing = a
-        .iter()
-        .zip(b)
-        .enumerate()
-        .filter(|(_, (x, y))| x.to_bits() != y.to_bits());
+    let mut differing =
+        a.iter().zip(b).enumerate().filter(|(_, (x, y))| x.to_bits() != y.to_bits());
     if let Some((i, (x, y))) = differing.next() {
         let count = 1 + differing.count();
         return Err(Error::Verification(format!(
@@ -74,9 +71,7 @@ pub fn sample_indices(n: usize, limit: usize) -> Vec<usize> {
         return (0..n).collect();
     }
     let step = (n - 1) as f64 / (limit - 1) as f64;
-    (0..limit)
-        .map(|k| ((k as f64 * step).round() as usize).min(n - 1))
-        .collect()
+    (0..limit).map(|k| ((k as f64 * step).round() as usize).min(n - 1)).collect()
 }
 
 /// Compares `gpu[i]` with `reference(i)` at the sampled indices, with the tolerances above.
@@ -115,9 +110,7 @@ mod tests {
         let a = random_inputs(10_000, 7);
         assert_eq!(a, random_inputs(10_000, 7));
         assert_ne!(a, random_inputs(10_000, 8));
-        assert!(a
-            .iter()
-            .all(|x| (-std::f32::consts::PI..std::f32::consts::PI).contains(x)));
+        assert!(a.iter().all(|x| (-std::f32::consts::PI..std::f32::consts::PI).contains(x)));
         // Not degenerate: both signs, many distinct values.
         assert!(a.iter().any(|&x| x < -1.0) && a.iter().any(|&x| x > 1.0));
     }
@@ -125,9 +118,8 @@ mod tests {
     #[test]
     fn bitwise_check_reports_first_difference() {
         assert!(ensure_bitwise_equal("t", &[1.0, 2.0], &[1.0, 2.0]).is_ok());
-        let err = ensure_bitwise_equal("t", &[1.0, 2.0, 3.0], &[1.0, 2.5, 3.5])
-            .unwrap_err()
-            .to_string();
+        let err =
+            ensure_bitwise_equal("t", &[1.0, 2.0, 3.0], &[1.0, 2.5, 3.5]).unwrap_err().to_string();
         assert!(err.contains("2 of 3") && err.contains("index 1"), "{err}");
         // -0.0 == 0.0 numerically, but not bit for bit.
         assert!(ensure_bitwise_equal("t", &[0.0], &[-0.0]).is_err());

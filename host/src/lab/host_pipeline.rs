@@ -39,10 +39,7 @@ pub struct HostEvent {
 impl HostEvent {
     /// `what` happened to `batch` at `ms`.
     pub fn at(ms: f64, what: &str, batch: usize) -> HostEvent {
-        HostEvent {
-            ms,
-            what: format!("{what} {batch}"),
-        }
+        HostEvent { ms, what: format!("{what} {batch}") }
     }
 
     /// `what` happens to `batch` now, `start` being the run's start.
@@ -70,12 +67,8 @@ pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<String>
     };
     let mut last_callback = f64::NEG_INFINITY;
     for i in 0..batches {
-        let (p, e, c, u) = (
-            at("prepared", i)?,
-            at("enqueued", i)?,
-            at("callback", i)?,
-            at("consumed", i)?,
-        );
+        let (p, e, c, u) =
+            (at("prepared", i)?, at("enqueued", i)?, at("callback", i)?, at("consumed", i)?);
         if !(p <= e && e <= c && c <= u) {
             return Err(Error::Verification(format!(
                 "batch {i}: prepared {p:.3}, enqueued {e:.3}, callback {c:.3}, consumed {u:.3} ms are out of order"
@@ -111,11 +104,8 @@ pub fn batches_prepared_ahead(events: &[HostEvent], batches: usize) -> usize {
 /// The first events of a run and what their order says about the overlap, as one line.
 pub fn order_line(events: &[HostEvent], batches: usize) -> String {
     let ahead = batches_prepared_ahead(events, batches);
-    let order: Vec<String> = events
-        .iter()
-        .take(8)
-        .map(|e| format!("{} ({:.2})", e.what, e.ms))
-        .collect();
+    let order: Vec<String> =
+        events.iter().take(8).map(|e| format!("{} ({:.2})", e.what, e.ms)).collect();
     let overlapped = if batches == 1 {
         "one batch, so no preparation could overlap GPU work".to_string()
     } else if ahead == batches - 1 {

@@ -69,10 +69,7 @@ pub trait Lesson: Sized {
 
     /// Version `index` (2 and up) of [`Lesson::versions`].
     fn other(&mut self, _gpu: &Gpu, index: usize) -> Result<Sample> {
-        Err(crate::runtime::Error::Internal(format!(
-            "{} has no version {index}",
-            Self::NAME
-        )))
+        Err(crate::runtime::Error::Internal(format!("{} has no version {index}", Self::NAME)))
     }
 
     /// The streams a timeline observes.

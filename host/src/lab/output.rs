@@ -37,11 +37,7 @@ impl Cost {
 /// which `--recorded` draws again.
 pub fn report(report: &mut Report, recordings: &[Recording], cost: Option<&Cost>, timeline: bool) {
     if let Some(c) = cost {
-        report.figure(
-            &format!("recording cost ({}), {}", c.recorder, c.version),
-            c.percent(),
-            "%",
-        );
+        report.figure(&format!("recording cost ({}), {}", c.recorder, c.version), c.percent(), "%");
         report.detail("recorder_cost", c);
     }
     if recordings.is_empty() {
@@ -50,12 +46,7 @@ pub fn report(report: &mut Report, recordings: &[Recording], cost: Option<&Cost>
     if timeline {
         let mut text = String::new();
         for r in recordings {
-            let _ = writeln!(
-                text,
-                "timeline, {} (one run; {}):",
-                r.version,
-                r.source.describe()
-            );
+            let _ = writeln!(text, "timeline, {} (one run; {}):", r.version, r.source.describe());
             text.push_str(&render(&r.spans, 72));
         }
         if let Some(c) = cost {
@@ -85,10 +76,7 @@ pub fn recordings_of(report: &Report) -> Vec<Recording> {
 
 /// The plot a report carries (`details.plot`), if its lesson drew one.
 pub fn plot_of(report: &Report) -> Option<Plot> {
-    report
-        .details
-        .get("plot")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
+    report.details.get("plot").and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
 /// `path` with `-<tag>` before its extension: `run all` writes `trace-overlap.json`, and a
@@ -178,10 +166,7 @@ mod tests {
 
     #[test]
     fn tags_go_before_the_extension() {
-        assert_eq!(
-            tagged(Path::new("d/trace.json"), "overlap"),
-            Path::new("d/trace-overlap.json")
-        );
+        assert_eq!(tagged(Path::new("d/trace.json"), "overlap"), Path::new("d/trace-overlap.json"));
         assert_eq!(tagged(Path::new("pic"), "plot"), Path::new("pic-plot"));
     }
 
@@ -189,9 +174,7 @@ mod tests {
     fn the_report_carries_recordings_cost_and_source() {
         let r = Recording {
             version: "2 streams".into(),
-            source: Source::Events {
-                why: "no libcupti".into(),
-            },
+            source: Source::Events { why: "no libcupti".into() },
             ms: 1.0,
             parts: Vec::new(),
             spans: vec![Span::new("s0", Work::Kernel, "k", 0.0, 1.0)],
@@ -214,10 +197,7 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(
-            text.contains("(+1.0%, medians of 5 interleaved runs)"),
-            "{text}"
-        );
+        assert!(text.contains("(+1.0%, medians of 5 interleaved runs)"), "{text}");
         assert!((rep.value("recording cost (events), 2 streams").unwrap() - 1.0).abs() < 1e-9);
         assert_eq!(recordings_of(&rep), vec![r]);
         assert!(plot_of(&rep).is_none());
@@ -240,11 +220,7 @@ mod tests {
         report(&mut rep, std::slice::from_ref(&r), None, false);
         rep.detail(
             "plot",
-            Plot::Bars {
-                title: "b".into(),
-                y_label: "GB/s".into(),
-                bars: Vec::new(),
-            },
+            Plot::Bars { title: "b".into(), y_label: "GB/s".into(), bars: Vec::new() },
         );
         let (t, s) = (dir.join("t.json"), dir.join("s.svg"));
         write(&rep, std::slice::from_ref(&r), Some(&t), Some(&s), "test").unwrap();

@@ -64,10 +64,8 @@ pub fn caption(report: &Report, recordings: &[Recording], provenance: &str) -> C
     if let Some(s) = report.value("speed-up (first / second)") {
         title.push_str(&format!(", speed-up {s:.2}x"));
     }
-    if let Some(bound) = report
-        .figures
-        .iter()
-        .find(|f| f.name.to_lowercase().starts_with("bound") && f.unit == "ms")
+    if let Some(bound) =
+        report.figures.iter().find(|f| f.name.to_lowercase().starts_with("bound") && f.unit == "ms")
     {
         title.push_str(&format!("; {} {:.3} ms", bound.name, bound.value));
     }
@@ -95,12 +93,7 @@ pub fn caption(report: &Report, recordings: &[Recording], provenance: &str) -> C
 
 /// The timeline picture of `recordings` (each a panel, same time scale) as SVG text.
 pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<String, String> {
-    let x_max = recordings
-        .iter()
-        .map(Recording::end_ms)
-        .fold(0.0, f64::max)
-        .max(1e-3)
-        * 1.02;
+    let x_max = recordings.iter().map(Recording::end_ms).fold(0.0, f64::max).max(1e-3) * 1.02;
     let label_width = recordings
         .iter()
         .flat_map(|r| rows(&r.spans))
@@ -108,38 +101,25 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
         .max()
         .unwrap_or(80)
         .clamp(80, 320);
-    let devices = recordings
-        .iter()
-        .flat_map(|r| r.spans.iter().map(|s| s.device))
-        .any(|d| d != 0);
-    let heights: Vec<u32> = recordings
-        .iter()
-        .map(|r| PANEL + ROW * rows(&r.spans).len().max(1) as u32)
-        .collect();
+    let devices = recordings.iter().flat_map(|r| r.spans.iter().map(|s| s.device)).any(|d| d != 0);
+    let heights: Vec<u32> =
+        recordings.iter().map(|r| PANEL + ROW * rows(&r.spans).len().max(1) as u32).collect();
     let height = TITLE + heights.iter().sum::<u32>() + LEGEND + FOOTER;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let font = |size: u32| TextStyle::from(("sans-serif", size).into_font()).color(&BLACK);
-        root.draw_text(&caption.title, &font(20), (14, 10))
+        root.draw_text(&caption.title, &font(20), (14, 10)).map_err(err)?;
+        root.draw_text(&caption.subtitle, &font(15).color(&RGBColor(80, 80, 80)), (14, 38))
             .map_err(err)?;
-        root.draw_text(
-            &caption.subtitle,
-            &font(15).color(&RGBColor(80, 80, 80)),
-            (14, 38),
-        )
-        .map_err(err)?;
         let (_, mut rest) = root.split_vertically(TITLE);
         for (r, h) in recordings.iter().zip(&heights) {
             let (area, below) = rest.split_vertically(*h);
             let rows = rows(&r.spans);
             let n = rows.len().max(1) as f64;
             let mut chart = ChartBuilder::on(&area)
-                .caption(
-                    format!("{}: this run {:.3} ms", r.version, r.ms),
-                    ("sans-serif", 17),
-                )
+                .caption(format!("{}: this run {:.3} ms", r.version, r.ms), ("sans-serif", 17))
                 .margin_left(8)
                 .margin_right(28)
                 .margin_top(6)
@@ -160,17 +140,9 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
             for (i, (device, stream)) in rows.iter().enumerate() {
                 let band = n - 1.0 - i as f64;
                 let (x, y) = chart.backend_coord(&(0.0, band + 0.5));
-                let name = if devices {
-                    format!("GPU{device} {stream}")
-                } else {
-                    stream.clone()
-                };
+                let name = if devices { format!("GPU{device} {stream}") } else { stream.clone() };
                 root.draw_text(&name, &names, (x - 8, y)).map_err(err)?;
-                for s in r
-                    .spans
-                    .iter()
-                    .filter(|s| s.device == *device && s.stream == *stream)
-                {
+                for s in r.spans.iter().filter(|s| s.device == *device && s.stream == *stream) {
                     let (x0, top) = chart.backend_coord(&(s.start_ms, band + 1.0));
                     let (x1, bottom) = chart.backend_coord(&(s.end_ms, band));
                     let bar = Rectangle::new(
@@ -185,29 +157,17 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
         let (legend, footer) = rest.split_vertically(LEGEND);
         let mut x = 14;
         for kind in Work::ALL {
-            if !recordings
-                .iter()
-                .any(|r| r.spans.iter().any(|s| s.kind == kind))
-            {
+            if !recordings.iter().any(|r| r.spans.iter().any(|s| s.kind == kind)) {
                 continue;
             }
             legend
-                .draw(&Rectangle::new(
-                    [(x, 8), (x + 16, 22)],
-                    colour(kind).filled(),
-                ))
+                .draw(&Rectangle::new([(x, 8), (x + 16, 22)], colour(kind).filled()))
                 .map_err(err)?;
-            legend
-                .draw_text(kind.describe(), &font(15), (x + 22, 8))
-                .map_err(err)?;
+            legend.draw_text(kind.describe(), &font(15), (x + 22, 8)).map_err(err)?;
             x += 22 + kind.describe().len() as i32 * 7 + 24;
         }
         footer
-            .draw_text(
-                &caption.footer,
-                &font(14).color(&RGBColor(80, 80, 80)),
-                (14, 4),
-            )
+            .draw_text(&caption.footer, &font(14).color(&RGBColor(80, 80, 80)), (14, 4))
             .map_err(err)?;
         root.present().map_err(err)?;
     }
@@ -224,20 +184,8 @@ mod tests {
         for k in 0..streams {
             let s = format!("overlap-{k}");
             let t = k as f64 * chunk;
-            spans.push(Span::new(
-                &s,
-                Work::CopyToDevice,
-                "copy to device",
-                t,
-                t + chunk,
-            ));
-            spans.push(Span::new(
-                &s,
-                Work::Kernel,
-                "compute",
-                t + chunk,
-                t + 3.0 * chunk,
-            ));
+            spans.push(Span::new(&s, Work::CopyToDevice, "copy to device", t, t + chunk));
+            spans.push(Span::new(&s, Work::Kernel, "compute", t + chunk, t + 3.0 * chunk));
             spans.push(Span::new(
                 &s,
                 Work::CopyToHost,
@@ -258,10 +206,7 @@ mod tests {
     }
 
     pub(crate) fn overlap_pair() -> (Report, Vec<Recording>) {
-        let recordings = vec![
-            recording("one stream", 1, 1.25),
-            recording("8 streams", 8, 0.16),
-        ];
+        let recordings = vec![recording("one stream", 1, 1.25), recording("8 streams", 8, 0.16)];
         let mut report = Report::new("overlap", "one stream vs K streams", "NVIDIA H200");
         report
             .param("streams", 8)
@@ -280,11 +225,7 @@ mod tests {
             c.title,
             "overlap on NVIDIA H200: one stream 5.010 ms, 8 streams 2.901 ms (medians), speed-up 1.73x; bound T(K) 2.884 ms"
         );
-        assert!(
-            c.subtitle.contains("timeline from events"),
-            "{}",
-            c.subtitle
-        );
+        assert!(c.subtitle.contains("timeline from events"), "{}", c.subtitle);
         assert_eq!(
             c.footer,
             "streamlab run overlap --streams 8 on NVIDIA H200; measured 2026-11-23"

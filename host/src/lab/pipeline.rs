@@ -1,5 +1,84 @@
 //! What the lessons on the chunked copy-compute-copy pipeline share (`overlap` runs it for
-//! one K, `stream-sweep` for K = 1, 2, 4, ...): its bound.
+//! one K, `stream-sweep` for K = 1, 2, 4, ...): its bound, its phases, and the timing of work
+//! spread over several streams.
+use crate::lab::harness::VersionStats;
+use crate::lab::report::Report;
+use crate::runtime::stream::{fork, join};
+use crate::runtime::{AsContext, Event, Result, Stream};
+
+/// Times work spread over several streams with two events on the first: the other streams
+/// fork from it before the work and join back into it after, so the stop event waits for
+/// every stream's work, and the time between the events is the whole of it.
+pub struct Bracket {
+    start: Event,
+    stop: Event,
+    fork: Event,
+    joins: Vec<Event>,
+}
+
+impl Bracket {
+    /// Events for up to `streams` streams, made once, outside anything timed.
+    pub fn new(on: &impl AsContext, streams: usize) -> Result<Bracket> {
+        Ok(Bracket {
+            start: Event::new(on)?,
+            stop: Event::new(on)?,
+            fork: Event::without_timing(on)?,
+            joins: (1..streams.max(1)).map(|_| Event::without_timing(on)).collect::<Result<_>>()?,
+        })
+    }
+
+    /// Enqueues `work` between the fork and the join of `streams`, waits for it, and
+    /// returns its GPU time in ms.
+    pub fn time(&self, streams: &[Stream], work: impl FnOnce() -> Result<()>) -> Result<f64> {
+        let (first, rest) = (&streams[0], streams[1..].iter().collect::<Vec<_>>());
+        self.start.record(first)?;
+        fork(&self.fork, first, &rest)?;
+        work()?;
+        join(&self.joins, first, &rest)?;
+        self.stop.record(first)?;
+        self.stop.synchronize()?;
+        self.stop.elapsed_ms(&self.start)
+    }
+}
+
+/// The whole array's copy-in, compute and copy-out times on one stream (medians, ms), from
+/// a version whose samples have the parts "H", "C" and "D".
+#[derive(Debug, Clone, Copy)]
+pub struct Phases {
+    pub h: f64,
+    pub c: f64,
+    pub d: f64,
+}
+
+impl Phases {
+    pub fn of(version: &VersionStats) -> Phases {
+        let p = |name| version.part(name);
+        Phases { h: p("H"), c: p("C"), d: p("D") }
+    }
+
+    /// [`pipeline_bound`] for `k` streams.
+    pub fn bound(&self, k: usize) -> f64 {
+        pipeline_bound(self.h, self.c, self.d, k)
+    }
+
+    /// The name of the slowest stage: the one that sets the pace of the pipeline.
+    pub fn slowest(&self) -> &'static str {
+        let stages = [("copy-in", self.h), ("compute", self.c), ("copy-out", self.d)];
+        stages.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map_or("compute", |s| s.0)
+    }
+
+    /// The three phases as report figures, then the bound for `k` streams and how far
+    /// `measured_ms` is from it. Returns the bound.
+    pub fn report(&self, k: usize, measured_ms: f64, r: &mut Report) -> f64 {
+        let bound = self.bound(k);
+        r.figure("H: copy-in, whole array", self.h, "ms")
+            .figure("C: compute, whole array", self.c, "ms")
+            .figure("D: copy-out, whole array", self.d, "ms")
+            .figure("bound T(K)", bound, "ms")
+            .figure("measured / bound", measured_ms / bound, "x");
+        bound
+    }
+}
 
 /// The pipeline bound `T(K) = (H + C + D)/K + (K-1)/K * max(H, C, D)`, with H, C and D the
 /// whole array's copy-in, compute and copy-out times: one chunk's full trip, then the
@@ -22,5 +101,8 @@ mod tests {
         // Many streams approach the slowest stage, whichever stage it is.
         assert!((pipeline_bound(1.0, 2.0, 1.0, 1_000_000) - 2.0).abs() < 1e-5);
         assert!((pipeline_bound(3.0, 2.0, 1.0, 1_000_000) - 3.0).abs() < 1e-5);
+        let p = Phases { h: 1.0, c: 2.0, d: 1.0 };
+        assert_eq!((p.bound(8), p.slowest()), (2.25, "compute"));
+        assert_eq!(Phases { h: 3.0, ..p }.slowest(), "copy-in");
     }
 }

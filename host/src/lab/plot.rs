@@ -63,9 +63,7 @@ fn err(e: impl std::fmt::Display) -> String {
 fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     let (lo, hi) = values
         .filter(|v| v.is_finite() && (!log || *v > 0.0))
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-            (a.min(v), b.max(v))
-        });
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
     if !lo.is_finite() {
         return (if log { 1.0 } else { 0.0 }, 1.0);
     }
@@ -73,10 +71,7 @@ fn range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
         (lo / 1.25, hi * 1.25)
     } else {
         let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.02).max(1e-9);
-        (
-            (lo - pad).min(if lo >= 0.0 { 0.0 } else { lo - pad }),
-            hi + pad,
-        )
+        ((lo - pad).min(if lo >= 0.0 { 0.0 } else { lo - pad }), hi + pad)
     }
 }
 
@@ -95,19 +90,10 @@ pub fn svg(plot: &Plot, footer: &str) -> Result<String, String> {
             )
             .map_err(err)?;
         match plot {
-            Plot::Lines {
-                title,
-                x_label,
-                y_label,
-                log_x,
-                log_y,
-                series,
-            } => lines(&area, title, x_label, y_label, (*log_x, *log_y), series)?,
-            Plot::Bars {
-                title,
-                y_label,
-                bars,
-            } => grouped_bars(&area, title, y_label, bars)?,
+            Plot::Lines { title, x_label, y_label, log_x, log_y, series } => {
+                lines(&area, title, x_label, y_label, (*log_x, *log_y), series)?
+            }
+            Plot::Bars { title, y_label, bars } => grouped_bars(&area, title, y_label, bars)?,
         }
         root.present().map_err(err)?;
     }
@@ -127,10 +113,7 @@ fn ticks(lo: f64, hi: f64, log: bool, exact: &[f64]) -> Vec<f64> {
     if log {
         let first = lo.log10().floor() as i32;
         let last = hi.log10().ceil() as i32;
-        for multiples in [
-            &[1.0, 2.0, 5.0][..],
-            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
-        ] {
+        for multiples in [&[1.0, 2.0, 5.0][..], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]] {
             out = (first..=last)
                 .flat_map(|d| multiples.iter().map(move |m| m * 10f64.powi(d)))
                 .filter(|v| *v >= lo && *v <= hi)
@@ -142,11 +125,8 @@ fn ticks(lo: f64, hi: f64, log: bool, exact: &[f64]) -> Vec<f64> {
     } else {
         let raw = (hi - lo) / 6.0;
         let magnitude = 10f64.powf(raw.log10().floor());
-        let step = [1.0, 2.0, 5.0, 10.0]
-            .iter()
-            .map(|m| m * magnitude)
-            .find(|s| *s >= raw)
-            .unwrap_or(raw);
+        let step =
+            [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * magnitude).find(|s| *s >= raw).unwrap_or(raw);
         let mut v = (lo / step).ceil() * step;
         while v <= hi + step * 1e-9 {
             out.push(v);
@@ -178,27 +158,14 @@ fn lines(
     (log_x, log_y): (bool, bool),
     series: &[Series],
 ) -> Result<(), String> {
-    let xs = range(
-        series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
-        log_x,
-    );
-    let ys = range(
-        series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
-        log_y,
-    );
-    let mut swept: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .collect();
+    let xs = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), log_x);
+    let ys = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), log_y);
+    let mut swept: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
     swept.sort_by(f64::total_cmp);
     swept.dedup();
     // Linear axes tick where plotters puts round numbers; log axes where `ticks` says.
-    let log_x_axis = (xs.0..xs.1)
-        .log_scale()
-        .with_key_points(ticks(xs.0, xs.1, true, &swept));
-    let log_y_axis = (ys.0..ys.1)
-        .log_scale()
-        .with_key_points(ticks(ys.0, ys.1, true, &[]));
+    let log_x_axis = (xs.0..xs.1).log_scale().with_key_points(ticks(xs.0, xs.1, true, &swept));
+    let log_y_axis = (ys.0..ys.1).log_scale().with_key_points(ticks(ys.0, ys.1, true, &[]));
     let mut builder = ChartBuilder::on(area);
     builder
         .caption(title, ("sans-serif", 20))
@@ -233,12 +200,9 @@ fn lines(
                 } else {
                     chart.draw_series(LineSeries::new(points.clone(), style))
                 };
-                drawn
-                    .map_err(err)?
-                    .label(s.name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                    });
+                drawn.map_err(err)?.label(s.name.as_str()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
                 if !s.model {
                     chart
                         .draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))
@@ -309,10 +273,7 @@ fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Re
             .filter_map(|b| {
                 let g = groups.iter().position(|g| *g == b.group)? as f64;
                 let x0 = g + 0.1 + n as f64 * width;
-                Some(Rectangle::new(
-                    [(x0, 0.0), (x0 + width * 0.92, b.value)],
-                    colour.filled(),
-                ))
+                Some(Rectangle::new([(x0, 0.0), (x0 + width * 0.92, b.value)], colour.filled()))
             })
             .collect();
         chart
@@ -407,11 +368,8 @@ mod tests {
 
     #[test]
     fn bars_are_grouped_and_labelled() {
-        let bar = |group: &str, name: &str, value| Bar {
-            group: group.into(),
-            name: name.into(),
-            value,
-        };
+        let bar =
+            |group: &str, name: &str, value| Bar { group: group.into(), name: name.into(), value };
         let plot = Plot::Bars {
             title: "pinned vs pageable".into(),
             y_label: "GB/s".into(),
@@ -425,29 +383,16 @@ mod tests {
         let svg = svg(&plot, "NVIDIA H200, test").unwrap();
         save("bars-test.svg", &svg);
         let t = texts(&svg);
-        for want in [
-            "host to device",
-            "device to host",
-            "pinned",
-            "pageable",
-            "55.5",
-            "19.7",
-        ] {
+        for want in ["host to device", "device to host", "pinned", "pageable", "55.5", "19.7"] {
             assert!(t.iter().any(|x| x == want), "{want} missing in {t:?}");
         }
     }
 
     #[test]
     fn ticks_are_round_numbers() {
-        assert_eq!(
-            ticks(0.0, 6.0, false, &[]),
-            [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-        );
+        assert_eq!(ticks(0.0, 6.0, false, &[]), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         assert_eq!(ticks(2.0, 6.3, true, &[]), [2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert_eq!(
-            ticks(0.8, 130.0, true, &[]),
-            [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
-        );
+        assert_eq!(ticks(0.8, 130.0, true, &[]), [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
         assert_eq!(ticks(0.8, 80.0, true, &[1.0, 8.0, 64.0]), [1.0, 8.0, 64.0]);
         assert_eq!(tick_text(&2.5), "2.5");
         assert_eq!(tick_text(&64.0), "64");
@@ -459,11 +404,7 @@ mod tests {
         let plot = Plot::Bars {
             title: "t".into(),
             y_label: "GB/s".into(),
-            bars: vec![Bar {
-                group: "g".into(),
-                name: "n".into(),
-                value: 1.5,
-            }],
+            bars: vec![Bar { group: "g".into(), name: "n".into(), value: 1.5 }],
         };
         let back: Plot = serde_json::from_value(serde_json::to_value(&plot).unwrap()).unwrap();
         assert_eq!(back, plot);

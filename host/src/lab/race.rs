@@ -44,10 +44,7 @@ pub struct Mismatches {
 
 /// Compares `got` with [`expected_element`] of `input`, bit for bit.
 pub fn count_mismatches(input: &[f32], got: &[f32]) -> Mismatches {
-    let mut m = Mismatches {
-        total: got.len(),
-        ..Mismatches::default()
-    };
+    let mut m = Mismatches { total: got.len(), ..Mismatches::default() };
     for (i, (&x, &g)) in input.iter().zip(got).enumerate() {
         let want = expected_element(x);
         if g.to_bits() != want.to_bits() {
@@ -60,8 +57,7 @@ pub fn count_mismatches(input: &[f32], got: &[f32]) -> Mismatches {
 }
 
 fn part(v: &VersionStats, name: &str) -> Result<Stats> {
-    v.part_stats(name)
-        .ok_or_else(|| Error::Internal(format!("{}: no part \"{name}\"", v.name)))
+    v.part_stats(name).ok_or_else(|| Error::Internal(format!("{}: no part \"{name}\"", v.name)))
 }
 
 /// Passes when every run without the wait read stale data (the race this lesson sets up).
@@ -83,10 +79,7 @@ pub fn check_race_observed(without: &VersionStats, n: usize) -> Result<String> {
 pub fn check_right(with: &VersionStats, n: usize) -> Result<String> {
     let wrong = part(with, WRONG)?;
     if wrong.max == 0.0 {
-        return Ok(format!(
-            "all {n} elements identical to the CPU's in {} runs",
-            wrong.count
-        ));
+        return Ok(format!("all {n} elements identical to the CPU's in {} runs", wrong.count));
     }
     Err(Error::Verification(format!(
         "consumer output vs CPU: up to {} of {n} elements differ in a run",
@@ -103,10 +96,7 @@ pub fn check_waited(with: &VersionStats) -> Result<String> {
             -gap.min
         )));
     }
-    Ok(format!(
-        "in all {} runs, at least {:.3} ms after the producer",
-        gap.count, gap.min
-    ))
+    Ok(format!("in all {} runs, at least {:.3} ms after the producer", gap.count, gap.min))
 }
 
 /// Passes when the consumer that did not wait finished before the producer in every run: the
@@ -119,10 +109,7 @@ pub fn check_overtook(without: &VersionStats) -> Result<String> {
             gap.max
         )));
     }
-    Ok(format!(
-        "in all {} runs, at least {:.3} ms before the producer",
-        gap.count, -gap.max
-    ))
+    Ok(format!("in all {} runs, at least {:.3} ms before the producer", gap.count, -gap.max))
 }
 
 /// Both orderings: the consumer finished after the producer with the wait, and before it
@@ -146,10 +133,7 @@ pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<Strin
             producer.min
         )));
     }
-    Ok(format!(
-        "{} runs, shortest {:.3} ms >= the {spin:.3} ms spin",
-        producer.count, producer.min
-    ))
+    Ok(format!("{} runs, shortest {:.3} ms >= the {spin:.3} ms spin", producer.count, producer.min))
 }
 
 #[cfg(test)]
@@ -219,12 +203,8 @@ mod tests {
         let e = check_overtook(m.without()).unwrap_err().to_string();
         assert!(e.contains("0.100 ms after the producer"), "{e}");
         let m = measured(&[RACED], &[WAITED]);
-        assert!(check_waited(m.with())
-            .unwrap()
-            .contains("at least 0.100 ms after"));
-        assert!(check_overtook(m.without())
-            .unwrap()
-            .contains("19.900 ms before"));
+        assert!(check_waited(m.with()).unwrap().contains("at least 0.100 ms after"));
+        assert!(check_overtook(m.without()).unwrap().contains("19.900 ms before"));
         assert!(check_ordering(&measured(&[RACED], &[WAITED])).is_ok());
         assert!(check_ordering(&measured(&[RACED], &[WAITED, (20.0, 0.1, 0)])).is_err());
         assert!(check_ordering(&measured(&[RACED, (20.0, 20.1, 10)], &[WAITED])).is_err());
@@ -238,9 +218,6 @@ mod tests {
         assert!(check_producer_timing(m.with(), 20_000.0).is_err());
         // A version without the part is the lesson's bug, not the GPU's.
         let kernel = &measured(&[RACED], &[WAITED]).versions[2];
-        assert!(matches!(
-            check_producer_timing(kernel, 20_000.0),
-            Err(Error::Internal(_))
-        ));
+        assert!(matches!(check_producer_timing(kernel, 20_000.0), Err(Error::Internal(_))));
     }
 }

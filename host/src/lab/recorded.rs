@@ -58,10 +58,7 @@ pub fn parse(text: &str) -> Result<RecordedRun> {
 
 /// The embedded run of `lesson`, if this binary has one.
 pub fn find(lesson: &str) -> Option<Result<RecordedRun>> {
-    RECORDED
-        .iter()
-        .find(|(l, _)| *l == lesson)
-        .map(|(_, text)| parse(text))
+    RECORDED.iter().find(|(l, _)| *l == lesson).map(|(_, text)| parse(text))
 }
 
 /// What the no-GPU error line adds for `lesson` (`all` for every lesson).
@@ -77,10 +74,7 @@ pub fn hint(lesson: &str) -> String {
         };
     }
     match find(lesson) {
-        Some(Ok(run)) => format!(
-            "`streamlab run {lesson} --recorded` shows a run {}",
-            run.label()
-        ),
+        Some(Ok(run)) => format!("`streamlab run {lesson} --recorded` shows a run {}", run.label()),
         _ => format!(
             "this build embeds no recorded run of {lesson} (`--recorded` shows one where it does)"
         ),
@@ -125,10 +119,7 @@ mod tests {
     fn recorded() -> String {
         let r = Recording {
             version: "8 streams".into(),
-            source: Source::Cupti {
-                library: "libcupti.so.13".into(),
-                version: 130001,
-            },
+            source: Source::Cupti { library: "libcupti.so.13".into(), version: 130001 },
             ms: 2.9,
             parts: Vec::new(),
             spans: vec![Span::new("overlap-0", Work::Kernel, "compute", 0.0, 2.9)],
@@ -168,10 +159,7 @@ mod tests {
             text.contains("device: NVIDIA H200 (a run recorded on NVIDIA H200 on 2026-11-23, embedded in streamlab: not measured on this machine)"),
             "{text}"
         );
-        assert!(
-            text.contains("timeline, 8 streams (one run; GPU time from CUPTI"),
-            "{text}"
-        );
+        assert!(text.contains("timeline, 8 streams (one run; GPU time from CUPTI"), "{text}");
         let trace: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
         assert!(trace["metadata"]["provenance"]

@@ -35,10 +35,7 @@ pub struct Rounds {
 
 impl Rounds {
     pub fn new(gpu: &Gpu) -> Result<Rounds> {
-        Ok(Rounds {
-            start: Event::new(gpu)?,
-            end: Event::new(gpu)?,
-        })
+        Ok(Rounds { start: Event::new(gpu)?, end: Event::new(gpu)? })
     }
 
     /// `n` rounds of `issue`, each waited for on `on` before the next (work whose output is
@@ -62,9 +59,7 @@ impl Rounds {
         }
         let per = 1.0 / f64::from(n.max(1));
         let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
-        Ok(Sample::ms(wall_ms * per)
-            .part("gpu", gpu_ms * per)
-            .part("issue", issue_ms * per))
+        Ok(Sample::ms(wall_ms * per).part("gpu", gpu_ms * per).part("issue", issue_ms * per))
     }
 }
 
@@ -101,22 +96,14 @@ pub fn interpret(
 ) {
     let [s, g] = [0, 1].map(|v| PerRound::of(&m.versions[v], 1));
     let [e, eg] = [2, 3].map(|v| PerRound::of(&m.versions[v], kernels));
-    let (by_stream, in_graph) = (
-        format!("{kernels} empty kernels by stream"),
-        format!("graph of {kernels} empty kernels"),
-    );
+    let (by_stream, in_graph) =
+        (format!("{kernels} empty kernels by stream"), format!("graph of {kernels} empty kernels"));
     let figures = [
         ("streams+events: GPU time / iteration".to_string(), s.gpu_us),
         ("streams+events: host issue / iteration".into(), s.issue_us),
         ("graph: GPU time / iteration".into(), g.gpu_us),
-        (
-            "graph: host issue (cuGraphLaunch) / iteration".into(),
-            g.issue_us,
-        ),
-        (
-            "host issue saved / iteration".into(),
-            s.issue_us - g.issue_us,
-        ),
+        ("graph: host issue (cuGraphLaunch) / iteration".into(), g.issue_us),
+        ("host issue saved / iteration".into(), s.issue_us - g.issue_us),
         ("capture (once)".into(), b.capture_ms * 1e3),
         ("instantiate (once)".into(), b.instantiate_ms * 1e3),
         (format!("{by_stream}: GPU / kernel"), e.gpu_us),
@@ -127,8 +114,7 @@ pub fn interpret(
     for (name, us) in figures {
         r.figure(&name, us, "us");
     }
-    r.param("graph", b.nodes.to_string())
-        .detail("graph_nodes", b.nodes);
+    r.param("graph", b.nodes.to_string()).detail("graph_nodes", b.nodes);
     r.explain(format!(
         "Each streams+events iteration makes {calls} driver calls on 3 streams ({:.1} us of host time); the graph replays the same {} with one cuGraphLaunch ({:.1} us).",
         s.issue_us, b.nodes, g.issue_us
@@ -205,11 +191,7 @@ mod tests {
 
     /// Per-iteration medians (wall, gpu, issue), in µs.
     fn per(wall: f64, gpu: f64, issue: f64) -> PerRound {
-        PerRound {
-            wall_us: wall,
-            gpu_us: gpu,
-            issue_us: issue,
-        }
+        PerRound { wall_us: wall, gpu_us: gpu, issue_us: issue }
     }
 
     #[test]
@@ -231,10 +213,7 @@ mod tests {
             text.starts_with("Here the graph does not shorten the iteration (46.0 us against 45.0"),
             "{text}"
         );
-        assert!(
-            text.contains("keeps the GPU busy 30.0 us, longer than the 12.0 us"),
-            "{text}"
-        );
+        assert!(text.contains("keeps the GPU busy 30.0 us, longer than the 12.0 us"), "{text}");
         assert!(text.contains("host time: 8.5 us"), "{text}");
         assert!(text.contains("(2.80 against 0.52 us"), "{text}");
         // Without a launch-overhead gain, no claim about it.
@@ -244,13 +223,8 @@ mod tests {
 
     #[test]
     fn no_gpu_bound_claim_when_the_issue_takes_longer() {
-        let text = explain_wall(
-            per(30.0, 10.0, 12.0),
-            per(31.0, 10.0, 13.0),
-            100.0,
-            (2.8, 0.52),
-            100,
-        );
+        let text =
+            explain_wall(per(30.0, 10.0, 12.0), per(31.0, 10.0, 13.0), 100.0, (2.8, 0.52), 100);
         assert!(text.contains("does not shorten"), "{text}");
         assert!(!text.contains("keeps the GPU busy"), "{text}");
         assert!(text.contains("12.0 us, no less than its 10.0 us"), "{text}");
@@ -263,23 +237,14 @@ mod tests {
     fn a_wall_time_gain_is_explained_by_what_was_measured() {
         let lo = (2.8, 0.52);
         let text = explain_wall(per(50.0, 10.0, 40.0), per(20.0, 10.0, 4.0), 300.0, lo, 100);
-        assert!(
-            text.starts_with("Wall time per iteration falls from 50.0 to 20.0 us"),
-            "{text}"
-        );
+        assert!(text.starts_with("Wall time per iteration falls from 50.0 to 20.0 us"), "{text}");
         assert!(text.contains("GPU waits for the host"), "{text}");
         assert!(text.contains("after 10 replays"), "{text}");
         let text = explain_wall(per(50.0, 40.0, 10.0), per(45.0, 30.0, 4.0), 300.0, lo, 100);
-        assert!(
-            text.contains("GPU time is shorter (30.0 against 40.0"),
-            "{text}"
-        );
+        assert!(text.contains("GPU time is shorter (30.0 against 40.0"), "{text}");
         assert!(!text.contains("GPU waits"), "{text}");
         let text = explain_wall(per(50.0, 40.0, 10.0), per(45.0, 41.0, 4.0), 300.0, lo, 100);
-        assert!(
-            !text.contains("GPU waits") && !text.contains("shorter"),
-            "{text}"
-        );
+        assert!(!text.contains("GPU waits") && !text.contains("shorter"), "{text}");
         assert!(text.contains("the GPU works 40.0 and 41.0 us"), "{text}");
     }
 
@@ -287,11 +252,7 @@ mod tests {
     /// 100 empty kernels by stream and as a graph (µs per batch): (wall, gpu, issue).
     fn lesson_run(rows: [(f64, f64, f64); 4]) -> Measured {
         let runs = (rows.iter())
-            .map(|&(w, g, i)| {
-                vec![Sample::ms(w / 1e3)
-                    .part("gpu", g / 1e3)
-                    .part("issue", i / 1e3)]
-            })
+            .map(|&(w, g, i)| vec![Sample::ms(w / 1e3).part("gpu", g / 1e3).part("issue", i / 1e3)])
             .collect();
         let names = ["streams+events", "graph", "by stream", "graph of empties"];
         Measured::from_samples(names.map(String::from).to_vec(), runs)
@@ -305,22 +266,12 @@ mod tests {
             (300.0, 280.0, 250.0),
             (60.0, 52.0, 5.0),
         ]);
-        let nodes = NodeCounts {
-            kernels: 3,
-            memcpys: 3,
-            ..NodeCounts::default()
-        };
-        let b = Built {
-            nodes,
-            capture_ms: 0.05,
-            instantiate_ms: 0.1,
-        };
+        let nodes = NodeCounts { kernels: 3, memcpys: 3, ..NodeCounts::default() };
+        let b = Built { nodes, capture_ms: 0.05, instantiate_ms: 0.1 };
         let mut r = Report::new("graph", "", "");
         interpret(&m, (13, 100), &b, None, &mut r);
         let near = |name: &str, v: f64| {
-            let got = r
-                .value(name)
-                .unwrap_or_else(|| panic!("no figure {name:?}"));
+            let got = r.value(name).unwrap_or_else(|| panic!("no figure {name:?}"));
             assert!((got - v).abs() < 1e-9, "{name}: {got} (expected {v})");
         };
         near("streams+events: host issue / iteration", 12.0);
@@ -342,35 +293,21 @@ mod tests {
         // No update yet: no update figures or line.
         assert_eq!(r.interpretation.len(), 3);
         assert!(r.value("update of the executable graph").is_none());
-        let updated = Updated {
-            path: UpdatePath::InPlace,
-            recapture_ms: 0.04,
-            update_ms: 0.012,
-        };
+        let updated = Updated { path: UpdatePath::InPlace, recapture_ms: 0.04, update_ms: 0.012 };
         let mut r = Report::new("graph", "", "");
         interpret(&m, (13, 100), &b, Some(&updated), &mut r);
         assert_eq!(r.value("update of the executable graph"), Some(12.0));
-        assert!(
-            r.interpretation[3].contains("in place in 12 us"),
-            "{:?}",
-            r.interpretation
-        );
+        assert!(r.interpretation[3].contains("in place in 12 us"), "{:?}", r.interpretation);
     }
 
     #[test]
     fn the_update_text_follows_the_path_taken() {
         let in_place = explain_update(&UpdatePath::InPlace, 12.0, 80.0);
-        assert!(
-            in_place.contains("patched the executable graph in place in 12 us"),
-            "{in_place}"
-        );
+        assert!(in_place.contains("patched the executable graph in place in 12 us"), "{in_place}");
         assert!(!in_place.contains("refused"), "{in_place}");
         let reason = "the topology changed".to_string();
         let again = explain_update(&UpdatePath::Reinstantiated { reason }, 70.0, 80.0);
-        assert!(
-            again.contains("refused") && again.contains("the topology changed"),
-            "{again}"
-        );
+        assert!(again.contains("refused") && again.contains("the topology changed"), "{again}");
         assert!(!again.contains("no new instantiation"), "{again}");
     }
 }

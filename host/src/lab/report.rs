@@ -71,11 +71,7 @@ impl Report {
     }
 
     pub fn figure(&mut self, name: &str, value: f64, unit: &str) -> &mut Self {
-        self.figures.push(Figure {
-            name: name.into(),
-            value,
-            unit: unit.into(),
-        });
+        self.figures.push(Figure { name: name.into(), value, unit: unit.into() });
         self
     }
 
@@ -85,19 +81,13 @@ impl Report {
     }
 
     pub fn detail(&mut self, key: &str, value: impl Serialize) -> &mut Self {
-        self.details.insert(
-            key.into(),
-            serde_json::to_value(value).unwrap_or(Value::Null),
-        );
+        self.details.insert(key.into(), serde_json::to_value(value).unwrap_or(Value::Null));
         self
     }
 
     /// The value of a figure by name (tests and benches read figures back).
     pub fn value(&self, name: &str) -> Option<f64> {
-        self.figures
-            .iter()
-            .find(|f| f.name == name)
-            .map(|f| f.value)
+        self.figures.iter().find(|f| f.name == name).map(|f| f.value)
     }
 
     pub fn passed(&self) -> bool {
@@ -109,11 +99,8 @@ impl Report {
         let mut out = format!("== {} — {}\n", self.lesson, self.title);
         out.push_str(&format!("device: {}\n", self.device));
         if !self.parameters.is_empty() {
-            let params: Vec<String> = self
-                .parameters
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
+            let params: Vec<String> =
+                self.parameters.iter().map(|(k, v)| format!("{k}={v}")).collect();
             out.push_str(&format!("parameters: {}\n", params.join(", ")));
         }
         let width = self.figures.iter().map(|f| f.name.len()).max().unwrap_or(0);

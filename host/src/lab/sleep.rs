@@ -60,10 +60,7 @@ pub struct Stamps {
 impl Stamps {
     /// Slots for `kernels` kernels.
     pub fn new(gpu: &Gpu, kernels: usize) -> Result<Stamps> {
-        Ok(Stamps {
-            dev: DeviceBuffer::zeroed(gpu, 2 * kernels)?,
-            zeros: vec![0; 2 * kernels],
-        })
+        Ok(Stamps { dev: DeviceBuffer::zeroed(gpu, 2 * kernels)?, zeros: vec![0; 2 * kernels] })
     }
 
     /// Zeroes every slot, so a kernel that did not run is caught by [`Stamps::read`]. Waits
@@ -119,10 +116,7 @@ pub fn span_ms(stamps: &[Stamp]) -> f64 {
 pub fn max_concurrent(stamps: &[Stamp]) -> usize {
     // Ends sort before starts at the same time: a kernel that starts exactly when another
     // ends did not run beside it.
-    let mut edges: Vec<(u64, i64)> = stamps
-        .iter()
-        .flat_map(|s| [(s[0], 1), (s[1], -1)])
-        .collect();
+    let mut edges: Vec<(u64, i64)> = stamps.iter().flat_map(|s| [(s[0], 1), (s[1], -1)]).collect();
     edges.sort_unstable();
     let (mut running, mut most) = (0i64, 0i64);
     for (_, delta) in edges {
@@ -163,11 +157,8 @@ mod tests {
 
     #[test]
     fn stamps_give_gaps_spans_and_concurrency() {
-        let (first, waited, beside) = (
-            [1_000, 6_000_000],
-            [6_002_000, 11_000_000],
-            [4_000, 5_004_000],
-        );
+        let (first, waited, beside) =
+            ([1_000, 6_000_000], [6_002_000, 11_000_000], [4_000, 5_004_000]);
         assert!((gap_us(first, waited) - 2.0).abs() < 1e-9);
         assert!((gap_us(first, beside) + 5996.0).abs() < 1e-9);
         assert!((span_ms(&[first, waited]) - 10.999).abs() < 1e-9);
@@ -184,10 +175,7 @@ mod tests {
         assert!(checked(vec![[1, 2], [3, 3]]).is_ok());
         for bad in [[0, 0], [0, 5], [5, 4]] {
             let e = checked(vec![[1, 2], bad]).unwrap_err().to_string();
-            assert!(
-                e.contains("kernel 1's stamps") && e.contains("did it run?"),
-                "{e}"
-            );
+            assert!(e.contains("kernel 1's stamps") && e.contains("did it run?"), "{e}");
         }
     }
 }

@@ -250,10 +250,7 @@ impl Recording {
 
     /// The named part of the run's sample (NaN when absent).
     pub fn part(&self, name: &str) -> f64 {
-        self.parts
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(f64::NAN, |(_, v)| *v)
+        self.parts.iter().find(|(n, _)| n == name).map_or(f64::NAN, |(_, v)| *v)
     }
 }
 
@@ -305,9 +302,7 @@ mod tests {
         assert_eq!(current_name(Work::CopyToDevice), "");
         named("chunk 3", || {
             assert_eq!(current_name(Work::CopyToDevice), "chunk 3 copy-in");
-            named("again", || {
-                assert_eq!(current_name(Work::Kernel), "chunk 3 again kernel")
-            });
+            named("again", || assert_eq!(current_name(Work::Kernel), "chunk 3 again kernel"));
         });
         assert_eq!(current_name(Work::CopyToHost), "");
     }
@@ -322,10 +317,7 @@ mod tests {
             b,
             Span::new("b", Work::CopyToHost, "d", 1.0, 2.0),
         ];
-        assert_eq!(
-            rows(&spans),
-            [(0, "b".to_string()), (0, "a".into()), (1, "b".into())]
-        );
+        assert_eq!(rows(&spans), [(0, "b".to_string()), (0, "a".into()), (1, "b".into())]);
     }
 
     #[test]

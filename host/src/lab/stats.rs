@@ -23,17 +23,9 @@ impl Stats {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Stats {
-            median,
-            min: sorted[0],
-            max: sorted[n - 1],
-            count: n,
-        }
+        let median =
+            if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        Stats { median, min: sorted[0], max: sorted[n - 1], count: n }
     }
 }
 

@@ -64,12 +64,7 @@ impl Observer for Timeline {
         span.grid = op.launch.map(|l| [l.grid.0, l.grid.1, l.grid.2]);
         span.block = op.launch.map(|l| [l.block.0, l.block.1, l.block.2]);
         if matches!(kind, Work::CopyToDevice | Work::CopyToHost) {
-            span.memory = if op.label.contains("pageable") {
-                "pageable"
-            } else {
-                "pinned"
-            }
-            .into();
+            span.memory = if op.label.contains("pageable") { "pageable" } else { "pinned" }.into();
         }
         self.pending.borrow_mut().push(Pending { span, start, end });
         Ok(())
@@ -141,18 +136,12 @@ pub fn render(spans: &[Span], width: usize) -> String {
     for (device, stream) in &rows {
         let name = row_name(&(*device, stream.clone()));
         let mut row = vec![' '; width];
-        for s in spans
-            .iter()
-            .filter(|s| s.device == *device && s.stream == *stream)
-        {
+        for s in spans.iter().filter(|s| s.device == *device && s.stream == *stream) {
             let a = ((s.start_ms * scale) as usize).min(width - 1);
             let b = ((s.end_ms * scale).ceil() as usize).clamp(a + 1, width);
             row[a..b].iter_mut().for_each(|c| *c = glyph(s.kind));
         }
-        out.push_str(&format!(
-            "{name:>name_width$} |{}|\n",
-            row.into_iter().collect::<String>()
-        ));
+        out.push_str(&format!("{name:>name_width$} |{}|\n", row.into_iter().collect::<String>()));
     }
     out.push_str(&format!(
         "{:>name_width$}  0 ms{:>w$}\n",

@@ -42,10 +42,7 @@ fn device_pid(device: u32) -> u64 {
 }
 
 fn work_name(kind: Work) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
+    serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 fn host_cat(kind: HostWork) -> &'static str {
@@ -93,10 +90,7 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
     let mut threads: Vec<String> = Vec::new();
     for r in recordings {
         for s in &r.spans {
-            if !streams
-                .iter()
-                .any(|(d, n)| *d == s.device && *n == s.stream)
-            {
+            if !streams.iter().any(|(d, n)| *d == s.device && *n == s.stream) {
                 streams.push((s.device, s.stream.clone()));
             }
         }
@@ -117,46 +111,23 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
             .map_or(1, |i| i as u64 + 1)
     };
     let thread_tid = |thread: &str| {
-        threads
-            .iter()
-            .position(|t| t == thread)
-            .map_or(VERSIONS_TID, |i| i as u64 + 2)
+        threads.iter().position(|t| t == thread).map_or(VERSIONS_TID, |i| i as u64 + 2)
     };
     for (i, d) in devices.iter().enumerate() {
         let pid = device_pid(*d);
         let name = format!("GPU {d}: {}", meta.device);
         events.push(m("process_name", pid, None, json!({"name": name})));
         events.push(m("process_sort_index", pid, None, json!({"sort_index": i})));
-        events.push(m(
-            "process_labels",
-            pid,
-            None,
-            json!({"labels": source_line}),
-        ));
+        events.push(m("process_labels", pid, None, json!({"labels": source_line})));
         for (device, stream) in streams.iter().filter(|(dev, _)| dev == d) {
             let tid = stream_tid(*device, stream);
             events.push(m("thread_name", pid, Some(tid), json!({"name": stream})));
-            events.push(m(
-                "thread_sort_index",
-                pid,
-                Some(tid),
-                json!({"sort_index": tid}),
-            ));
+            events.push(m("thread_sort_index", pid, Some(tid), json!({"sort_index": tid})));
         }
     }
     events.push(m("process_name", HOST_PID, None, json!({"name": "host"})));
-    events.push(m(
-        "process_sort_index",
-        HOST_PID,
-        None,
-        json!({"sort_index": devices.len() + 1}),
-    ));
-    events.push(m(
-        "thread_name",
-        HOST_PID,
-        Some(VERSIONS_TID),
-        json!({"name": "versions"}),
-    ));
+    events.push(m("process_sort_index", HOST_PID, None, json!({"sort_index": devices.len() + 1})));
+    events.push(m("thread_name", HOST_PID, Some(VERSIONS_TID), json!({"name": "versions"})));
     events.push(m(
         "thread_sort_index",
         HOST_PID,
@@ -166,12 +137,7 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
     for t in &threads {
         let tid = thread_tid(t);
         events.push(m("thread_name", HOST_PID, Some(tid), json!({"name": t})));
-        events.push(m(
-            "thread_sort_index",
-            HOST_PID,
-            Some(tid),
-            json!({"sort_index": tid}),
-        ));
+        events.push(m("thread_sort_index", HOST_PID, Some(tid), json!({"sort_index": tid})));
     }
 
     let us = |offset: f64, t: f64| (offset + t) * 1e3;
@@ -239,16 +205,8 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
             // One ns inside the slice each end binds to: a stream's slice ends where the
             // arrow starts and starts where it ends; a host call is the other way round.
             let (from_nudge, to_nudge) = (
-                if matches!(f.from, Track::Stream { .. }) {
-                    -NS
-                } else {
-                    NS
-                },
-                if matches!(f.to, Track::Stream { .. }) {
-                    NS
-                } else {
-                    -NS
-                },
+                if matches!(f.from, Track::Stream { .. }) { -NS } else { NS },
+                if matches!(f.to, Track::Stream { .. }) { NS } else { -NS },
             );
             events.push(json!({
                 "ph": "s", "cat": "event", "name": f.name, "id": flow_id,
@@ -277,14 +235,11 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
 }
 
 fn field<'a>(v: &'a Value, key: &str) -> Result<&'a Value, String> {
-    v.get(key)
-        .ok_or_else(|| format!("trace event without \"{key}\": {v}"))
+    v.get(key).ok_or_else(|| format!("trace event without \"{key}\": {v}"))
 }
 
 fn number(v: &Value, key: &str) -> Result<f64, String> {
-    field(v, key)?
-        .as_f64()
-        .ok_or_else(|| format!("\"{key}\" is not a number in {v}"))
+    field(v, key)?.as_f64().ok_or_else(|| format!("\"{key}\" is not a number in {v}"))
 }
 
 fn text(v: &Value, key: &str) -> Result<String, String> {
@@ -298,34 +253,22 @@ fn typed<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, Stri
 /// The metadata and recordings of a trace [`write`] made.
 pub fn read(trace: &Value) -> Result<(Meta, Vec<Recording>), String> {
     let meta = field(trace, "metadata")?;
-    let events = field(trace, "traceEvents")?
-        .as_array()
-        .ok_or("traceEvents is not a list")?;
+    let events = field(trace, "traceEvents")?.as_array().ok_or("traceEvents is not a list")?;
     let info = Meta {
         lesson: text(meta, "lesson")?,
         title: text(meta, "title")?,
         device: text(meta, "device")?,
-        parameters: meta
-            .get("parameters")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default(),
+        parameters: meta.get("parameters").and_then(Value::as_object).cloned().unwrap_or_default(),
         provenance: text(meta, "provenance")?,
     };
     let mut threads: BTreeMap<(u64, u64), String> = BTreeMap::new();
-    for e in events
-        .iter()
-        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
-    {
+    for e in events.iter().filter(|e| e["ph"] == "M" && e["name"] == "thread_name") {
         let key = (number(e, "pid")? as u64, number(e, "tid")? as u64);
         threads.insert(key, text(&e["args"], "name")?);
     }
     let mut recordings: Vec<Recording> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    for e in events
-        .iter()
-        .filter(|e| e["ph"] == "X" && e["cat"] == "version")
-    {
+    for e in events.iter().filter(|e| e["ph"] == "X" && e["cat"] == "version") {
         let a = field(e, "args")?;
         index.insert(text(a, "version")?, recordings.len());
         recordings.push(Recording {
@@ -343,10 +286,7 @@ pub fn read(trace: &Value) -> Result<(Meta, Vec<Recording>), String> {
         index.get(&v).copied().ok_or(format!("unknown version {v}"))
     };
     for e in events {
-        let (ph, cat) = (
-            e["ph"].as_str().unwrap_or(""),
-            e["cat"].as_str().unwrap_or(""),
-        );
+        let (ph, cat) = (e["ph"].as_str().unwrap_or(""), e["cat"].as_str().unwrap_or(""));
         if ph == "s" {
             let a = field(e, "args")?;
             let flow = Flow {
@@ -413,11 +353,7 @@ mod tests {
             version: 130001,
         };
         let copy = |stream: &str, kind: Work, a: f64, b: f64, name: &str| {
-            let label = if kind == Work::CopyToHost {
-                "copy to host"
-            } else {
-                "copy to device"
-            };
+            let label = if kind == Work::CopyToHost { "copy to host" } else { "copy to device" };
             let mut s = Span::new(stream, kind, label, a, b);
             s.name = name.into();
             s.bytes = 4 << 20;
@@ -483,15 +419,9 @@ mod tests {
             ],
             flows: vec![Flow {
                 name: "event 1".into(),
-                from: Track::Stream {
-                    device: 0,
-                    stream: "s0".into(),
-                },
+                from: Track::Stream { device: 0, stream: "s0".into() },
                 from_ms: 0.1875,
-                to: Track::Stream {
-                    device: 0,
-                    stream: "s1".into(),
-                },
+                to: Track::Stream { device: 0, stream: "s1".into() },
                 to_ms: 0.1875,
             }],
         };
@@ -515,10 +445,7 @@ mod tests {
         let written = write(&meta, &recordings);
         let golden: Value = serde_json::from_str(GOLDEN).unwrap();
         if written != golden && std::env::var_os("STREAMLAB_BLESS").is_some() {
-            let path = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/src/lab/testdata/trace-small.json"
-            );
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/lab/testdata/trace-small.json");
             std::fs::write(path, serde_json::to_string_pretty(&written).unwrap()).unwrap();
             return;
         }
@@ -568,14 +495,8 @@ mod tests {
         let flows = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
         assert_eq!((flows("s"), flows("f")), (1, 1));
         assert_eq!(trace["metadata"]["lesson"], "overlap");
-        assert!(trace["metadata"]["timeline"]
-            .as_str()
-            .unwrap()
-            .contains("CUPTI"));
-        let copy = events
-            .iter()
-            .find(|e| e["name"] == "chunk 1 copy-in")
-            .unwrap();
+        assert!(trace["metadata"]["timeline"].as_str().unwrap().contains("CUPTI"));
+        let copy = events.iter().find(|e| e["name"] == "chunk 1 copy-in").unwrap();
         assert_eq!(copy["args"]["bytes"], 4 << 20);
         assert!(copy["args"]["GB/s"].as_f64().unwrap() > 60.0);
     }

@@ -26,7 +26,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
 use crate::lab::sleep::{connections, serial_ms, sleep_share, waves};
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
@@ -144,12 +144,7 @@ impl Lesson for SleepStreams {
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
-        if a.streams > a.elements {
-            return Err(Error::InvalidInput(format!(
-                "--streams {} is more than --elements {}: every launch copies at least one element",
-                a.streams, a.elements
-            )));
-        }
+        ensure_a_chunk_per_stream(a.streams, a.elements)?;
         // Worst case, nothing overlaps: K sleeps a small-grid version, K x waves a full one.
         let versions = 2 * GRIDS.len();
         let sleeps = 2.0 * a.streams as f64 * (model.waves(FULL_GRID_BLOCKS) as f64 + 1.0);

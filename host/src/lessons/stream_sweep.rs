@@ -31,7 +31,7 @@ use std::ops::Range;
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::budget::{ensure_a_chunk_per_stream, CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
 use crate::lab::pipeline::pipeline_bound;
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
@@ -104,12 +104,7 @@ impl Lesson for StreamSweep {
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
-        if a.streams > a.elements {
-            return Err(Error::InvalidInput(format!(
-                "--streams {} is more than --elements {}: every stream needs at least one element",
-                a.streams, a.elements
-            )));
-        }
+        ensure_a_chunk_per_stream(a.streams, a.elements)?;
         // Every version copies the whole array in and out and computes it once.
         let one_run = 2.0 * model.copy_ms(a.elements) + model.compute_ms(a.elements, a.iters);
         let runs = version_streams(a.streams).len() as f64;

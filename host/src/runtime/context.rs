@@ -23,10 +23,7 @@ fn init_driver() -> Result<()> {
     // SAFETY: cuInit takes flags 0 and may be called more than once.
     let status = unsafe { cu::cuInit(0) };
     if status != cu::CUresult::CUDA_SUCCESS {
-        return Err(Error::NoDevice(format!(
-            "cuInit: {}",
-            DriverCode::from_status(status)
-        )));
+        return Err(Error::NoDevice(format!("cuInit: {}", DriverCode::from_status(status))));
     }
     Ok(())
 }
@@ -95,13 +92,7 @@ impl Context {
         // SAFETY: valid out-pointer and device; released in `Primary::drop`.
         let status = unsafe { cu::cuDevicePrimaryCtxRetain(&mut raw, device) };
         check(status, "cuDevicePrimaryCtxRetain", None)?;
-        let context = Context {
-            primary: Rc::new(Primary {
-                raw,
-                device,
-                ordinal,
-            }),
-        };
+        let context = Context { primary: Rc::new(Primary { raw, device, ordinal }) };
         context.make_current()?;
         Ok(context)
     }
@@ -179,9 +170,8 @@ impl Context {
         let status = unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, self.device()) };
         check(status, "cuDeviceGetName", None)?;
         // SAFETY: NUL-terminated by the driver within the buffer.
-        let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
+        let name =
+            unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
         let a = |attr, what| self.attribute(attr, what);
         Ok(DeviceInfo {
             ordinal: self.ordinal(),
@@ -201,14 +191,9 @@ impl Context {
             memory_clock_khz: a(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, "memory clock")?,
             memory_bus_width_bits: a(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, "bus width")?,
             l2_cache_bytes: a(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 size")?,
-            concurrent_kernels: a(
-                A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS,
-                "concurrentKernels",
-            )? != 0,
-            async_engine_count: a(
-                A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT,
-                "asyncEngineCount",
-            )?,
+            concurrent_kernels: a(A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, "concurrentKernels")?
+                != 0,
+            async_engine_count: a(A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, "asyncEngineCount")?,
             device_overlap: a(A::CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, "deviceOverlap")? != 0,
             priority_range: (least, greatest),
             driver_version,

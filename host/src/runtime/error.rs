@@ -29,11 +29,7 @@ impl DriverCode {
 
     /// A code known only by number (tests, and codes that did not come from a call).
     pub fn new(code: u32) -> DriverCode {
-        DriverCode {
-            code,
-            name: format!("CUDA error {code}"),
-            description: None,
-        }
+        DriverCode { code, name: format!("CUDA error {code}"), description: None }
     }
 
     /// A status returned by a driver call.
@@ -47,11 +43,7 @@ impl DriverCode {
             let text = unsafe { CStr::from_ptr(ptr) };
             text.to_string_lossy().into_owned()
         });
-        DriverCode {
-            code: status as u32,
-            name: format!("{status:?}"),
-            description,
-        }
+        DriverCode { code: status as u32, name: format!("{status:?}"), description }
     }
 
     pub fn code(&self) -> u32 {
@@ -82,17 +74,9 @@ pub enum Error {
     /// No driver, no device, or `cuInit` failed: nothing on the GPU can run.
     NoDevice(String),
     /// A driver call failed. `op` names the call and what it was for; `stream` the stream.
-    Cuda {
-        op: String,
-        stream: Option<String>,
-        code: DriverCode,
-    },
+    Cuda { op: String, stream: Option<String>, code: DriverCode },
     /// Stream capture went wrong: the call that failed, the capture status, and why.
-    Capture {
-        op: String,
-        status: String,
-        cause: String,
-    },
+    Capture { op: String, status: String, cause: String },
     /// Bad input, found before anything was allocated.
     InvalidInput(String),
     /// A result check failed: async differs from sync, or GPU from the CPU reference.
@@ -128,21 +112,12 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NoDevice(why) => write!(f, "no CUDA device available ({why})"),
-            Error::Cuda {
-                op,
-                stream: Some(s),
-                code,
-            } => write!(f, "{op} on stream \"{s}\": {code}"),
-            Error::Cuda {
-                op,
-                stream: None,
-                code,
-            } => write!(f, "{op}: {code}"),
+            Error::Cuda { op, stream: Some(s), code } => {
+                write!(f, "{op} on stream \"{s}\": {code}")
+            }
+            Error::Cuda { op, stream: None, code } => write!(f, "{op}: {code}"),
             Error::Capture { op, status, cause } => {
-                write!(
-                    f,
-                    "{op} during stream capture (capture status: {status}): {cause}"
-                )
+                write!(f, "{op} during stream capture (capture status: {status}): {cause}")
             }
             Error::InvalidInput(why) => write!(f, "{why}"),
             Error::Verification(why) => write!(f, "verification failed: {why}"),

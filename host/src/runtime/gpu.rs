@@ -34,11 +34,7 @@ impl Gpu {
     }
 
     fn assemble(context: Context, kernels: Kernels) -> Result<Gpu> {
-        Ok(Gpu {
-            info: context.info(PTX_ARCH)?,
-            kernels,
-            context,
-        })
+        Ok(Gpu { info: context.info(PTX_ARCH)?, kernels, context })
     }
 
     /// Waits for all work on the device (`cudaDeviceSynchronize`).

@@ -194,11 +194,7 @@ pub fn to_capture_error(error: Error, status: CaptureStatus) -> Error {
                     code.code()
                 )
             };
-            Error::Capture {
-                cause,
-                status: status.to_string(),
-                op,
-            }
+            Error::Capture { cause, status: status.to_string(), op }
         }
         other => other,
     }
@@ -235,10 +231,7 @@ pub fn capture(
         return Err(e);
     }
     // Should `enqueue` panic, the guard still ends the capture while unwinding.
-    let mut guard = EndOnUnwind {
-        stream,
-        armed: true,
-    };
+    let mut guard = EndOnUnwind { stream, armed: true };
     let enqueued = enqueue(stream);
     guard.armed = false;
     let kept = keep::end_capture();
@@ -339,13 +332,7 @@ impl NodeCounts {
 
 impl std::fmt::Display for NodeCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} nodes: {} kernels, {} copies",
-            self.total(),
-            self.kernels,
-            self.memcpys
-        )?;
+        write!(f, "{} nodes: {} kernels, {} copies", self.total(), self.kernels, self.memcpys)?;
         let rest = self.total() - self.kernels - self.memcpys;
         if rest > 0 {
             write!(f, ", {rest} other")?;
@@ -399,11 +386,7 @@ impl Graph {
         // SAFETY: live graph, valid out-pointer, flags 0 (no auto-free, no upload).
         let status = unsafe { cu::cuGraphInstantiateWithFlags(&mut raw, self.raw, 0) };
         check(status, "cuGraphInstantiateWithFlags", None)?;
-        Ok(GraphExec {
-            raw,
-            kept: vec![Rc::clone(&self.kept)],
-            _context: self._context.clone(),
-        })
+        Ok(GraphExec { raw, kept: vec![Rc::clone(&self.kept)], _context: self._context.clone() })
     }
 }
 
@@ -428,10 +411,7 @@ impl std::fmt::Display for UpdatePath {
         match self {
             UpdatePath::InPlace => write!(f, "updated in place (cuGraphExecUpdate)"),
             UpdatePath::Reinstantiated { reason } => {
-                write!(
-                    f,
-                    "re-instantiated: the in-place update was refused ({reason})"
-                )
+                write!(f, "re-instantiated: the in-place update was refused ({reason})")
             }
         }
     }
@@ -502,23 +482,15 @@ impl GraphExec {
     /// host borrows a buffer the graph's copies would race with.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         let host = || {
-            self.kept
-                .iter()
-                .flat_map(|k| k.iter())
-                .filter_map(|k| match k {
-                    Kept::Host(buffer, access) => Some((buffer, *access)),
-                    Kept::Device(_) => None,
-                })
+            self.kept.iter().flat_map(|k| k.iter()).filter_map(|k| match k {
+                Kept::Host(buffer, access) => Some((buffer, *access)),
+                Kept::Device(_) => None,
+            })
         };
         for (buffer, access) in host() {
             buffer.admit(access)?;
         }
-        let op = Op {
-            kind: OpKind::Graph,
-            label: "graph launch",
-            bytes: 0,
-            launch: None,
-        };
+        let op = Op { kind: OpKind::Graph, label: "graph launch", bytes: 0, launch: None };
         stream.enqueue(op, || {
             // SAFETY: live handles; every buffer the graph's nodes use is kept alive by
             // `self.kept`, and the host buffers admitted the access above.
@@ -569,9 +541,7 @@ impl GraphExec {
             }
             UpdateOutcome::Refused(reason) => {
                 *self = graph.instantiate()?;
-                Ok(UpdatePath::Reinstantiated {
-                    reason: reason.to_string(),
-                })
+                Ok(UpdatePath::Reinstantiated { reason: reason.to_string() })
             }
             UpdateOutcome::Failed => Err(Error::Cuda {
                 op: format!("cuGraphExecUpdate (update result {result})"),
@@ -633,10 +603,7 @@ mod tests {
         let on_legacy = "cuLaunchKernel(empty_kernel) on stream \"legacy default stream\"";
         for code in [900, 906] {
             let cause = capture_cause(on_legacy, code);
-            assert!(
-                cause.starts_with("the legacy default stream was used"),
-                "{cause}"
-            );
+            assert!(cause.starts_with("the legacy default stream was used"), "{cause}");
         }
         let outside = capture_cause("cuStreamWaitEvent on stream \"x\"", 905);
         assert!(outside.contains("outside the capture"), "{outside}");
@@ -647,9 +614,8 @@ mod tests {
         let begin = capture_cause("cuStreamBeginCapture on stream \"legacy\"", 900);
         assert!(begin.contains("cannot be captured"), "{begin}");
         // Every code 900..=908 has a distinct explanation.
-        let causes: std::collections::HashSet<String> = (900..=908)
-            .map(|c| capture_cause("cuSomething", c))
-            .collect();
+        let causes: std::collections::HashSet<String> =
+            (900..=908).map(|c| capture_cause("cuSomething", c)).collect();
         assert_eq!(causes.len(), 9);
         assert!((900..=908).all(is_capture_code));
         assert!(!is_capture_code(1) && !is_capture_code(909));
@@ -674,30 +640,19 @@ mod tests {
             other => panic!("expected a capture error, got {other:?}"),
         }
         let plain = to_capture_error(
-            Error::Cuda {
-                op: "cuLaunchKernel".into(),
-                stream: None,
-                code: DriverCode::new(1),
-            },
+            Error::Cuda { op: "cuLaunchKernel".into(), stream: None, code: DriverCode::new(1) },
             CaptureStatus::Active,
         );
         assert!(matches!(plain, Error::Cuda { .. }));
         // A code cust could not name (999) that broke the capture is still a capture error.
         let unknown = to_capture_error(
-            Error::Cuda {
-                op: "cuCtxSynchronize".into(),
-                stream: None,
-                code: DriverCode::new(999),
-            },
+            Error::Cuda { op: "cuCtxSynchronize".into(), stream: None, code: DriverCode::new(999) },
             CaptureStatus::Invalidated,
         );
         match unknown {
             Error::Capture { op, cause, .. } => {
                 assert_eq!(op, "cuCtxSynchronize");
-                assert!(
-                    cause.starts_with("cuCtxSynchronize failed (CUDA error 999)"),
-                    "{cause}"
-                );
+                assert!(cause.starts_with("cuCtxSynchronize failed (CUDA error 999)"), "{cause}");
             }
             other => panic!("expected a capture error, got {other:?}"),
         }
@@ -710,9 +665,7 @@ mod tests {
         assert!(update_refusal_reason(2).contains("topology"));
         assert!(update_refusal_reason(4).contains("function"));
         assert!(update_refusal_reason(99).contains("newer"));
-        let path = UpdatePath::Reinstantiated {
-            reason: update_refusal_reason(2).into(),
-        };
+        let path = UpdatePath::Reinstantiated { reason: update_refusal_reason(2).into() };
         assert!(path.to_string().starts_with("re-instantiated"));
     }
 
@@ -730,19 +683,12 @@ mod tests {
             UpdateOutcome::Refused(r) if r.contains("topology")
         ));
         // The refusal code without a reason, or a reason with another code, is no refusal.
-        assert_eq!(
-            classify_update(GRAPH_EXEC_UPDATE_FAILURE, 0),
-            UpdateOutcome::Failed
-        );
+        assert_eq!(classify_update(GRAPH_EXEC_UPDATE_FAILURE, 0), UpdateOutcome::Failed);
         // Real errors: invalid value, a sticky launch failure, an illegal address, an
         // invalid handle, whatever the update result says.
         for code in [1, 719, 700, 400] {
             for result in [0, 1, 2] {
-                assert_eq!(
-                    classify_update(code, result),
-                    UpdateOutcome::Failed,
-                    "{code}"
-                );
+                assert_eq!(classify_update(code, result), UpdateOutcome::Failed, "{code}");
             }
         }
     }

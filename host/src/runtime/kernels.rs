@@ -50,11 +50,7 @@ impl Kernels {
         let mut module = std::ptr::null_mut();
         // SAFETY: valid out-pointer; `image` is a NUL-terminated PTX text.
         let status = unsafe { cu::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
-        check(
-            status,
-            "cuModuleLoadData (JIT-compiling the embedded PTX)",
-            None,
-        )?;
+        check(status, "cuModuleLoadData (JIT-compiling the embedded PTX)", None)?;
         Self::look_up(on, module, false)
     }
 
@@ -78,11 +74,7 @@ impl Kernels {
     }
 
     fn look_up(on: &impl AsContext, module: cu::CUmodule, verify: bool) -> Result<Kernels> {
-        let mut kernels = Kernels {
-            module,
-            functions: Vec::new(),
-            _context: on.context().clone(),
-        };
+        let mut kernels = Kernels { module, functions: Vec::new(), _context: on.context().clone() };
         for &(name, sizes) in sig::ALL {
             let c_name = CString::new(name).map_err(|_| Error::Internal(name.into()))?;
             let mut function = std::ptr::null_mut();
@@ -164,9 +156,7 @@ fn same_len(lens: &[usize], what: &str) -> Result<()> {
     if lens.windows(2).all(|w| w[0] == w[1]) {
         Ok(())
     } else {
-        Err(Error::Internal(format!(
-            "{what}: buffers of different lengths {lens:?}"
-        )))
+        Err(Error::Internal(format!("{what}: buffers of different lengths {lens:?}")))
     }
 }
 
@@ -196,9 +186,7 @@ impl Kernels {
     ) -> Result<()> {
         let stamps = stamps.into();
         if stamps.len() < 2 {
-            return Err(Error::Internal(
-                "sleep_stamped needs room for 2 stamps".into(),
-            ));
+            return Err(Error::Internal("sleep_stamped needs room for 2 stamps".into()));
         }
         let config = LaunchConfig::new((1, 1, 1), (1, 1, 1));
         let ptr = stamps.device_ptr() as *mut u64;

@@ -56,12 +56,7 @@ pub(crate) unsafe fn launch<P: KernelArgs>(
 ) -> Result<()> {
     let mut pointers = [std::ptr::null_mut(); MAX_ARGS];
     args.pointers(&mut pointers);
-    let op = Op {
-        kind: OpKind::Kernel,
-        label: name,
-        bytes: 0,
-        launch: Some(config),
-    };
+    let op = Op { kind: OpKind::Kernel, label: name, bytes: 0, launch: Some(config) };
     stream.enqueue(op, || {
         let (gx, gy, gz) = config.grid;
         let (bx, by, bz) = config.block;

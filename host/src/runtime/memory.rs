@@ -74,10 +74,7 @@ impl<T: Pod> DeviceBuffer<T> {
             check(status, "cuMemAlloc", None)?;
         }
         let buffer = DeviceBuffer {
-            alloc: Rc::new(DeviceAlloc {
-                ptr,
-                _context: on.context().clone(),
-            }),
+            alloc: Rc::new(DeviceAlloc { ptr, _context: on.context().clone() }),
             len: n,
             _element: PhantomData,
         };
@@ -107,10 +104,7 @@ impl<T: Pod> DeviceBuffer<T> {
     /// The elements `range` of this buffer, for a copy or a launch.
     pub fn slice(&self, range: Range<usize>) -> Result<DeviceView<'_, T>> {
         check_range(&range, self.len, "device buffer")?;
-        Ok(DeviceView {
-            buffer: self,
-            range,
-        })
+        Ok(DeviceView { buffer: self, range })
     }
 
     /// The whole buffer copied to a new `Vec` (`cudaMemcpy`, blocking).
@@ -129,19 +123,13 @@ pub struct DeviceView<'a, T> {
 
 impl<T> Clone for DeviceView<'_, T> {
     fn clone(&self) -> Self {
-        DeviceView {
-            buffer: self.buffer,
-            range: self.range.clone(),
-        }
+        DeviceView { buffer: self.buffer, range: self.range.clone() }
     }
 }
 
 impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for DeviceView<'a, T> {
     fn from(buffer: &'a DeviceBuffer<T>) -> Self {
-        DeviceView {
-            buffer,
-            range: 0..buffer.len,
-        }
+        DeviceView { buffer, range: 0..buffer.len }
     }
 }
 
@@ -190,9 +178,7 @@ impl<T> HostAlloc<T> {
         for (i, s) in streams.iter().enumerate() {
             if let Err(e) = s.wait() {
                 // Keep what was not waited for: the next access waits again.
-                self.in_flight
-                    .borrow_mut()
-                    .extend(streams[i..].iter().cloned());
+                self.in_flight.borrow_mut().extend(streams[i..].iter().cloned());
                 return Err(e);
             }
         }
@@ -210,11 +196,7 @@ impl<T> Tracked for HostAlloc<T> {
         if refused {
             return Err(Error::Internal(format!(
                 "a copy {} a host buffer that the host is still {} (drop the borrow first)",
-                if access == Access::DeviceWrites {
-                    "into"
-                } else {
-                    "from"
-                },
+                if access == Access::DeviceWrites { "into" } else { "from" },
                 if borrows < 0 { "writing" } else { "reading" }
             )));
         }
@@ -306,18 +288,13 @@ impl<T: Pod> HostBuffer<T> {
     /// The elements `range`, for a copy.
     pub fn slice(&self, range: Range<usize>) -> Result<HostView<'_, T>> {
         check_range(&range, self.alloc.len, "host buffer")?;
-        Ok(HostView {
-            buffer: self,
-            range,
-        })
+        Ok(HostView { buffer: self, range })
     }
 
     /// Waits for the copies in flight on this buffer, then lends it to the host for reading.
     pub fn read(&self) -> Result<HostRef<'_, T>> {
         if self.alloc.borrows.get() < 0 {
-            return Err(Error::Internal(
-                "a host buffer is read while it is being written".into(),
-            ));
+            return Err(Error::Internal("a host buffer is read while it is being written".into()));
         }
         self.alloc.wait_for_device()?;
         self.alloc.borrows.set(self.alloc.borrows.get() + 1);
@@ -327,9 +304,7 @@ impl<T: Pod> HostBuffer<T> {
     /// Waits for the copies in flight on this buffer, then lends it to the host for writing.
     pub fn write(&self) -> Result<HostMut<'_, T>> {
         if self.alloc.borrows.get() != 0 {
-            return Err(Error::Internal(
-                "a host buffer is written while it is borrowed".into(),
-            ));
+            return Err(Error::Internal("a host buffer is written while it is borrowed".into()));
         }
         self.alloc.wait_for_device()?;
         self.alloc.borrows.set(-1);
@@ -344,10 +319,7 @@ impl<T: Pod> HostBuffer<T> {
 
 impl<'a, T: Pod> From<&'a HostBuffer<T>> for HostView<'a, T> {
     fn from(buffer: &'a HostBuffer<T>) -> Self {
-        HostView {
-            buffer,
-            range: 0..buffer.len(),
-        }
+        HostView { buffer, range: 0..buffer.len() }
     }
 }
 
@@ -453,9 +425,7 @@ fn check_lengths(host: usize, device: usize, op: &str) -> Result<()> {
     if host == device {
         Ok(())
     } else {
-        Err(Error::Internal(format!(
-            "{op}: host has {host} elements, device {device}"
-        )))
+        Err(Error::Internal(format!("{op}: host has {host} elements, device {device}")))
     }
 }
 

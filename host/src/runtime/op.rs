@@ -42,10 +42,6 @@ impl LaunchConfig {
     }
 
     pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> LaunchConfig {
-        LaunchConfig {
-            grid,
-            block,
-            shared_bytes: 0,
-        }
+        LaunchConfig { grid, block, shared_bytes: 0 }
     }
 }

@@ -176,9 +176,7 @@ impl Stream {
     /// Another handle to this same stream (it is destroyed when the last handle goes): for
     /// the lab, which observes a lesson's streams while the lesson runs.
     pub fn handle(&self) -> Stream {
-        Stream {
-            inner: Rc::clone(&self.inner),
-        }
+        Stream { inner: Rc::clone(&self.inner) }
     }
 
     /// A second owner of this stream, for buffers that must be able to wait for it.
@@ -245,12 +243,7 @@ impl Stream {
                 cause: "streamlab does not capture host functions: a graph runs its host nodes at every launch, and a Rust FnOnce closure can run only once".into(),
             });
         }
-        let op = Op {
-            kind: OpKind::HostFn,
-            label: "host function",
-            bytes: 0,
-            launch: None,
-        };
+        let op = Op { kind: OpKind::HostFn, label: "host function", bytes: 0, launch: None };
         let observer = self.inner.observer.borrow().clone();
         let f: Box<dyn FnOnce() + Send> = match observer {
             Some(o) => o.wrap_host_fn(self, Box::new(f)),
@@ -298,11 +291,7 @@ pub struct Event {
 impl Event {
     /// An event with timing enabled (`cudaEventCreate`).
     pub fn new(on: &impl AsContext) -> Result<Event> {
-        Self::with_flags(
-            on,
-            cu::CUevent_flags::CU_EVENT_DEFAULT as u32,
-            "cuEventCreate",
-        )
+        Self::with_flags(on, cu::CUevent_flags::CU_EVENT_DEFAULT as u32, "cuEventCreate")
     }
 
     /// An event whose `synchronize` puts the host thread to sleep instead of spinning
@@ -328,10 +317,7 @@ impl Event {
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the context is current.
         check(unsafe { cu::cuEventCreate(&mut raw, flags) }, op, None)?;
-        Ok(Event {
-            raw,
-            _context: on.context().clone(),
-        })
+        Ok(Event { raw, _context: on.context().clone() })
     }
 
     pub fn as_raw(&self) -> cu::CUevent {
@@ -341,10 +327,7 @@ impl Event {
     /// Marks the point in `stream` reached once all work queued before it is done.
     pub fn record(&self, stream: &Stream) -> Result<()> {
         // SAFETY: both handles are live.
-        stream.check(
-            unsafe { cu::cuEventRecord(self.raw, stream.as_raw()) },
-            "cuEventRecord",
-        )
+        stream.check(unsafe { cu::cuEventRecord(self.raw, stream.as_raw()) }, "cuEventRecord")
     }
 
     /// Blocks the host until the event has completed.
@@ -431,11 +414,7 @@ impl Stream {
         let host = src.admit(Access::DeviceReads)?;
         let op = Op {
             kind: OpKind::CopyToDevice,
-            label: if src.is_pinned() {
-                "copy to device"
-            } else {
-                "copy to device (pageable)"
-            },
+            label: if src.is_pinned() { "copy to device" } else { "copy to device (pageable)" },
             bytes: src.bytes(),
             launch: None,
         };
@@ -463,11 +442,7 @@ impl Stream {
         let host = dst.admit(Access::DeviceWrites)?;
         let op = Op {
             kind: OpKind::CopyToHost,
-            label: if dst.is_pinned() {
-                "copy to host"
-            } else {
-                "copy to host (pageable)"
-            },
+            label: if dst.is_pinned() { "copy to host" } else { "copy to host (pageable)" },
             bytes: dst.bytes(),
             launch: None,
         };
