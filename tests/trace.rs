@@ -94,32 +94,21 @@ fn cupti_shows_the_pipeline_of_eight_streams() {
     }
     // Chunks of equal size take about equally long on the engine (events made stream 1's
     // copy-in look twice as long: it included queueing).
-    let (shortest, longest) = ins
-        .iter()
-        .fold((f64::MAX, 0f64), |(a, b), s| (a.min(s.ms()), b.max(s.ms())));
-    assert!(
-        longest <= shortest * 1.25,
-        "copy-ins from {shortest:.4} to {longest:.4} ms"
-    );
+    let (shortest, longest) =
+        ins.iter().fold((f64::MAX, 0f64), |(a, b), s| (a.min(s.ms()), b.max(s.ms())));
+    assert!(longest <= shortest * 1.25, "copy-ins from {shortest:.4} to {longest:.4} ms");
 
     // Each chunk's kernel lies between the end of its copy-in and the start of its copy-out.
     for k in 0..8 {
         let stream = format!("overlap-{k}");
-        let on: Vec<&Span> = overlapped
-            .spans
-            .iter()
-            .filter(|s| s.stream == stream)
-            .collect();
+        let on: Vec<&Span> = overlapped.spans.iter().filter(|s| s.stream == stream).collect();
         let one = |kind| {
             let v: Vec<&&Span> = on.iter().filter(|s| s.kind == kind).collect();
             assert_eq!(v.len(), 1, "{stream}: {kind:?} {on:?}");
             *v[0]
         };
-        let (copy_in, kernel, copy_out) = (
-            one(Work::CopyToDevice),
-            one(Work::Kernel),
-            one(Work::CopyToHost),
-        );
+        let (copy_in, kernel, copy_out) =
+            (one(Work::CopyToDevice), one(Work::Kernel), one(Work::CopyToHost));
         assert!(
             kernel.start_ms >= copy_in.end_ms - NS && kernel.end_ms <= copy_out.start_ms + NS,
             "{stream}: in {:.4}-{:.4}, kernel {:.4}-{:.4}, out {:.4}-{:.4}",
@@ -143,24 +132,28 @@ fn cupti_shows_the_pipeline_of_eight_streams() {
     );
 
     // Busy times agree with the phases the same run timed with events.
-    for (kind, part) in [
-        (Work::CopyToDevice, "H"),
-        (Work::Kernel, "C"),
-        (Work::CopyToHost, "D"),
-    ] {
+    for (kind, part) in [(Work::CopyToDevice, "H"), (Work::Kernel, "C"), (Work::CopyToHost, "D")] {
         let what = format!("one stream, {kind:?} busy time against event phase {part}");
         assert_within(&what, busy(&of(sync, kind)), sync.part(part), 0.05);
     }
-    let first = overlapped
-        .spans
-        .iter()
-        .map(|s| s.start_ms)
-        .fold(f64::MAX, f64::min);
-    let last = overlapped
-        .spans
-        .iter()
-        .map(|s| s.end_ms)
-        .fold(0.0, f64::max);
+    // Nothing stalls between the phases of the recorded run (a fresh CUPTI buffer, faulted
+    // in during the run, once put a 2 ms hole before the kernel).
+    let phases = [Work::CopyToDevice, Work::Kernel, Work::CopyToHost].map(|k| {
+        let v = of(sync, k);
+        assert_eq!(v.len(), 1, "one stream, {k:?}: {v:?}");
+        v[0]
+    });
+    for pair in phases.windows(2) {
+        let gap = pair[1].start_ms - pair[0].end_ms;
+        assert!(
+            gap < 0.25,
+            "one stream: {gap:.4} ms between {:?} and {:?}",
+            pair[0].kind,
+            pair[1].kind
+        );
+    }
+    let first = overlapped.spans.iter().map(|s| s.start_ms).fold(f64::MAX, f64::min);
+    let last = overlapped.spans.iter().map(|s| s.end_ms).fold(0.0, f64::max);
     assert_within(
         "8 streams, first start to last end against the events' time",
         last - first,
@@ -187,13 +180,7 @@ fn cupti_shows_the_pipeline_of_eight_streams() {
     for k in 0..8 {
         let stream = format!("overlap-{k}");
         assert!(names.contains(&stream.as_str()), "{names:?}");
-        assert!(
-            t.svg.contains(&format!(">\n{stream}\n<")),
-            "no row for {stream}"
-        );
+        assert!(t.svg.contains(&format!(">\n{stream}\n<")), "no row for {stream}");
     }
-    assert!(t.trace["metadata"]["timeline"]
-        .as_str()
-        .unwrap()
-        .contains("CUPTI"));
+    assert!(t.trace["metadata"]["timeline"].as_str().unwrap().contains("CUPTI"));
 }

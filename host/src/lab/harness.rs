@@ -6,8 +6,10 @@
 //!    the figures), then `--reps` rounds that run every version once each, interleaved, so
 //!    clock or thermal drift affects them all alike. Every figure is a median over the rounds.
 //! 4. With `--timeline`, `--trace` or `--svg`, one more run of the first two versions,
-//!    recorded stream by stream ([`record`]: CUPTI's activity records, else events), then
-//!    the second version with the recorder off and on, interleaved: what recording costs.
+//!    recorded stream by stream ([`record`]: CUPTI's activity records, else events), each
+//!    after a recorded warm-up run that is thrown away (CUPTI is turned on once for these
+//!    runs), then the second version with the recorder off and on, interleaved: what
+//!    recording costs.
 //! 5. The lesson's checks, then its figures and interpretation; the report; the trace and
 //!    picture files ([`output`]); the exit code (5 when a check failed).
 use std::path::PathBuf;
@@ -35,18 +37,12 @@ pub struct Sample {
 
 impl Sample {
     pub fn ms(ms: f64) -> Sample {
-        Sample {
-            ms,
-            parts: Vec::new(),
-        }
+        Sample { ms, parts: Vec::new() }
     }
 
     /// The value of the part `name`; NaN when there is none.
     pub fn value(&self, name: &str) -> f64 {
-        self.parts
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(f64::NAN, |(_, v)| *v)
+        self.parts.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v)
     }
 
     /// Adds a named part (all samples of a version must name the same parts).
@@ -67,10 +63,7 @@ pub struct VersionStats {
 impl VersionStats {
     /// The median of the part `name`; NaN when the version has no such part.
     pub fn part(&self, name: &str) -> f64 {
-        self.parts
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(f64::NAN, |(_, s)| s.median)
+        self.parts.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, s)| s.median)
     }
 
     /// The statistics of the part `name` over the repeats: its min and max say whether
@@ -99,11 +92,7 @@ impl Measured {
                     .enumerate()
                     .map(|(i, (part, _))| (*part, Stats::of_each(&samples, |s| s.parts[i].1)))
                     .collect();
-                VersionStats {
-                    name,
-                    time: Stats::of_each(&samples, |s| s.ms),
-                    parts,
-                }
+                VersionStats { name, time: Stats::of_each(&samples, |s| s.ms), parts }
             })
             .collect();
         Measured { versions }
@@ -148,13 +137,7 @@ impl Settings {
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings {
-            reps: 10,
-            seed: 0x5EED,
-            timeline: false,
-            trace: None,
-            svg: None,
-        }
+        Settings { reps: 10, seed: 0x5EED, timeline: false, trace: None, svg: None }
     }
 }
 
@@ -186,10 +169,7 @@ fn run_version<L: Lesson>(lesson: &mut L, gpu: &Gpu, index: usize) -> Result<Sam
         i => lesson.other(gpu, i),
     }?;
     if sample.ms.is_nan() {
-        return Err(Error::Internal(format!(
-            "{}: version {index} timed NaN",
-            L::NAME
-        )));
+        return Err(Error::Internal(format!("{}: version {index} timed NaN", L::NAME)));
     }
     Ok(sample)
 }
@@ -199,10 +179,7 @@ fn run_version<L: Lesson>(lesson: &mut L, gpu: &Gpu, index: usize) -> Result<Sam
 pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<Outcome<L>> {
     let names = L::versions(args);
     if names.len() < 2 {
-        return Err(Error::Internal(format!(
-            "{} has fewer than two versions",
-            L::NAME
-        )));
+        return Err(Error::Internal(format!("{} has fewer than two versions", L::NAME)));
     }
     L::plan(args, &WorkModel::for_device(&gpu.info))?.admit(Some(gpu))?;
     let mut lesson = L::setup(gpu, args, settings.seed)?;
@@ -216,9 +193,7 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
             samples.push(run_version(&mut lesson, gpu, v)?);
         }
     }
-    let parts_agree = runs
-        .iter()
-        .all(|s| s.iter().all(|x| x.parts.len() == s[0].parts.len()));
+    let parts_agree = runs.iter().all(|s| s.iter().all(|x| x.parts.len() == s[0].parts.len()));
     if !parts_agree {
         return Err(Error::Internal(format!(
             "{}: a version's parts changed between runs",
@@ -232,20 +207,14 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
         let observed: Vec<&Stream> = streams.iter().collect();
         let mut run = |v| {
             let s = run_version(&mut lesson, gpu, v)?;
-            Ok((
-                s.ms,
-                s.parts.iter().map(|(n, x)| (n.to_string(), *x)).collect(),
-            ))
+            Ok((s.ms, s.parts.iter().map(|(n, x)| (n.to_string(), *x)).collect()))
         };
-        let (r, c) = record::versions(&observed, &names, settings.reps, &mut run)?;
+        let (r, c) = record::versions(gpu, &observed, &names, settings.reps, &mut run)?;
         (r, Some(c))
     } else {
         (Vec::new(), None)
     };
-    let timeline = recordings
-        .iter()
-        .map(|r| (r.version.clone(), r.spans.clone()))
-        .collect();
+    let timeline = recordings.iter().map(|r| (r.version.clone(), r.spans.clone())).collect();
 
     let mut checks = Checks::default();
     lesson.verify(gpu, &measured, &mut checks)?;
@@ -256,9 +225,7 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
             report.param(&k, v);
         }
     }
-    report
-        .param("reps", settings.reps)
-        .param("seed", settings.seed);
+    report.param("reps", settings.reps).param("seed", settings.seed);
     for v in &measured.versions {
         report.figure(&format!("{}, median", v.name), v.time.median, "ms");
     }
@@ -270,11 +237,8 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     }
     output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
     report.checks = checks.items.clone();
-    let provenance = format!(
-        "measured {} with streamlab {}",
-        output::today(),
-        env!("CARGO_PKG_VERSION")
-    );
+    let provenance =
+        format!("measured {} with streamlab {}", output::today(), env!("CARGO_PKG_VERSION"));
     output::write(
         &report,
         &recordings,
@@ -282,23 +246,13 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
         settings.svg.as_deref(),
         &provenance,
     )?;
-    Ok(Outcome {
-        lesson,
-        measured,
-        checks: checks.items,
-        timeline,
-        recordings,
-        cost,
-        report,
-    })
+    Ok(Outcome { lesson, measured, checks: checks.items, timeline, recordings, cost, report })
 }
 
 /// The `streamlab run <lesson>` subcommand: the lesson's own flags under its name.
 pub fn command<L: Lesson>() -> clap::Command {
     L::Args::augment_args(
-        clap::Command::new(L::NAME)
-            .about(L::SUMMARY)
-            .allow_negative_numbers(true),
+        clap::Command::new(L::NAME).about(L::SUMMARY).allow_negative_numbers(true),
     )
 }
 
@@ -333,12 +287,7 @@ pub fn args_from<L: Lesson>(flags: &[&str]) -> Result<L::Args> {
         .try_get_matches_from(std::iter::once(L::NAME).chain(flags.iter().copied()))
         .map_err(|e| {
             let text = e.to_string();
-            Error::InvalidInput(
-                text.lines()
-                    .next()
-                    .unwrap_or("invalid arguments")
-                    .to_string(),
-            )
+            Error::InvalidInput(text.lines().next().unwrap_or("invalid arguments").to_string())
         })?;
     parse::<L>(&matches)
 }

@@ -34,7 +34,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use libloading::Library;
@@ -278,11 +278,7 @@ pub fn parse_record(bytes: &[u8], kernel_name: impl FnOnce(usize) -> String) -> 
                 stream: u32_at(bytes, memcpy::STREAM),
                 correlation: u32_at(
                     bytes,
-                    if peer {
-                        peer::CORRELATION
-                    } else {
-                        memcpy::CORRELATION
-                    },
+                    if peer { peer::CORRELATION } else { memcpy::CORRELATION },
                 ),
                 bytes: u64_at(bytes, memcpy::BYTES),
             }
@@ -394,8 +390,10 @@ pub struct Cupti {
 }
 
 static CUPTI: OnceLock<std::result::Result<Cupti, String>> = OnceLock::new();
-/// Only one session at a time: CUPTI's activity buffers are process-wide.
-static SESSION: Mutex<()> = Mutex::new(());
+/// CUPTI on for one holder at a time: its activity buffers are process-wide.
+static ENABLED: Mutex<()> = Mutex::new(());
+/// Whether a [`Session`] is recording: otherwise the callback and the buffers keep nothing.
+static RECORDING: AtomicBool = AtomicBool::new(false);
 static ACTIVITIES: Mutex<Vec<Activity>> = Mutex::new(Vec::new());
 static CALLS: Mutex<Vec<ApiCall>> = Mutex::new(Vec::new());
 static SKIPPED: AtomicUsize = AtomicUsize::new(0);
@@ -437,20 +435,13 @@ fn thread_number() -> u64 {
 /// `libcupti.so.N` comes first.
 pub fn candidates() -> Vec<PathBuf> {
     let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
-    let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
-        .iter()
-        .filter_map(|k| env(k))
-        .collect();
+    let mut roots: Vec<PathBuf> =
+        ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|k| env(k)).collect();
     roots.push("/usr/local/cuda".into());
     roots.extend(versioned_dirs(Path::new("/usr/local"), "cuda-"));
     roots.push("/opt/cuda".into());
     let mut sites = Vec::new();
-    for base in [
-        "/usr/lib",
-        "/usr/local/lib",
-        "/opt/torch/.venv/lib",
-        "/opt/conda/lib",
-    ] {
+    for base in ["/usr/lib", "/usr/local/lib", "/opt/torch/.venv/lib", "/opt/conda/lib"] {
         for python in versioned_dirs(Path::new(base), "python3") {
             sites.push(python.join("site-packages"));
             sites.push(python.join("dist-packages"));
@@ -463,11 +454,7 @@ pub fn candidates() -> Vec<PathBuf> {
     }
     let mut out: Vec<PathBuf> = env("STREAMLAB_CUPTI").into_iter().collect();
     out.extend(candidates_in(&roots, &sites));
-    out.extend(
-        ["libcupti.so.13", "libcupti.so.12", "libcupti.so"]
-            .iter()
-            .map(PathBuf::from),
-    );
+    out.extend(["libcupti.so.13", "libcupti.so.12", "libcupti.so"].iter().map(PathBuf::from));
     out
 }
 
@@ -480,11 +467,7 @@ pub fn candidates_in(roots: &[PathBuf], sites: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     for site in sites {
-        for sub in [
-            "nvidia/cuda_cupti/lib",
-            "nvidia/cu13/lib",
-            "nvidia/cu12/lib",
-        ] {
+        for sub in ["nvidia/cuda_cupti/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"] {
             folders.push(site.join(sub));
         }
     }
@@ -510,11 +493,8 @@ fn libraries_in(folder: &Path) -> Vec<PathBuf> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let rest = name.strip_prefix("libcupti.so")?;
-            let version: Option<Vec<u32>> = rest
-                .split('.')
-                .filter(|p| !p.is_empty())
-                .map(|p| p.parse().ok())
-                .collect();
+            let version: Option<Vec<u32>> =
+                rest.split('.').filter(|p| !p.is_empty()).map(|p| p.parse().ok()).collect();
             Some((version?, e.path()))
         })
         .collect();
@@ -634,9 +614,7 @@ impl Cupti {
         let known = unsafe { (self.api.get_result_string)(status, &mut text) } == CUPTI_SUCCESS;
         let why = if known && !text.is_null() {
             // SAFETY: checked non-null; CUPTI owns a static NUL-terminated string.
-            unsafe { CStr::from_ptr(text) }
-                .to_string_lossy()
-                .into_owned()
+            unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
         } else {
             format!("CUPTI error {status}")
         };
@@ -705,11 +683,7 @@ impl Cupti {
                     (self.api.activity_disable)(kind)
                 }
             };
-            let call = if on {
-                "cuptiActivityEnable"
-            } else {
-                "cuptiActivityDisable"
-            };
+            let call = if on { "cuptiActivityEnable" } else { "cuptiActivityDisable" };
             let required = kind == layout::KIND_CONCURRENT_KERNEL || kind == layout::KIND_MEMCPY;
             match self.check(status, call) {
                 Err(e) if required => return Err(format!("{e} (activity kind {kind})")),
@@ -719,46 +693,98 @@ impl Cupti {
         Ok(())
     }
 
-    /// Starts recording: activity records of the four kinds and the traced driver calls,
-    /// until [`Session::finish`]. One session at a time in a process (a second waits).
-    pub fn start(&'static self) -> std::result::Result<Session, String> {
-        let exclusive = lock(&SESSION);
+    /// Turns CUPTI on: the four activity kinds and the traced driver calls, until the
+    /// returned [`Enabled`] drops. One at a time in a process (a second waits): CUPTI's
+    /// activity buffers are process-wide.
+    ///
+    /// Turning CUPTI on and off is kept out of the runs: enable once, run the work once as a
+    /// warm-up whose records are thrown away, then record each run with
+    /// [`Enabled::start`], which only clears the sinks.
+    pub fn enable(&'static self) -> std::result::Result<Enabled, String> {
+        let exclusive = lock(&ENABLED);
         let subscriber = self.subscriber()?;
-        lock(&ACTIVITIES).clear();
-        lock(&CALLS).clear();
-        SKIPPED.store(0, Ordering::Relaxed);
-        let session = Session {
-            cupti: self,
-            subscriber,
-            _exclusive: exclusive,
-        };
+        let enabled = Enabled { cupti: self, subscriber, _exclusive: exclusive };
+        // `enabled` turns off whatever was turned on should either step fail.
         self.set_callbacks(subscriber, true)?;
         self.set_activities(true)?;
-        Ok(session)
+        Ok(enabled)
+    }
+
+    /// Delivers every buffered record of completed work to [`buffer_completed`].
+    fn flush(&self) -> std::result::Result<(), String> {
+        // SAFETY: plain flag argument; buffers are delivered to `buffer_completed`.
+        let status = unsafe { (self.api.activity_flush_all)(FLUSH_FORCED) };
+        self.check(status, "cuptiActivityFlushAll")
+    }
+
+    /// Records CUPTI dropped for lack of buffer space since the last call.
+    fn dropped(&self) -> std::result::Result<usize, String> {
+        let mut dropped = 0;
+        // SAFETY: valid out-pointer; a null context and stream 0 ask for all of them.
+        let status = unsafe { (self.api.activity_dropped)(std::ptr::null_mut(), 0, &mut dropped) };
+        self.check(status, "cuptiActivityGetNumDroppedRecords")?;
+        Ok(dropped)
     }
 }
 
-/// A recording in progress; dropping it without [`Session::finish`] stops it too.
-pub struct Session {
+/// CUPTI turned on (see [`Cupti::enable`]); dropping it turns CUPTI off again. While no
+/// [`Session`] records, the callback returns at once and delivered records are discarded.
+pub struct Enabled {
     cupti: &'static Cupti,
     subscriber: *mut c_void,
     _exclusive: MutexGuard<'static, ()>,
 }
 
-impl Session {
+impl Enabled {
+    /// The library that is on.
+    pub fn cupti(&self) -> &'static Cupti {
+        self.cupti
+    }
+
+    /// Starts recording, until [`Session::finish`]. Nothing is enabled or flushed here (a
+    /// flush makes CUPTI set up a new buffer on the next record, inside the run): the sinks
+    /// are cleared, and records of earlier work still buffered are left out by their start.
+    pub fn start(&mut self) -> std::result::Result<Session<'_>, String> {
+        let c = self.cupti;
+        c.dropped()?;
+        lock(&ACTIVITIES).clear();
+        lock(&CALLS).clear();
+        SKIPPED.store(0, Ordering::Relaxed);
+        ready_buffers();
+        let start_ns = c.now_ns();
+        RECORDING.store(true, Ordering::SeqCst);
+        Ok(Session { enabled: self, start_ns })
+    }
+}
+
+impl Drop for Enabled {
+    fn drop(&mut self) {
+        let c = self.cupti;
+        let _ = c.set_activities(false);
+        let _ = c.set_callbacks(self.subscriber, false);
+        // Records still buffered are delivered now (and discarded: nothing records).
+        let _ = c.flush();
+    }
+}
+
+/// A recording in progress; dropping it without [`Session::finish`] stops it too (CUPTI
+/// stays on until its [`Enabled`] drops).
+pub struct Session<'a> {
+    enabled: &'a mut Enabled,
+    start_ns: u64,
+}
+
+impl Session<'_> {
     /// Stops recording and hands over everything recorded. Call it once the recorded work
     /// has completed: records of unfinished work are not delivered.
     pub fn finish(self) -> std::result::Result<Collected, String> {
-        let c = self.cupti;
-        // SAFETY: plain flag argument; buffers are delivered to `buffer_completed`.
-        let status = unsafe { (c.api.activity_flush_all)(FLUSH_FORCED) };
-        c.check(status, "cuptiActivityFlushAll")?;
-        self.stop()?;
-        let mut dropped = 0;
-        // SAFETY: valid out-pointer; a null context and stream 0 ask for all of them.
-        let status = unsafe { (c.api.activity_dropped)(std::ptr::null_mut(), 0, &mut dropped) };
-        c.check(status, "cuptiActivityGetNumDroppedRecords")?;
+        let c = self.enabled.cupti;
+        c.flush()?;
+        RECORDING.store(false, Ordering::SeqCst);
+        let dropped = c.dropped()?;
         let mut activities = std::mem::take(&mut *lock(&ACTIVITIES));
+        // Work enqueued before the session cannot be in it, whenever CUPTI delivered it.
+        activities.retain(|a| a.start_ns >= self.start_ns);
         activities.sort_by_key(|a| (a.start_ns, a.correlation));
         Ok(Collected {
             activities,
@@ -767,38 +793,60 @@ impl Session {
             dropped,
         })
     }
-
-    fn stop(&self) -> std::result::Result<(), String> {
-        let c = self.cupti;
-        let activities = c.set_activities(false);
-        let callbacks = c.set_callbacks(self.subscriber, false);
-        // SAFETY: as in `finish`: records still buffered are delivered now.
-        unsafe { (c.api.activity_flush_all)(FLUSH_FORCED) };
-        activities.and(callbacks)
-    }
 }
 
-impl Drop for Session {
+impl Drop for Session<'_> {
     fn drop(&mut self) {
-        // Stopping twice is harmless: enabling and disabling are idempotent in CUPTI.
-        let _ = self.stop();
+        RECORDING.store(false, Ordering::SeqCst);
     }
 }
 
-const BUFFER_BYTES: usize = 8 << 20;
+/// Activity buffers: a few thousand records each (CUPTI asks for another when one fills).
+const BUFFER_BYTES: usize = 2 << 20;
 const BUFFER_ALIGN: usize = 8;
+/// Buffers kept ready before a recording starts.
+const BUFFERS_READY: usize = 4;
+
+/// Buffers CUPTI handed back, kept for its next request (addresses). A fresh allocation is
+/// fresh pages, faulted in as CUPTI first writes them, on the thread enqueueing the work and
+/// inside the recorded run: with a new 8 MiB buffer per recording, the first copy of an H200
+/// run finished 2 to 4 ms late (recording cost +25%). Reused buffers are resident.
+static POOL: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 fn buffer_layout(size: usize) -> Option<std::alloc::Layout> {
     std::alloc::Layout::from_size_align(size, BUFFER_ALIGN).ok()
 }
 
-/// CUPTI asks for an empty activity buffer.
-unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
-    let memory = match buffer_layout(BUFFER_BYTES) {
+/// A buffer of [`BUFFER_BYTES`], from the pool or newly allocated (null when out of memory).
+fn take_buffer() -> *mut u8 {
+    if let Some(address) = lock(&POOL).pop() {
+        return address as *mut u8;
+    }
+    match buffer_layout(BUFFER_BYTES) {
         // SAFETY: a non-zero size with a valid alignment.
         Some(l) => unsafe { std::alloc::alloc(l) },
         None => std::ptr::null_mut(),
-    };
+    }
+}
+
+/// Fills the pool up to [`BUFFERS_READY`] buffers with every page touched, so no recorded
+/// run pays for faulting them in.
+fn ready_buffers() {
+    let missing = BUFFERS_READY.saturating_sub(lock(&POOL).len());
+    for _ in 0..missing {
+        let buffer = take_buffer();
+        if buffer.is_null() {
+            return;
+        }
+        // SAFETY: a fresh allocation of BUFFER_BYTES bytes that nothing else uses.
+        unsafe { std::ptr::write_bytes(buffer, 0, BUFFER_BYTES) };
+        lock(&POOL).push(buffer as usize);
+    }
+}
+
+/// CUPTI asks for an empty activity buffer.
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let memory = take_buffer();
     // SAFETY: CUPTI passes valid out-pointers.
     unsafe {
         *buffer = memory;
@@ -818,7 +866,10 @@ unsafe extern "C" fn buffer_completed(
     if buffer.is_null() {
         return;
     }
-    if let Some(Ok(cupti)) = CUPTI.get() {
+    // Records of work done while nothing records (warm-ups, runs between sessions) are
+    // discarded unread.
+    let recording = RECORDING.load(Ordering::SeqCst);
+    if let (true, Some(Ok(cupti))) = (recording, CUPTI.get()) {
         let mut parsed = Vec::new();
         let mut record: *mut c_void = std::ptr::null_mut();
         loop {
@@ -843,9 +894,7 @@ unsafe extern "C" fn buffer_completed(
                 }
                 // SAFETY: a kernel record's name is a NUL-terminated string CUPTI keeps
                 // alive at least while its buffer is being read.
-                unsafe { CStr::from_ptr(ptr as *const c_char) }
-                    .to_string_lossy()
-                    .into_owned()
+                unsafe { CStr::from_ptr(ptr as *const c_char) }.to_string_lossy().into_owned()
             };
             match parse_record(bytes, name) {
                 Some(a) => parsed.push(a),
@@ -856,7 +905,9 @@ unsafe extern "C" fn buffer_completed(
         }
         lock(&ACTIVITIES).extend(parsed);
     }
-    if let Some(l) = buffer_layout(size) {
+    if size == BUFFER_BYTES {
+        lock(&POOL).push(buffer as usize);
+    } else if let Some(l) = buffer_layout(size) {
         // SAFETY: `buffer` came from `buffer_requested` with this size and alignment.
         unsafe { std::alloc::dealloc(buffer, l) };
     }
@@ -869,6 +920,10 @@ unsafe extern "C" fn on_driver_call(
     cbid: u32,
     data: *const c_void,
 ) {
+    // Enabled but idle costs the traced call only this load.
+    if !RECORDING.load(Ordering::Relaxed) {
+        return;
+    }
     let Some(Ok(cupti)) = CUPTI.get() else { return };
     if domain != DOMAIN_DRIVER_API || data.is_null() {
         return;
@@ -878,19 +933,12 @@ unsafe extern "C" fn on_driver_call(
     let data = unsafe { &*(data as *const CallbackData) };
     if data.callback_site != API_ENTER {
         let mut calls = lock(&CALLS);
-        if let Some(call) = calls
-            .iter_mut()
-            .rev()
-            .find(|c| c.correlation == data.correlation_id)
-        {
+        if let Some(call) = calls.iter_mut().rev().find(|c| c.correlation == data.correlation_id) {
             call.end_ns = now;
         }
         return;
     }
-    let handles = TRACED
-        .iter()
-        .find(|(id, _)| *id == cbid)
-        .map_or(Handles::None, |(_, h)| *h);
+    let handles = TRACED.iter().find(|(id, _)| *id == cbid).map_or(Handles::None, |(_, h)| *h);
     let params = data.function_params as *const usize;
     let field = |i: usize| {
         if params.is_null() {
@@ -912,9 +960,7 @@ unsafe extern "C" fn on_driver_call(
         format!("driver call {cbid}")
     } else {
         // SAFETY: CUPTI passes the function's static NUL-terminated name.
-        unsafe { CStr::from_ptr(data.function_name) }
-            .to_string_lossy()
-            .into_owned()
+        unsafe { CStr::from_ptr(data.function_name) }.to_string_lossy().into_owned()
     };
     let call = ApiCall {
         function,
@@ -945,14 +991,8 @@ mod tests {
     fn a_kernel_record_is_read_from_its_shared_prefix() {
         use layout::kernel::*;
         // A CUpti_ActivityKernel10 is 256 bytes; only the prefix is read.
-        let grid: Vec<u8> = [4096u32, 1, 1]
-            .iter()
-            .flat_map(|v| v.to_ne_bytes())
-            .collect();
-        let block: Vec<u8> = [256u32, 1, 1]
-            .iter()
-            .flat_map(|v| v.to_ne_bytes())
-            .collect();
+        let grid: Vec<u8> = [4096u32, 1, 1].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let block: Vec<u8> = [256u32, 1, 1].iter().flat_map(|v| v.to_ne_bytes()).collect();
         let b = record(
             256,
             &[
@@ -1022,20 +1062,9 @@ mod tests {
             ],
         );
         let p = parse_record(&peer, |_| unreachable!()).unwrap();
-        assert_eq!(
-            (p.work, p.correlation),
-            (
-                Work::Peer {
-                    src_device: 0,
-                    dst_device: 1
-                },
-                9
-            )
-        );
-        let memset = record(
-            layout::memset::LEN,
-            &[(0, &2u32.to_ne_bytes()), (8, &64u64.to_ne_bytes())],
-        );
+        assert_eq!((p.work, p.correlation), (Work::Peer { src_device: 0, dst_device: 1 }, 9));
+        let memset =
+            record(layout::memset::LEN, &[(0, &2u32.to_ne_bytes()), (8, &64u64.to_ne_bytes())]);
         let m = parse_record(&memset, |_| unreachable!()).unwrap();
         assert_eq!((m.work, m.bytes), (Work::Memset, 64));
     }
@@ -1045,11 +1074,9 @@ mod tests {
         assert!(
             parse_record(&record(64, &[(0, &4u32.to_ne_bytes())]), |_| unreachable!()).is_none()
         );
-        assert!(parse_record(
-            &record(40, &[(0, &10u32.to_ne_bytes())]),
-            |_| unreachable!()
-        )
-        .is_none());
+        assert!(
+            parse_record(&record(40, &[(0, &10u32.to_ne_bytes())]), |_| unreachable!()).is_none()
+        );
         assert!(parse_record(&[1, 0], |_| unreachable!()).is_none());
     }
 
@@ -1061,20 +1088,13 @@ mod tests {
         for dir in [&lib, &wheel] {
             std::fs::create_dir_all(dir).unwrap();
         }
-        for file in [
-            "libcupti.so",
-            "libcupti.so.13",
-            "libcupti.so.12.9",
-            "libcupti_static.a",
-        ] {
+        for file in ["libcupti.so", "libcupti.so.13", "libcupti.so.12.9", "libcupti_static.a"] {
             std::fs::write(lib.join(file), b"").unwrap();
         }
         std::fs::write(wheel.join("libcupti.so.12"), b"").unwrap();
         let found = candidates_in(&[root.join("cuda-13.0")], &[root.join("site")]);
-        let names: Vec<String> = found
-            .iter()
-            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
-            .collect();
+        let names: Vec<String> =
+            found.iter().map(|p| p.strip_prefix(&root).unwrap().display().to_string()).collect();
         assert_eq!(
             names,
             [
