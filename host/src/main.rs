@@ -173,6 +173,10 @@ fn main() -> ExitCode {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
+        // A reader that stops early (`streamlab run all | head`) closes the pipe: not a bug.
+        if message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
         let at =
             info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         eprintln!("streamlab: internal error (a bug in streamlab): {message}{at}");

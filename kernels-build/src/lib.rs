@@ -29,8 +29,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod embed;
 mod libdevice;
 mod pipeline;
+
+pub use embed::embed_files;
 
 use std::env;
 use std::fmt;
