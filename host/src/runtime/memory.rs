@@ -26,7 +26,7 @@ use crate::runtime::context::{AsContext, Context};
 use crate::runtime::error::{check, Error, Result};
 use crate::runtime::keep::{self, Access, Kept, Pending, Tracked};
 
-fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
+pub(crate) fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
     n.checked_mul(std::mem::size_of::<T>())
         .ok_or_else(|| Error::InvalidInput(format!("{what}: {n} elements do not fit in memory")))
 }
@@ -41,16 +41,37 @@ fn check_range(range: &Range<usize>, len: usize, what: &str) -> Result<()> {
     }
 }
 
+/// How a device allocation is given back.
+pub(crate) enum Release {
+    /// `cuMemFree`: waits for all work on the device first.
+    Sync,
+    /// `cuMemFreeAsync` on this stream (the `Box` keeps it alive): the memory goes back to
+    /// its pool once the work enqueued there before the free is done.
+    OnStream(cu::CUstream, #[allow(dead_code)] Box<dyn Any>),
+}
+
+impl Release {
+    fn free(&self, ptr: cu::CUdeviceptr) -> cu::CUresult {
+        match self {
+            // SAFETY: the caller owns `ptr`; cuMemFree waits for work using it to finish.
+            Release::Sync => unsafe { cu::cuMemFree_v2(ptr) },
+            // SAFETY: the caller owns `ptr`, which came from cuMemAllocAsync; the stream is
+            // alive (held by the box), and the free is ordered after its earlier work.
+            Release::OnStream(stream, _) => unsafe { cu::cuMemFreeAsync(ptr, *stream) },
+        }
+    }
+}
+
 struct DeviceAlloc {
     ptr: cu::CUdeviceptr,
+    release: RefCell<Release>,
     _context: Context,
 }
 
 impl Drop for DeviceAlloc {
     fn drop(&mut self) {
         if self.ptr != 0 {
-            // SAFETY: we own the allocation; cuMemFree waits for work using it to finish.
-            unsafe { cu::cuMemFree_v2(self.ptr) };
+            self.release.get_mut().free(self.ptr);
         }
     }
 }
@@ -73,17 +94,45 @@ impl<T: Pod> DeviceBuffer<T> {
             let status = unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) };
             check(status, "cuMemAlloc", None)?;
         }
-        let buffer = DeviceBuffer {
-            alloc: Rc::new(DeviceAlloc { ptr, _context: on.context().clone() }),
-            len: n,
-            _element: PhantomData,
-        };
+        let buffer = Self::wrap(on, ptr, n, Release::Sync);
         if bytes > 0 {
             // SAFETY: the allocation holds `bytes` bytes.
             let status = unsafe { cu::cuMemsetD8_v2(ptr, 0, bytes) };
             check(status, "cuMemsetD8", Some("legacy default stream"))?;
         }
         Ok(buffer)
+    }
+
+    /// Owns `n` elements at `ptr` (0 when `n` is 0), given back by `release` when dropped.
+    pub(crate) fn wrap(
+        on: &impl AsContext,
+        ptr: cu::CUdeviceptr,
+        n: usize,
+        release: Release,
+    ) -> Self {
+        let alloc =
+            DeviceAlloc { ptr, release: RefCell::new(release), _context: on.context().clone() };
+        DeviceBuffer { alloc: Rc::new(alloc), len: n, _element: PhantomData }
+    }
+
+    /// Gives the memory back through `release` now and returns the driver's status, or, while
+    /// a captured graph still holds the allocation, leaves it to the graph to give back that way.
+    pub(crate) fn release(self, release: Release) -> cu::CUresult {
+        match Rc::try_unwrap(self.alloc) {
+            Ok(mut alloc) => {
+                let status = if alloc.ptr != 0 {
+                    release.free(alloc.ptr)
+                } else {
+                    cu::CUresult::CUDA_SUCCESS
+                };
+                alloc.ptr = 0;
+                status
+            }
+            Err(shared) => {
+                *shared.release.borrow_mut() = release;
+                cu::CUresult::CUDA_SUCCESS
+            }
+        }
     }
 
     /// A device copy of `values` (allocates, then copies with `cudaMemcpy`).
