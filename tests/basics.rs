@@ -1,8 +1,7 @@
 //! GPU tests of the basics lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
-use approx::assert_relative_eq;
-use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
 use streamlab::lessons::basics::{Basics, IN_CALLS, UNITS};
 use testkit::{accepted, gpu, refusal, run_lesson, run_refusal, set_up};
@@ -35,15 +34,9 @@ fn async_matches_cpu_reference_within_tolerance() {
     let ((_, out), input) = (b.outputs().unwrap(), b.input().unwrap());
     // Every element, with data.rs's tolerances: x = sin(x)cos(x) contracts, so the per-step
     // differences between libdevice's and the host's sinf/cosf do not pile up with iters.
-    for i in 0..n {
-        let expected = streamlab::math::compute_element(input[i], iters);
-        assert_relative_eq!(
-            out[i],
-            expected,
-            epsilon = ABS_TOLERANCE,
-            max_relative = REL_TOLERANCE
-        );
-    }
+    assert_eq!(out.len(), n);
+    let reference = |i: usize| streamlab::math::compute_element(input[i], iters);
+    ensure_close_to_reference("async output vs CPU", &out, n, reference).unwrap();
 }
 
 #[test]

@@ -1,8 +1,7 @@
 //! GPU tests of the callback lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine: release matters, the host's
 //! preparation is part of what is timed); the flag checks at the end run everywhere.
-use approx::assert_relative_eq;
-use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::host_pipeline::{batch_value, check_event_order};
 use streamlab::lab::Lesson;
 use streamlab::lessons::callback::{Callback, AHEAD, GPU_WORK, PREPARE};
@@ -57,15 +56,9 @@ fn callback_matches_cpu_reference_within_tolerance() {
     let (gpu, mut p) = set_up_callback(n, batches, iters, seed);
     p.with(&gpu).unwrap();
     // Every element: data.rs's tolerances bound libdevice-vs-std drift over 100 iterations.
-    for k in 0..n * batches {
-        let x = batch_value(seed, k / n, k % n);
-        assert_relative_eq!(
-            p.out_pipelined[k],
-            compute_element(x, iters),
-            epsilon = ABS_TOLERANCE,
-            max_relative = REL_TOLERANCE
-        );
-    }
+    let reference = |k: usize| compute_element(batch_value(seed, k / n, k % n), iters);
+    ensure_close_to_reference("pipelined output vs CPU", &p.out_pipelined, n * batches, reference)
+        .unwrap();
 }
 
 #[test]

@@ -1,9 +1,8 @@
 //! GPU tests of the compute-transfer lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
-use approx::assert_relative_eq;
 use streamlab::lab::batches::pipeline_estimate;
-use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::compute_transfer::ComputeTransfer;
@@ -38,14 +37,8 @@ fn compute_transfer_matches_cpu_reference_within_tolerance() {
     let (input, out) = (ct.input().unwrap(), ct.output().unwrap());
     assert_eq!(out.len(), 40_000);
     // Every element of every batch, not a sample.
-    for (&x, &y) in input.iter().zip(&out) {
-        assert_relative_eq!(
-            y,
-            compute_element(x, iters),
-            epsilon = ABS_TOLERANCE,
-            max_relative = REL_TOLERANCE
-        );
-    }
+    let reference = |i: usize| compute_element(input[i], iters);
+    ensure_close_to_reference("two-stream output vs CPU", &out, out.len(), reference).unwrap();
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! GPU tests of CUDA graphs (`streamlab::runtime::graph`) and of the graph lesson. Ignored
 //! without a GPU (run them with `cargo test --release -- --include-ignored` on a GPU machine).
 use approx::assert_relative_eq;
+use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::{Lesson, Measured, Sample};
 use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS, SCALE, UPDATED_SCALE};
@@ -90,15 +91,10 @@ fn graph_output_matches_cpu_reference_within_tolerance() {
     // (relative 1e-4, absolute 1e-6) hold with a wide margin.
     let buffers = dag.buffers().unwrap();
     let (a, b, out) = (&buffers[0], &buffers[1], &buffers[2]);
-    for i in 0..n {
-        let expected = combine_element(produce_element(a[i], SCALE), produce_element(b[i], SCALE));
-        assert_relative_eq!(
-            out[i],
-            expected,
-            epsilon = ABS_TOLERANCE,
-            max_relative = REL_TOLERANCE
-        );
-    }
+    assert_eq!(out.len(), n);
+    let reference =
+        |i: usize| combine_element(produce_element(a[i], SCALE), produce_element(b[i], SCALE));
+    ensure_close_to_reference("graph output vs CPU", out, n, reference).unwrap();
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! GPU tests of the overlap lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine).
 use approx::assert_relative_eq;
-use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::overlap::Overlap;
@@ -38,15 +38,9 @@ fn gpu_matches_cpu_reference_for_every_element() {
     o.with(&gpu).unwrap();
     let (input, out) = (o.host[0].to_vec().unwrap(), o.host[2].to_vec().unwrap());
     // Every element, not a sample: the CPU runs the same compute_element.
-    for i in 0..n {
-        let expected = streamlab::math::compute_element(input[i], iters);
-        assert_relative_eq!(
-            out[i],
-            expected,
-            epsilon = ABS_TOLERANCE,
-            max_relative = REL_TOLERANCE
-        );
-    }
+    assert_eq!(out.len(), n);
+    let reference = |i: usize| streamlab::math::compute_element(input[i], iters);
+    ensure_close_to_reference("K-stream output vs CPU", &out, n, reference).unwrap();
 }
 
 #[test]
