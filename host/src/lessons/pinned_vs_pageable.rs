@@ -73,9 +73,7 @@ impl PinnedVsPageable {
     /// (events) and on the host (inside the call).
     fn copy(&self, v: usize) -> Result<Sample> {
         let Some(&(_, pinned, to_device)) = KINDS.get(v) else {
-            return Err(Error::Internal(format!(
-                "pinned-vs-pageable has no version {v}"
-            )));
+            return Err(Error::Internal(format!("pinned-vs-pageable has no version {v}")));
         };
         let ([input, output], dev) = match pinned {
             true => (&self.pinned, &self.dev[0]),
@@ -141,14 +139,8 @@ impl Lesson for PinnedVsPageable {
         let (n, input) = (a.elements, random_inputs(a.elements, seed));
         Ok(PinnedVsPageable {
             bytes: n * std::mem::size_of::<f32>(),
-            pinned: [
-                HostBuffer::pinned_from(gpu, &input)?,
-                HostBuffer::pinned(gpu, n)?,
-            ],
-            pageable: [
-                HostBuffer::pageable_from_vec(gpu, input),
-                HostBuffer::pageable(gpu, n)?,
-            ],
+            pinned: [HostBuffer::pinned_from(gpu, &input)?, HostBuffer::pinned(gpu, n)?],
+            pageable: [HostBuffer::pageable_from_vec(gpu, input), HostBuffer::pageable(gpu, n)?],
             dev: [DeviceBuffer::zeroed(gpu, n)?, DeviceBuffer::zeroed(gpu, n)?],
             stream: Stream::new(gpu, "copies")?,
             marks: [Event::new(gpu)?, Event::new(gpu)?],
@@ -208,26 +200,15 @@ pub fn check_claim(m: &Measured, bytes: usize) -> Result<String> {
     }
     let held = |v: usize| held_fraction(m, v);
     let wrong: Vec<String> = (0..KINDS.len())
-        .filter(|&v| {
-            if KINDS[v].1 {
-                held(v) >= 0.5
-            } else {
-                held(v) <= 0.5
-            }
-        })
+        .filter(|&v| if KINDS[v].1 { held(v) >= 0.5 } else { held(v) <= 0.5 })
         .map(|v| {
             let (k, ms) = (&m.versions[v], m.versions[v].time.median);
-            format!(
-                "{}: {:.3} ms in the call for {ms:.3} ms of copy",
-                k.name,
-                k.part(IN_CALL)
-            )
+            format!("{}: {:.3} ms in the call for {ms:.3} ms of copy", k.name, k.part(IN_CALL))
         })
         .collect();
     if wrong.is_empty() {
-        let each: Vec<String> = (0..KINDS.len())
-            .map(|v| format!("{} {:.0}%", KINDS[v].0, held(v) * 100.0))
-            .collect();
+        let each: Vec<String> =
+            (0..KINDS.len()).map(|v| format!("{} {:.0}%", KINDS[v].0, held(v) * 100.0)).collect();
         Ok(format!("host held for: {}", each.join(", ")))
     } else {
         Err(Error::Verification(format!(
@@ -242,16 +223,18 @@ pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
     r.param("bytes", bytes);
     let bw = |v: usize| gb_per_s(bytes, m.versions[v].time.median);
     for (v, k) in m.versions.iter().enumerate() {
-        r.figure(&format!("{}: bandwidth, median", k.name), bw(v), "GB/s")
-            .figure(
-                &format!("{}: host time inside the call", k.name),
-                k.part(IN_CALL),
-                "ms",
-            );
+        r.figure(&format!("{}: bandwidth, median", k.name), bw(v), "GB/s").figure(
+            &format!("{}: host time inside the call", k.name),
+            k.part(IN_CALL),
+            "ms",
+        );
     }
     let (h2d, d2h) = (bw(1) / bw(0), bw(3) / bw(2));
-    r.figure("H2D pinned / pageable bandwidth", h2d, "x")
-        .figure("D2H pinned / pageable bandwidth", d2h, "x");
+    r.figure("H2D pinned / pageable bandwidth", h2d, "x").figure(
+        "D2H pinned / pageable bandwidth",
+        d2h,
+        "x",
+    );
     let big_enough = bytes >= MIN_BYTES_FOR_CLAIM;
     if big_enough {
         let why = if h2d >= FASTER || d2h >= FASTER {
@@ -273,11 +256,7 @@ pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
     }
     let held = |v: usize| {
         let k = &m.versions[v];
-        format!(
-            "{:.3} ms inside the call for a {:.3} ms copy",
-            k.part(IN_CALL),
-            k.time.median
-        )
+        format!("{:.3} ms inside the call for a {:.3} ms copy", k.part(IN_CALL), k.time.median)
     };
     let (pinned, pageable) = (held(1), held(0));
     r.explain(if !big_enough {
@@ -311,10 +290,7 @@ mod tests {
         // The largest copy (16 GiB) stays far under a minute even from pageable memory.
         let args = args_from::<PinnedVsPageable>(&["--elements", "4294967295"]).unwrap();
         let p = PinnedVsPageable::plan(&args, &WorkModel::H100).unwrap();
-        assert!(
-            p.ms_per_repeat < 10e3 && p.host_bytes == 16 * 4294967295,
-            "{p:?}"
-        );
+        assert!(p.ms_per_repeat < 10e3 && p.host_bytes == 16 * 4294967295, "{p:?}");
     }
 
     #[test]
@@ -362,21 +338,12 @@ mod tests {
     #[test]
     fn interpretation_follows_the_data() {
         let good = told(GOOD, 64 << 20);
-        assert!(
-            good.contains("5.4x faster") && good.contains("not asynchronous"),
-            "{good}"
-        );
+        assert!(good.contains("5.4x faster") && good.contains("not asynchronous"), "{good}");
         let even = [(6.0, 1.2), (1.1, 1.2), (6.4, 1.2), (0.01, 1.2)];
         let even = told(even, 64 << 20);
-        assert!(
-            even.contains("kept up") && even.contains("but not here"),
-            "{even}"
-        );
+        assert!(even.contains("kept up") && even.contains("but not here"), "{even}");
         let tiny = told(GOOD, 4);
-        assert!(
-            !tiny.contains("faster") && !tiny.contains("not asynchronous"),
-            "{tiny}"
-        );
+        assert!(!tiny.contains("faster") && !tiny.contains("not asynchronous"), "{tiny}");
         assert!(tiny.contains("is not asserted"), "{tiny}");
     }
 }

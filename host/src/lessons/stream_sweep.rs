@@ -98,9 +98,7 @@ impl Lesson for StreamSweep {
     fn versions(a: &Args) -> Vec<String> {
         let rest = version_streams(a.streams).into_iter().skip(1);
         let rest = rest.map(|k| format!("K = {k}"));
-        std::iter::once("K = 1, one stream".into())
-            .chain(rest)
-            .collect()
+        std::iter::once("K = 1, one stream".into()).chain(rest).collect()
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
@@ -120,9 +118,7 @@ impl Lesson for StreamSweep {
         let (timed, event) = (|| Event::new(gpu), || Event::without_timing(gpu));
         Ok(StreamSweep {
             iters: a.iters,
-            chunks: (version_streams(a.streams).into_iter())
-                .map(|k| chunk_ranges(n, k))
-                .collect(),
+            chunks: (version_streams(a.streams).into_iter()).map(|k| chunk_ranges(n, k)).collect(),
             streams: (0..a.streams)
                 .map(|i| Stream::new(gpu, format!("sweep-{i}")))
                 .collect::<Result<_>>()?,
@@ -218,12 +214,7 @@ pub fn rows(ks: &[usize], m: &Measured) -> Vec<SweepRow> {
         .filter(|&(i, (&k, _))| i == 0 || k > 1)
         .map(|(_, (&k, v))| {
             let (ms, bound_ms) = (v.time.median, pipeline_bound(h, c, d, k));
-            SweepRow {
-                streams: k,
-                ms,
-                bound_ms,
-                measured_over_bound: ms / bound_ms,
-            }
+            SweepRow { streams: k, ms, bound_ms, measured_over_bound: ms / bound_ms }
         })
         .collect();
     rows.sort_by_key(|r| r.streams);
@@ -243,12 +234,11 @@ pub fn interpret(ks: &[usize], n: usize, m: &Measured, r: &mut Report) {
     };
     for row in &rows {
         let k = row.streams;
-        r.figure(&format!("K = {k}: bound"), row.bound_ms, "ms")
-            .figure(
-                &format!("K = {k}: measured / bound"),
-                row.measured_over_bound,
-                "x",
-            );
+        r.figure(&format!("K = {k}: bound"), row.bound_ms, "ms").figure(
+            &format!("K = {k}: measured / bound"),
+            row.measured_over_bound,
+            "x",
+        );
     }
     r.figure("best K", top.streams as f64, "streams")
         .figure("best time", top.ms, "ms")
@@ -321,15 +311,9 @@ mod tests {
             (&["--streams", "65"], "whole number from 1 to 64"),
             (&["--elements", "0"], "whole number from 1 to 4294967295"),
             (&["--iters", "4294967295"], "whole number from 1 to 100000"),
-            (
-                &["--elements", "4", "--streams", "8"],
-                "--streams 8 is more than --elements 4",
-            ),
+            (&["--elements", "4", "--streams", "8"], "--streams 8 is more than --elements 4"),
             // 4G elements x 100000 iterations, seven times over.
-            (
-                &["--elements", "4294967295", "--iters", "100000"],
-                "per repeat",
-            ),
+            (&["--elements", "4294967295", "--iters", "100000"], "per repeat"),
         ] {
             let e = plan(flags).unwrap_err().to_string();
             assert!(e.contains(expected) && !e.contains('\n'), "{flags:?}: {e}");
@@ -385,10 +369,7 @@ mod tests {
 
         let turned = report(&[1, 8, 2, 4], &[4.0, 3.0, 3.0, 2.4]);
         assert!(turned.interpretation[1].starts_with("Beyond K = 4 more streams did not pay"));
-        assert!(!turned
-            .interpretation
-            .iter()
-            .any(|l| l.contains("still falling")));
+        assert!(!turned.interpretation.iter().any(|l| l.contains("still falling")));
         assert_eq!(turned.value("best time"), Some(2.4));
     }
 }
