@@ -15,6 +15,9 @@
 # $OUT defaults to ./pictures-out. Back on the build machine: copy img/* to docs/img/ and
 # recorded/* to docs/recorded/, then rebuild: the binary embeds docs/recorded/*.json.
 # STREAMLAB names the binary (default: the bundle's); LESSON_ARGS adds flags to every run.
+# A few lessons get flags of their own (lesson_flags below) to keep their recorded run small:
+#   graph  --iters 20   each replay of the DAG is recorded; 1000 (the default) made 8.5 MB
+# LESSON_ARGS wins where it names the same flag (clap refuses a flag given twice).
 set -uo pipefail
 G=$(cd "$(dirname "$0")" && pwd)
 BIN=${STREAMLAB:-$G/streamlab}
@@ -23,6 +26,14 @@ mkdir -p "$O/img" "$O/recorded" "$O/traces" "$O/reports"
 LOG="$O/pictures.log"
 : > "$LOG"
 log() { echo "$*" | tee -a "$LOG"; }
+# Whether LESSON_ARGS names flag $1.
+given() { [[ " ${LESSON_ARGS:-} " =~ [[:space:]]$1[[:space:]=] ]]; }
+# The flags lesson $1 gets of its own (see the header).
+lesson_flags() {
+  case $1 in
+    graph) given --iters || echo "--iters 20" ;;
+  esac
+}
 
 if [[ $# -gt 0 ]]; then
   lessons=("$@")
@@ -34,10 +45,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=cs
 "$BIN" info >> "$LOG" 2>&1
 status=0
 for lesson in "${lessons[@]}"; do
-  cmd="streamlab run $lesson --timeline --trace $lesson.json --svg $lesson.svg${LESSON_ARGS:+ $LESSON_ARGS}"
+  flags="$(lesson_flags "$lesson")${LESSON_ARGS:+ $LESSON_ARGS}"
+  flags=${flags# }
+  cmd="streamlab run $lesson --timeline --trace $lesson.json --svg $lesson.svg${flags:+ $flags}"
   # One run gives the report (stdout), the trace and the picture: the recording embeds them
   # together, so they must come from the same run.
-  "$BIN" run "$lesson" --timeline ${LESSON_ARGS:-} \
+  "$BIN" run "$lesson" --timeline $flags \
     --trace "$O/traces/$lesson.json" --svg "$O/img/$lesson.svg" \
     --json > "$O/reports/$lesson.json" 2> "$O/reports/$lesson.err"
   rc=$?

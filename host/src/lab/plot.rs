@@ -45,6 +45,43 @@ pub enum Plot {
     },
 }
 
+impl Series {
+    /// A measured line: solid, a marker at each point.
+    pub fn measured(name: &str, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, model: false }
+    }
+
+    /// A bound or model: dashed, without markers.
+    pub fn model(name: &str, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, model: true }
+    }
+}
+
+impl Bar {
+    pub fn new(group: &str, name: &str, value: f64) -> Bar {
+        Bar { group: group.into(), name: name.into(), value }
+    }
+}
+
+impl Plot {
+    /// Lines against a swept x (on a log axis if `log_x`), on a linear y axis.
+    pub fn lines(
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        log_x: bool,
+        series: Vec<Series>,
+    ) -> Plot {
+        let (title, x_label, y_label) = (title.into(), x_label.into(), y_label.into());
+        Plot::Lines { title, x_label, y_label, log_x, log_y: false, series }
+    }
+
+    /// Grouped bars, in the order of `bars` (groups and names as they first appear).
+    pub fn bars(title: &str, y_label: &str, bars: Vec<Bar>) -> Plot {
+        Plot::Bars { title: title.into(), y_label: y_label.into(), bars }
+    }
+}
+
 const SIZE: (u32, u32) = (900, 520);
 const PALETTE: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
@@ -109,6 +146,10 @@ fn ticks(lo: f64, hi: f64, log: bool, exact: &[f64]) -> Vec<f64> {
     if log && (2..=12).contains(&exact.len()) {
         return exact.to_vec();
     }
+    // No decades down to 0: the loop below would run from 10^i32::MIN.
+    if log && lo <= 0.0 {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     if log {
         let first = lo.log10().floor() as i32;
@@ -164,8 +205,9 @@ fn lines(
     swept.sort_by(f64::total_cmp);
     swept.dedup();
     // Linear axes tick where plotters puts round numbers; log axes where `ticks` says.
-    let log_x_axis = (xs.0..xs.1).log_scale().with_key_points(ticks(xs.0, xs.1, true, &swept));
-    let log_y_axis = (ys.0..ys.1).log_scale().with_key_points(ticks(ys.0, ys.1, true, &[]));
+    // Built only for an axis that is log: a linear axis's range may start at 0.
+    let log_x_axis = || (xs.0..xs.1).log_scale().with_key_points(ticks(xs.0, xs.1, true, &swept));
+    let log_y_axis = || (ys.0..ys.1).log_scale().with_key_points(ticks(ys.0, ys.1, true, &[]));
     let mut builder = ChartBuilder::on(area);
     builder
         .caption(title, ("sans-serif", 20))
@@ -220,9 +262,9 @@ fn lines(
     }
     match (log_x, log_y) {
         (false, false) => draw!(xs.0..xs.1, ys.0..ys.1),
-        (true, false) => draw!(log_x_axis, ys.0..ys.1),
-        (false, true) => draw!(xs.0..xs.1, log_y_axis),
-        (true, true) => draw!(log_x_axis, log_y_axis),
+        (true, false) => draw!(log_x_axis(), ys.0..ys.1),
+        (false, true) => draw!(xs.0..xs.1, log_y_axis()),
+        (true, true) => draw!(log_x_axis(), log_y_axis()),
     }
     Ok(())
 }
@@ -394,6 +436,7 @@ mod tests {
         assert_eq!(ticks(2.0, 6.3, true, &[]), [2.0, 3.0, 4.0, 5.0, 6.0]);
         assert_eq!(ticks(0.8, 130.0, true, &[]), [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
         assert_eq!(ticks(0.8, 80.0, true, &[1.0, 8.0, 64.0]), [1.0, 8.0, 64.0]);
+        assert!(ticks(0.0, 4.0, true, &[]).is_empty());
         assert_eq!(tick_text(&2.5), "2.5");
         assert_eq!(tick_text(&64.0), "64");
         assert_eq!(tick_text(&(0.1 + 0.2)), "0.3");

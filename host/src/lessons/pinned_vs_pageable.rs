@@ -30,6 +30,7 @@ use serde::Serialize;
 
 use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::{ensure_bitwise_equal, random_inputs};
+use crate::lab::plot::{Bar, Plot};
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -184,6 +185,20 @@ impl Lesson for PinnedVsPageable {
     fn explain(&self, m: &Measured, r: &mut Report) {
         interpret(m, self.bytes, r);
     }
+
+    fn plot(&self, m: &Measured) -> Option<Plot> {
+        Some(bandwidth_plot(m, self.bytes))
+    }
+}
+
+/// The median bandwidth of each copy: a group per direction, pageable beside pinned.
+pub fn bandwidth_plot(m: &Measured, bytes: usize) -> Plot {
+    let bars = KINDS.iter().zip(&m.versions).map(|(&(_, pinned, to_device), v)| {
+        let group = if to_device { "host to device" } else { "device to host" };
+        let name = if pinned { "pinned" } else { "pageable" };
+        Bar::new(group, name, gb_per_s(bytes, v.time.median))
+    });
+    Plot::bars("pinned-vs-pageable: median copy bandwidth", "GB/s", bars.collect())
 }
 
 /// Host time inside the call over the copy's GPU time, for version `v`.
@@ -345,5 +360,36 @@ mod tests {
         let tiny = told(GOOD, 4);
         assert!(!tiny.contains("faster") && !tiny.contains("not asynchronous"), "{tiny}");
         assert!(tiny.contains("is not asserted"), "{tiny}");
+    }
+
+    /// GPU times that differ by kind, so a swapped group or bar shows.
+    const DISTINCT: [(f64, f64); 4] = [(6.0, 6.5), (0.01, 1.2), (6.4, 4.0), (0.01, 1.6)];
+
+    #[test]
+    fn the_plot_is_bandwidth_by_direction_pageable_beside_pinned() {
+        let bytes = 64 << 20;
+        let plot = bandwidth_plot(&measured(DISTINCT), bytes);
+        let Plot::Bars { bars, .. } = &plot else { panic!("not bars: {plot:?}") };
+        let gb = |ms| gb_per_s(bytes, ms);
+        let expected = [
+            Bar::new("host to device", "pageable", gb(6.5)),
+            Bar::new("host to device", "pinned", gb(1.2)),
+            Bar::new("device to host", "pageable", gb(4.0)),
+            Bar::new("device to host", "pinned", gb(1.6)),
+        ];
+        assert_eq!(bars, &expected);
+    }
+
+    #[test]
+    fn the_plot_draws_as_well_formed_svg() {
+        let svg = crate::lab::plot::svg(&bandwidth_plot(&measured(DISTINCT), 64 << 20), "footer");
+        let svg = svg.unwrap();
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+        let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
+        for want in ["host to device", "device to host", "pageable", "pinned", "footer"] {
+            assert!(texts.contains(&want), "{want} missing in {texts:?}");
+        }
+        // Each bar is labelled with its GB/s: 64 MiB in 1.2 ms.
+        assert!(texts.contains(&"55.9"), "{texts:?}");
     }
 }

@@ -34,6 +34,7 @@ use serde::Serialize;
 use crate::lab::budget::{ensure_a_chunk_per_stream, CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
 use crate::lab::pipeline::pipeline_bound;
+use crate::lab::plot::{Plot, Series};
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -186,6 +187,10 @@ impl Lesson for StreamSweep {
         let ks: Vec<usize> = self.chunks.iter().map(Vec::len).collect();
         interpret(&ks, self.input.len(), m, r);
     }
+
+    fn plot(&self, m: &Measured) -> Option<Plot> {
+        sweep_plot(&self.chunks.iter().map(Vec::len).collect::<Vec<_>>(), m)
+    }
 }
 
 /// The K of each version: 1 (one stream), the largest K, then the powers of two between.
@@ -224,6 +229,16 @@ pub fn rows(ks: &[usize], m: &Measured) -> Vec<SweepRow> {
 /// The row with the smallest time.
 pub fn best(rows: &[SweepRow]) -> Option<&SweepRow> {
     rows.iter().min_by(|a, b| a.ms.total_cmp(&b.ms))
+}
+
+/// Median time and bound against K, K on a log axis; None with one K (no sweep to draw).
+pub fn sweep_plot(ks: &[usize], m: &Measured) -> Option<Plot> {
+    let rows = rows(ks, m);
+    let line = |y: fn(&SweepRow) -> f64| rows.iter().map(|r| (r.streams as f64, y(r))).collect();
+    let measured = Series::measured("measured", line(|r| r.ms));
+    let series = vec![measured, Series::model("bound T(K)", line(|r| r.bound_ms))];
+    let title = "stream-sweep: time and bound against K";
+    (rows.len() > 1).then(|| Plot::lines(title, "streams K", "ms", true, series))
 }
 
 /// The figures and what they mean, for the versions of `ks` over `n` elements.
@@ -371,5 +386,35 @@ mod tests {
         assert!(turned.interpretation[1].starts_with("Beyond K = 4 more streams did not pay"));
         assert!(!turned.interpretation.iter().any(|l| l.contains("still falling")));
         assert_eq!(turned.value("best time"), Some(2.4));
+    }
+
+    #[test]
+    fn the_plot_is_the_median_time_and_the_bound_against_k() {
+        let ks = [1, 8, 2, 4];
+        let plot = sweep_plot(&ks, &measured(&ks, &[4.0, 2.5, 3.0, 2.4])).unwrap();
+        let Plot::Lines { log_x: true, log_y: false, series, .. } = &plot else {
+            panic!("not lines against a log K axis: {plot:?}")
+        };
+        let at_k = |ms: [f64; 4]| [1.0, 2.0, 4.0, 8.0].into_iter().zip(ms).collect();
+        assert_eq!(series[0], Series::measured("measured", at_k([4.0, 3.0, 2.4, 2.5])));
+        // T(K) with H = 1, C = 2, D = 1: 4/K + (K-1)/K * 2.
+        assert_eq!(series[1], Series::model("bound T(K)", at_k([4.0, 3.0, 2.5, 2.25])));
+        assert_eq!(series.len(), 2);
+        // --streams 1: one K, nothing to plot.
+        assert_eq!(sweep_plot(&[1, 1], &measured(&[1, 1], &[4.0, 4.1])), None);
+    }
+
+    #[test]
+    fn the_plot_draws_as_well_formed_svg() {
+        let ks = [1, 8, 2, 4];
+        let plot = sweep_plot(&ks, &measured(&ks, &[4.0, 2.5, 3.0, 2.4])).unwrap();
+        let svg = crate::lab::plot::svg(&plot, "footer").unwrap();
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+        let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
+        for want in ["stream-sweep: time and bound against K", "measured", "bound T(K)", "footer"] {
+            assert!(texts.contains(&want), "{want} missing in {texts:?}");
+        }
+        // A marker per measured K, none on the bound.
+        assert_eq!(svg.matches("<circle").count(), 4);
     }
 }
