@@ -21,6 +21,8 @@ if [[ ! -x /usr/local/cuda/bin/ptxas && ! -x ${CUDA_HOME:-/nonexistent}/bin/ptxa
 fi
 set -x
 cargo fmt --all -- --check
+# The lesson modules are declared inside the `lessons!` macro, which cargo fmt does not follow.
+rustfmt --edition 2021 --check host/src/lessons/*.rs
 cargo clippy --workspace --all-targets -- -D warnings
 if [[ $gpu == 1 ]]; then
   cargo test --workspace --release -- --include-ignored --test-threads=1

@@ -192,11 +192,8 @@ impl Lesson for Basics {
     }
 
     fn verify(&mut self, _gpu: &Gpu, m: &Measured, checks: &mut Checks) -> Result<()> {
-        let (blocking, asynchronous, input) = (
-            self.out_blocking.read()?,
-            self.out_async.read()?,
-            self.input.read()?,
-        );
+        let (blocking, asynchronous, input) =
+            (self.out_blocking.read()?, self.out_async.read()?, self.input.read()?);
         checks.bitwise("async == blocking, bit for bit", &asynchronous, &blocking);
         checks.approx("GPU vs CPU reference (approx)", &asynchronous, 1024, |i| {
             compute_element(input[i], self.iters)
@@ -244,22 +241,10 @@ pub fn interpret(m: &Measured, r: &mut Report) {
     let (b_ms, a_ms) = (b.time.median, a.time.median);
     let ratio = a_ms / b_ms;
     r.figure("async / blocking GPU time", ratio, "x")
-        .figure(
-            "blocking: host time inside the calls",
-            b.part(IN_CALLS),
-            "ms",
-        )
+        .figure("blocking: host time inside the calls", b.part(IN_CALLS), "ms")
         .figure("async: host time inside the calls", a.part(IN_CALLS), "ms")
-        .figure(
-            "blocking: host work units done while the GPU ran",
-            b.part(UNITS),
-            "units",
-        )
-        .figure(
-            "async: host work units done while the GPU ran",
-            a.part(UNITS),
-            "units",
-        );
+        .figure("blocking: host work units done while the GPU ran", b.part(UNITS), "units")
+        .figure("async: host work units done while the GPU ran", a.part(UNITS), "units");
     let not_asserted = host_claim_not_asserted(m);
     r.explain(if not_asserted.is_some() {
         format!("The GPU does the same work either way ({b_ms:.3} ms blocking, {a_ms:.3} ms async), but so little that per-call costs weigh as much as the work itself.")
@@ -302,14 +287,8 @@ mod tests {
         assert!(plan(&["--elements", "1", "--iters", "1"]).is_ok());
         assert!(plan(&["--iters", "100000"]).is_ok());
         for (flags, expected) in [
-            (
-                &["--elements", "0"][..],
-                "whole number from 1 to 4294967295",
-            ),
-            (
-                &["--elements", "4611686018427387904"],
-                "whole number from 1 to 4294967295",
-            ),
+            (&["--elements", "0"][..], "whole number from 1 to 4294967295"),
+            (&["--elements", "4611686018427387904"], "whole number from 1 to 4294967295"),
             (&["--iters", "0"], "whole number from 1 to 100000"),
             (&["--iters", "1000000"], "whole number from 1 to 100000"),
         ] {
@@ -321,10 +300,7 @@ mod tests {
             .and_then(|p| p.admit(None))
             .unwrap_err()
             .to_string();
-        assert!(
-            e.contains("--elements x --iters") && e.contains("per repeat"),
-            "{e}"
-        );
+        assert!(e.contains("--elements x --iters") && e.contains("per repeat"), "{e}");
     }
 
     #[test]
@@ -337,9 +313,8 @@ mod tests {
     /// Blocking: 2 ms of GPU, all of it in the calls, no host work; async as given.
     fn measured(async_gpu: f64, async_in_calls: f64, async_units: f64) -> Measured {
         let blocking = Sample::ms(2.0).part(IN_CALLS, 2.0).part(UNITS, 0.0);
-        let asynchronous = Sample::ms(async_gpu)
-            .part(IN_CALLS, async_in_calls)
-            .part(UNITS, async_units);
+        let asynchronous =
+            Sample::ms(async_gpu).part(IN_CALLS, async_in_calls).part(UNITS, async_units);
         Measured::from_samples(
             Basics::versions(&args_from::<Basics>(&[]).unwrap()),
             vec![vec![blocking], vec![asynchronous]],
@@ -364,20 +339,11 @@ mod tests {
     #[test]
     fn interpretation_follows_the_data() {
         let free = told(&measured(2.0, 0.03, 1500.0));
-        assert!(
-            free.contains("about the same time") && free.contains("only enqueue"),
-            "{free}"
-        );
+        assert!(free.contains("about the same time") && free.contains("only enqueue"), "{free}");
         let held = told(&measured(2.0, 1.9, 0.0));
-        assert!(
-            held.contains("but did not here") && !held.contains("only enqueue"),
-            "{held}"
-        );
+        assert!(held.contains("but did not here") && !held.contains("only enqueue"), "{held}");
         let short = told(&measured(0.01, 0.03, 0.0));
-        assert!(
-            short.contains("Not a claim here") && short.contains("per-call costs"),
-            "{short}"
-        );
+        assert!(short.contains("Not a claim here") && short.contains("per-call costs"), "{short}");
         let drift = told(&measured(4.0, 0.03, 1500.0));
         assert!(drift.contains("suspect clocks"), "{drift}");
     }

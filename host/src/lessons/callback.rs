@@ -106,10 +106,7 @@ impl Lesson for Callback {
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {
-        vec![
-            "sequential (prepare, run, synchronize)".into(),
-            "pipelined with callbacks".into(),
-        ]
+        vec!["sequential (prepare, run, synchronize)".into(), "pipelined with callbacks".into()]
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
@@ -160,9 +157,7 @@ impl Lesson for Callback {
             self.out_sequential[i * n..(i + 1) * n].copy_from_slice(&self.results[0].read()?);
         }
         let b = self.batches as f64;
-        Ok(Sample::ms(ms_since(start))
-            .part(PREPARE, prepare_ms / b)
-            .part(GPU_WORK, gpu_ms / b))
+        Ok(Sample::ms(ms_since(start)).part(PREPARE, prepare_ms / b).part(GPU_WORK, gpu_ms / b))
     }
 
     /// While the GPU works on batch i, the host prepares batch i+1 and queues it behind,
@@ -213,12 +208,9 @@ impl Lesson for Callback {
             &self.out_pipelined,
             &self.out_sequential,
         );
-        checks.approx(
-            "GPU vs CPU reference (approx)",
-            &self.out_pipelined,
-            4096,
-            |k| compute_element(batch_value(seed, k / n, k % n), iters),
-        );
+        checks.approx("GPU vs CPU reference (approx)", &self.out_pipelined, 4096, |k| {
+            compute_element(batch_value(seed, k / n, k % n), iters)
+        });
         checks.record(
             "event order (prepared, enqueued, callback, consumed)",
             check_event_order(&self.events, self.batches),
@@ -307,20 +299,12 @@ mod tests {
     }
 
     fn good() -> Vec<HostEvent> {
-        [
-            (1.0, "prepared", 0),
-            (1.1, "enqueued", 0),
-            (2.0, "prepared", 1),
-        ]
-        .iter()
-        .chain(&[
-            (2.1, "enqueued", 1),
-            (2.5, "callback", 0),
-            (2.6, "consumed", 0),
-        ])
-        .chain(&[(3.5, "callback", 1), (3.6, "consumed", 1)])
-        .map(|&(ms, what, i)| HostEvent::at(ms, what, i))
-        .collect()
+        [(1.0, "prepared", 0), (1.1, "enqueued", 0), (2.0, "prepared", 1)]
+            .iter()
+            .chain(&[(2.1, "enqueued", 1), (2.5, "callback", 0), (2.6, "consumed", 0)])
+            .chain(&[(3.5, "callback", 1), (3.6, "consumed", 1)])
+            .map(|&(ms, what, i)| HostEvent::at(ms, what, i))
+            .collect()
     }
 
     #[test]
@@ -342,14 +326,7 @@ mod tests {
             ),
             // One batch of 2^28 elements for 100,000 iterations: over a minute of compute.
             (
-                &[
-                    "--elements",
-                    "268435456",
-                    "--iters",
-                    "100000",
-                    "--batches",
-                    "1",
-                ],
+                &["--elements", "268435456", "--iters", "100000", "--batches", "1"],
                 "--batches x --elements x --iters is estimated",
             ),
         ] {
@@ -375,12 +352,7 @@ mod tests {
         ];
         let names = Callback::versions(&args_from::<Callback>(&[]).unwrap());
         let mut r = Report::new("callback", "", "");
-        interpret(
-            &Measured::from_samples(names, runs),
-            events,
-            batches,
-            &mut r,
-        );
+        interpret(&Measured::from_samples(names, runs), events, batches, &mut r);
         r.interpretation.join("\n")
     }
 
@@ -399,9 +371,6 @@ mod tests {
             "{slow}"
         );
         let one = told(2.0, 2.0, &good()[..2], 1);
-        assert!(
-            one.contains("nothing to pipeline") && !one.contains("x faster"),
-            "{one}"
-        );
+        assert!(one.contains("nothing to pipeline") && !one.contains("x faster"), "{one}");
     }
 }

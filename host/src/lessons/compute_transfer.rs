@@ -85,8 +85,7 @@ impl ComputeTransfer {
     /// Batch i's upload on the transfer stream, then its event.
     fn upload(&self, i: usize) -> Result<()> {
         let r = self.ranges[i].clone();
-        self.transfer
-            .copy_to_device(self.input.slice(r.clone())?, self.dev.slice(r)?)?;
+        self.transfer.copy_to_device(self.input.slice(r.clone())?, self.dev.slice(r)?)?;
         self.uploaded[i].record(&self.transfer)
     }
 }
@@ -108,19 +107,13 @@ impl Lesson for ComputeTransfer {
         Ok(Plan::new()
             .host::<f32>(total, 4)?
             .device::<f32>(total, 1)?
-            .work(
-                2.0 * a.batches as f64 * per_batch,
-                "--batches x --elements x --iters",
-            ))
+            .work(2.0 * a.batches as f64 * per_batch, "--batches x --elements x --iters"))
     }
 
     fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<ComputeTransfer> {
         let total = a.batches * a.elements;
-        let events = |k: usize| {
-            (0..k)
-                .map(|_| Event::without_timing(gpu))
-                .collect::<Result<Vec<_>>>()
-        };
+        let events =
+            |k: usize| (0..k).map(|_| Event::without_timing(gpu)).collect::<Result<Vec<_>>>();
         Ok(ComputeTransfer {
             iters: a.iters,
             ranges: chunk_ranges(total, a.batches),
@@ -132,9 +125,7 @@ impl Lesson for ComputeTransfer {
             compute: Stream::new(gpu, "compute")?,
             uploaded: events(a.batches)?,
             computed: events(a.batches)?,
-            marks: (0..=3 * a.batches)
-                .map(|_| Event::new(gpu))
-                .collect::<Result<_>>()?,
+            marks: (0..=3 * a.batches).map(|_| Event::new(gpu)).collect::<Result<_>>()?,
         })
     }
 
@@ -161,10 +152,7 @@ impl Lesson for ComputeTransfer {
             d += w[3].elapsed_ms(&w[2])?;
         }
         let bf = b as f64;
-        Ok(Sample::ms(h + c + d)
-            .part("h", h / bf)
-            .part("c", c / bf)
-            .part("d", d / bf))
+        Ok(Sample::ms(h + c + d).part("h", h / bf).part("c", c / bf).part("d", d / bf))
     }
 
     /// Copies on the transfer stream, kernels on the compute stream, events in between.
@@ -184,8 +172,7 @@ impl Lesson for ComputeTransfer {
                 self.upload(i + 1)?; // before D2H(i), so it does not queue behind it
             }
             self.transfer.wait_event(&self.computed[i])?;
-            self.transfer
-                .copy_to_host(dev, self.out_two.slice(r.clone())?)?;
+            self.transfer.copy_to_host(dev, self.out_two.slice(r.clone())?)?;
         }
         // The last download waited for the last compute: `stop` on the transfer stream
         // follows all work on both streams.
@@ -199,11 +186,7 @@ impl Lesson for ComputeTransfer {
     }
 
     fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
-        let (one, two, input) = (
-            self.out_one.read()?,
-            self.out_two.read()?,
-            self.input.read()?,
-        );
+        let (one, two, input) = (self.out_one.read()?, self.out_two.read()?, self.input.read()?);
         checks.bitwise("two streams == one stream, bit for bit", &two, &one);
         checks.approx("GPU vs CPU reference (approx)", &two, 4096, |i| {
             compute_element(input[i], self.iters)
@@ -238,11 +221,8 @@ pub fn interpret(b: usize, m: &Measured, r: &mut Report) {
             (seq - model).max(0.0)
         )
     });
-    let (pace, slower) = if h + d >= c {
-        ("the transfer stream", h + d)
-    } else {
-        ("the compute stream", c)
-    };
+    let (pace, slower) =
+        if h + d >= c { ("the transfer stream", h + d) } else { ("the compute stream", c) };
     r.explain(format!(
         "Events are the only links: compute(i) waits for up(i), D2H(i) for done(i). Uploads and downloads share the transfer stream, so per batch it is busy h + d = {:.3} ms against c = {c:.3} ms of compute: {pace} ({slower:.3} ms a batch) bounds the pace (model {model:.3} ms; measured {:.2}x that).",
         h + d,
@@ -307,9 +287,6 @@ mod tests {
         let (slow, _) = lines(4, &measured(8.0, 7.9, (1.0, 0.5, 0.5)));
         assert!(slow[0].contains("little or nothing"), "{slow:?}");
         assert!(!slow[0].contains("x faster"), "{slow:?}");
-        assert!(
-            slow[1].contains("the transfer stream (1.500 ms"),
-            "{slow:?}"
-        );
+        assert!(slow[1].contains("the transfer stream (1.500 ms"), "{slow:?}");
     }
 }

@@ -101,10 +101,7 @@ impl Lesson for DefaultStream {
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {
-        vec![
-            "legacy + blocking stream".into(),
-            "legacy + non-blocking stream".into(),
-        ]
+        vec!["legacy + blocking stream".into(), "legacy + non-blocking stream".into()]
     }
 
     fn plan(a: &Args, _: &WorkModel) -> Result<Plan> {
@@ -140,10 +137,7 @@ impl Lesson for DefaultStream {
             "blocking stream waited for the legacy default stream",
             check_blocking_waited(m),
         );
-        checks.concurrency(
-            "non-blocking stream overlapped it",
-            check_non_blocking_overlapped(m),
-        );
+        checks.concurrency("non-blocking stream overlapped it", check_non_blocking_overlapped(m));
         Ok(())
     }
 
@@ -159,11 +153,7 @@ pub fn interpret(m: &Measured, r: &mut Report) {
     let (serial, beside) = (blocking.time.median, non_blocking.time.median);
     let kernel = blocking.part(KERNEL_MS);
     r.figure("one kernel alone (GPU stamps)", kernel, "ms")
-        .figure(
-            "blocking: 2nd started after the 1st ended by",
-            blocking.part(GAP_US),
-            "µs",
-        )
+        .figure("blocking: 2nd started after the 1st ended by", blocking.part(GAP_US), "µs")
         .figure(
             "non-blocking: 2nd started before the 1st ended by",
             -non_blocking.part(GAP_US),
@@ -201,10 +191,7 @@ mod tests {
         };
         Measured::from_samples(
             DefaultStream::versions(&args_from::<DefaultStream>(&[]).unwrap()),
-            vec![
-                blocking.iter().map(sample).collect(),
-                non_blocking.iter().map(sample).collect(),
-            ],
+            vec![blocking.iter().map(sample).collect(), non_blocking.iter().map(sample).collect()],
         )
     }
 
@@ -219,9 +206,7 @@ mod tests {
         let mixed = measured(&[SERIAL, BESIDE], &[BESIDE, SERIAL]);
         let e = check_blocking_waited(&mixed).unwrap_err().to_string();
         assert!(e.contains("4997.0 µs before"), "{e}");
-        let e = check_non_blocking_overlapped(&mixed)
-            .unwrap_err()
-            .to_string();
+        let e = check_non_blocking_overlapped(&mixed).unwrap_err().to_string();
         assert!(e.contains("waited 2.0 µs"), "{e}");
         assert!((good.speedup() - 10.999 / 5.003).abs() < 1e-9);
     }

@@ -121,10 +121,7 @@ impl Lesson for Events {
             dev_input: DeviceBuffer::from_slice(gpu, &input)?,
             input,
             last: Default::default(),
-            outputs: [
-                HostBuffer::pinned(gpu, a.elements)?,
-                HostBuffer::pinned(gpu, a.elements)?,
-            ],
+            outputs: [HostBuffer::pinned(gpu, a.elements)?, HostBuffer::pinned(gpu, a.elements)?],
             produced: DeviceBuffer::zeroed(gpu, a.elements)?,
             consumed: DeviceBuffer::zeroed(gpu, a.elements)?,
             producer: Stream::new(gpu, "producer (A)")?,
@@ -206,13 +203,7 @@ impl Events {
         gpu.scale(a, &self.consumed, 0.0, 0.0)?;
         a.synchronize()?;
         self.start.record(a)?;
-        gpu.slow_scale(
-            a,
-            &self.dev_input,
-            &self.produced,
-            PRODUCER_FACTOR,
-            self.cycles,
-        )?;
+        gpu.slow_scale(a, &self.dev_input, &self.produced, PRODUCER_FACTOR, self.cycles)?;
         self.ready.record(a)?;
         self.producer_done.record(a)?;
         if wait {
@@ -246,23 +237,11 @@ pub fn interpret(m: &Measured, last: &[Mismatches; 2], r: &mut Report) {
     let (unwaited_producer, wrong_consumer) =
         (m.without().part(PRODUCER_DONE), m.without().time.median);
     let n = wrong.total;
-    r.figure(
-        "same kernel, host clock around launch + synchronize",
-        host,
-        "ms",
-    )
-    .figure("host clock minus event time", overhead, "ms")
-    .figure("producer (stream A) finished at", producer, "ms")
-    .figure(
-        "wrong elements without wait_event (last run)",
-        wrong.wrong as f64,
-        "elements",
-    )
-    .figure(
-        "wrong elements with wait_event (last run)",
-        right.wrong as f64,
-        "elements",
-    );
+    r.figure("same kernel, host clock around launch + synchronize", host, "ms")
+        .figure("host clock minus event time", overhead, "ms")
+        .figure("producer (stream A) finished at", producer, "ms")
+        .figure("wrong elements without wait_event (last run)", wrong.wrong as f64, "elements")
+        .figure("wrong elements with wait_event (last run)", right.wrong as f64, "elements");
     r.explain(if overhead > 0.0 {
         format!("Events time the kernel on the GPU itself: {event:.3} ms; the host clock around the launch and the synchronize reads {host:.3} ms, {overhead:.3} ms more: the launch and the wake-up from synchronize.")
     } else {
@@ -327,23 +306,13 @@ mod tests {
             // 4e9 elements are ~15,000 waves of a 20 ms spin, twice a repeat.
             (&["--elements", "4000000000"], "waves"),
             // 100 waves of a one-second spin.
-            (
-                &["--elements", "27033600", "--sleep-us", "1e6"],
-                "estimated",
-            ),
+            (&["--elements", "27033600", "--sleep-us", "1e6"], "estimated"),
             // One thread's 4e9 dependent steps: minutes, whatever a throughput estimate says.
             (&["--iters", "4294967295"], "whole number from 1 to 100000"),
             (&["--iters", "0"], "whole number from 1 to 100000"),
             // The timed kernel: 2^32 - 1 elements x 100,000 iterations, over ten minutes.
             (
-                &[
-                    "--elements",
-                    "4294967295",
-                    "--sleep-us",
-                    "100",
-                    "--iters",
-                    "100000",
-                ],
+                &["--elements", "4294967295", "--sleep-us", "100", "--iters", "100000"],
                 "--iters 100000 is estimated",
             ),
         ] {
@@ -360,35 +329,15 @@ mod tests {
 
     #[test]
     fn interpretation_follows_the_data() {
-        let stale = Mismatches {
-            wrong: 10,
-            stale: 10,
-            total: 10,
-            example: Some((0, 0.5, 4.5)),
-        };
-        let right = Mismatches {
-            total: 10,
-            ..Mismatches::default()
-        };
+        let stale = Mismatches { wrong: 10, stale: 10, total: 10, example: Some((0, 0.5, 4.5)) };
+        let right = Mismatches { total: 10, ..Mismatches::default() };
         let last = [stale.clone(), right.clone()];
         let good = told(&measured(&[RACED], &[WAITED]), &last);
         assert!(good.contains("0.050 ms more"), "{good}");
-        assert!(
-            good.contains("shown on purpose") && good.contains("element 0 is 0.5"),
-            "{good}"
-        );
-        assert!(
-            good.contains("matched the CPU bit for bit; the host never blocked"),
-            "{good}"
-        );
-        let missed = told(
-            &measured(&[WAITED], &[WAITED]),
-            &[right.clone(), right.clone()],
-        );
-        assert!(
-            missed.contains("did not show") && missed.contains("did not order"),
-            "{missed}"
-        );
+        assert!(good.contains("shown on purpose") && good.contains("element 0 is 0.5"), "{good}");
+        assert!(good.contains("matched the CPU bit for bit; the host never blocked"), "{good}");
+        let missed = told(&measured(&[WAITED], &[WAITED]), &[right.clone(), right.clone()]);
+        assert!(missed.contains("did not show") && missed.contains("did not order"), "{missed}");
         let broken = told(&measured(&[RACED], &[RACED]), &[stale.clone(), stale]);
         assert!(broken.contains("the dependency did not hold"), "{broken}");
     }

@@ -111,11 +111,7 @@ fn build(on: &Stream, captured: impl FnOnce() -> Result<Graph>) -> Result<(Graph
     let (exec, instantiate_ms) = host_ms(|| graph.instantiate());
     let (exec, nodes) = (exec?, graph.node_counts()?);
     exec.upload(on)?;
-    let built = Built {
-        nodes,
-        capture_ms,
-        instantiate_ms,
-    };
+    let built = Built { nodes, capture_ms, instantiate_ms };
     Ok((exec, built))
 }
 
@@ -142,11 +138,7 @@ impl GraphDag {
         let d = &self.dag;
         let (graph, recapture_ms) = host_ms(|| d.capture(gpu, Global, scale));
         let (path, update_ms) = host_ms(|| self.exec.update_from(&graph?));
-        let updated = Updated {
-            path: path?,
-            recapture_ms,
-            update_ms,
-        };
+        let updated = Updated { path: path?, recapture_ms, update_ms };
         self.scale = scale;
         Ok(updated)
     }
@@ -346,17 +338,11 @@ mod tests {
         };
         for n in ["0", "4294967296", "18446744073709551615"] {
             let why = refusal(&["--elements", n]);
-            assert!(
-                why.contains("--elements") && why.contains("1 to 4294967295"),
-                "{why}"
-            );
+            assert!(why.contains("--elements") && why.contains("1 to 4294967295"), "{why}");
         }
         for i in ["0", "1000001", "4294967295"] {
             let why = refusal(&["--iters", i]);
-            assert!(
-                why.contains("--iters") && why.contains("1 to 1000000"),
-                "{why}"
-            );
+            assert!(why.contains("--iters") && why.contains("1 to 1000000"), "{why}");
         }
         // Allowed one by one, too much together: a million replays of ~50 us, twice.
         let why = refusal(&["--iters", "1000000"]);

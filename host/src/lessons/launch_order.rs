@@ -97,10 +97,7 @@ impl Shape {
         let out_of_order = (1..s.len()).filter(|&i| s[i][0] < s[i - 1][0]).count();
         let waited = (1..queued).filter(|&i| s[i][0] >= s[i - 1][1]).count();
         Sample::ms(span_ms(s))
-            .part(
-                GAP_US,
-                gaps.first().map_or(0.0, |_| Stats::of(&gaps).median),
-            )
+            .part(GAP_US, gaps.first().map_or(0.0, |_| Stats::of(&gaps).median))
             .part(LAST_START_US, start(s.len() - 1))
             .part(SPREAD_US, start(queued - 1))
             .part(DURATION_MS, Stats::of(&durations).median)
@@ -117,27 +114,18 @@ impl Lesson for LaunchOrder {
     type Args = Args;
 
     fn versions(a: &Args) -> Vec<String> {
-        vec![
-            format!("{}x on one stream", a.streams),
-            format!("{} streams", a.streams),
-        ]
+        vec![format!("{}x on one stream", a.streams), format!("{} streams", a.streams)]
     }
 
     fn plan(a: &Args, _: &WorkModel) -> Result<Plan> {
         // One stream: K sleeps in a row. K streams: as many in a row as share a queue.
         let sleeps = a.streams + a.streams.div_ceil(connections());
-        Ok(Plan::new().work(
-            serial_ms(sleeps as f64, a.sleep_us),
-            "--streams x --sleep-us",
-        ))
+        Ok(Plan::new().work(serial_ms(sleeps as f64, a.sleep_us), "--streams x --sleep-us"))
     }
 
     fn setup(gpu: &Gpu, a: &Args, _seed: u64) -> Result<LaunchOrder> {
         Ok(LaunchOrder {
-            shape: Shape {
-                streams: a.streams,
-                connections: connections(),
-            },
+            shape: Shape { streams: a.streams, connections: connections() },
             cycles: gpu.info.cycles_for_micros(a.sleep_us),
             streams: (0..a.streams)
                 .map(|i| Stream::new(gpu, format!("order-{i}")))
@@ -174,8 +162,7 @@ impl Lesson for LaunchOrder {
     }
 
     fn explain(&self, m: &Measured, r: &mut Report) {
-        r.param("cycles", self.cycles)
-            .detail("stamps_ns_last_run", &self.last);
+        r.param("cycles", self.cycles).detail("stamps_ns_last_run", &self.last);
         self.shape.interpret(m, r);
     }
 }
@@ -203,10 +190,9 @@ pub fn check_one_at_a_time(m: &Measured) -> Result<String> {
 /// Every repeat on K streams started its kernels in issue order.
 pub fn check_order(m: &Measured) -> Result<String> {
     match every_repeat(m, 1, OUT_OF_ORDER, |n| n == 0.0) {
-        None => Ok(format!(
-            "in all {} repeats the kernels started in issue order",
-            m.with().time.count
-        )),
+        None => {
+            Ok(format!("in all {} repeats the kernels started in issue order", m.with().time.count))
+        }
         Some(n) => Err(Error::Verification(format!(
             "in some repeat {n:.0} kernels started before one issued earlier"
         ))),
@@ -240,20 +226,13 @@ impl Shape {
     pub fn interpret(&self, m: &Measured, r: &mut Report) {
         let (k, connections, upto) = (self.streams, self.connections, self.queued());
         let many = m.with();
-        let (gap, duration, concurrent) = (
-            many.part(GAP_US),
-            many.part(DURATION_MS),
-            many.part(AT_ONCE),
-        );
+        let (gap, duration, concurrent) =
+            (many.part(GAP_US), many.part(DURATION_MS), many.part(AT_ONCE));
         let spread_us = many.part(SPREAD_US);
         r.param("hardware_queues", connections);
         r.figure("one kernel's duration", duration, "ms")
             .figure("median gap between consecutive starts", gap, "µs")
-            .figure(
-                "most kernels running at once, median",
-                concurrent,
-                "kernels",
-            )
+            .figure("most kernels running at once, median", concurrent, "kernels")
             .figure(
                 &format!("kernel {} (stream {}): start after kernel 0", k - 1, k - 1),
                 many.part(LAST_START_US),
@@ -306,10 +285,7 @@ mod tests {
     }
 
     fn shape(streams: usize) -> Shape {
-        Shape {
-            streams,
-            connections: 8,
-        }
+        Shape { streams, connections: 8 }
     }
 
     /// One repeat of each version, from their stamps.
@@ -320,11 +296,7 @@ mod tests {
         Measured::from_samples(names, vec![vec![s.sample(one)], vec![s.sample(many)]])
     }
 
-    const SERIAL: [Stamp; 3] = [
-        [100, 1_000_100],
-        [1_000_200, 2_000_200],
-        [2_000_300, 3_000_300],
-    ];
+    const SERIAL: [Stamp; 3] = [[100, 1_000_100], [1_000_200, 2_000_200], [2_000_300, 3_000_300]];
     const BESIDE: [Stamp; 3] = [[100, 1_000_100], [5_100, 1_005_100], [10_100, 1_010_100]];
 
     #[test]
@@ -332,10 +304,7 @@ mod tests {
         let s = shape(3).sample(&BESIDE);
         let part = |n| s.parts.iter().find(|(p, _)| *p == n).unwrap().1;
         assert!((s.ms - 1.01).abs() < 1e-12);
-        assert_eq!(
-            (part(GAP_US), part(LAST_START_US), part(SPREAD_US)),
-            (5.0, 10.0, 10.0)
-        );
+        assert_eq!((part(GAP_US), part(LAST_START_US), part(SPREAD_US)), (5.0, 10.0, 10.0));
         assert_eq!((part(DURATION_MS), part(AT_ONCE)), (1.0, 3.0));
         assert_eq!((part(OUT_OF_ORDER), part(WAITED)), (0.0, 0.0));
         let s = shape(3).sample(&SERIAL);
@@ -343,30 +312,10 @@ mod tests {
         assert_eq!((part(AT_ONCE), part(WAITED)), (1.0, 2.0));
         // Kernel 1 started before kernel 0: one out of order.
         let swapped = shape(2).sample(&[[200, 900], [100, 800]]);
-        assert_eq!(
-            swapped
-                .parts
-                .iter()
-                .find(|(p, _)| *p == OUT_OF_ORDER)
-                .unwrap()
-                .1,
-            1.0
-        );
+        assert_eq!(swapped.parts.iter().find(|(p, _)| *p == OUT_OF_ORDER).unwrap().1, 1.0);
         // With 2 queues only the first 2 kernels are expected to overlap.
-        let two_queues = Shape {
-            streams: 3,
-            connections: 2,
-        }
-        .sample(&[[0, 10], [5, 15], [15, 25]]);
-        assert_eq!(
-            two_queues
-                .parts
-                .iter()
-                .find(|(p, _)| *p == WAITED)
-                .unwrap()
-                .1,
-            0.0
-        );
+        let two_queues = Shape { streams: 3, connections: 2 }.sample(&[[0, 10], [5, 15], [15, 25]]);
+        assert_eq!(two_queues.parts.iter().find(|(p, _)| *p == WAITED).unwrap().1, 0.0);
     }
 
     #[test]
@@ -379,10 +328,7 @@ mod tests {
         let bad = measured(&s, &BESIDE, &SERIAL);
         assert!(check_one_at_a_time(&bad).is_err() && s.check_overlap(&bad).is_err());
         let one = measured(&shape(1), &SERIAL[..1], &SERIAL[..1]);
-        assert!(shape(1)
-            .check_overlap(&one)
-            .unwrap()
-            .starts_with("not asserted"));
+        assert!(shape(1).check_overlap(&one).unwrap().starts_with("not asserted"));
         let out_of_order = measured(&shape(2), &SERIAL[..2], &[[200, 900], [100, 800]]);
         assert!(check_order(&out_of_order).is_err());
     }
@@ -404,17 +350,9 @@ mod tests {
         // 64 streams, 64 sleeps on one stream plus ceil(64 / queues) on 64 streams.
         let a = args_from::<LaunchOrder>(&["--streams", "64", "--sleep-us", "1e6"]).unwrap();
         let p = LaunchOrder::plan(&a, &WorkModel::H100).unwrap();
-        assert_eq!(
-            p.ms_per_repeat,
-            (64 + 64usize.div_ceil(connections())) as f64 * 1e3
-        );
-        let e = plan(&["--streams", "64", "--sleep-us", "1e7"])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("--streams x --sleep-us") && e.contains("per repeat"),
-            "{e}"
-        );
+        assert_eq!(p.ms_per_repeat, (64 + 64usize.div_ceil(connections())) as f64 * 1e3);
+        let e = plan(&["--streams", "64", "--sleep-us", "1e7"]).unwrap_err().to_string();
+        assert!(e.contains("--streams x --sleep-us") && e.contains("per repeat"), "{e}");
     }
 
     fn told(s: &Shape, m: &Measured) -> String {
@@ -440,18 +378,9 @@ mod tests {
         );
         assert!(!bad.contains("ran side by side"), "{bad}");
         let one = told(&shape(1), &measured(&shape(1), &SERIAL[..1], &SERIAL[..1]));
-        assert!(
-            one.contains("One stream, one kernel") && !one.contains("side by side"),
-            "{one}"
-        );
-        let queues = Shape {
-            streams: 3,
-            connections: 2,
-        };
-        let shared = told(
-            &queues,
-            &measured(&queues, &SERIAL, &[[0, 10], [5, 15], [15, 25]]),
-        );
+        assert!(one.contains("One stream, one kernel") && !one.contains("side by side"), "{one}");
+        let queues = Shape { streams: 3, connections: 2 };
+        let shared = told(&queues, &measured(&queues, &SERIAL, &[[0, 10], [5, 15], [15, 25]]));
         assert!(
             shared.contains("on 2 hardware queues") && shared.contains("no more than the queues"),
             "{shared}"

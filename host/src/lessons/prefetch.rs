@@ -107,10 +107,7 @@ impl Lesson for Prefetch {
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {
-        vec![
-            "no prefetch (upload, then step)".into(),
-            "double-buffered prefetch".into(),
-        ]
+        vec!["no prefetch (upload, then step)".into(), "double-buffered prefetch".into()]
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
@@ -122,10 +119,7 @@ impl Lesson for Prefetch {
             .host::<f32>(total, 2)?
             .host::<f32>(n, 2)?
             .device::<f32>(n, SLOTS + 1)?
-            .work(
-                2.0 * a.batches as f64 * per_batch,
-                "--batches x --elements x --iters",
-            ))
+            .work(2.0 * a.batches as f64 * per_batch, "--batches x --elements x --iters"))
     }
 
     fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<Prefetch> {
@@ -144,9 +138,7 @@ impl Lesson for Prefetch {
             compute: Stream::new(gpu, "compute")?,
             uploaded: [event()?, event()?],
             consumed: [event()?, event()?],
-            marks: (0..2 * a.batches + 2)
-                .map(|_| Event::new(gpu))
-                .collect::<Result<_>>()?,
+            marks: (0..2 * a.batches + 2).map(|_| Event::new(gpu)).collect::<Result<_>>()?,
         })
     }
 
@@ -157,10 +149,7 @@ impl Lesson for Prefetch {
         m[0].record(s)?;
         self.reset(gpu)?;
         for i in 0..b {
-            s.copy_to_device(
-                self.input.slice(i * self.n..(i + 1) * self.n)?,
-                &self.slots[0],
-            )?;
+            s.copy_to_device(self.input.slice(i * self.n..(i + 1) * self.n)?, &self.slots[0])?;
             m[2 * i + 1].record(s)?;
             self.step(gpu, 0)?;
             m[2 * i + 2].record(s)?;
@@ -212,11 +201,8 @@ impl Lesson for Prefetch {
     }
 
     fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
-        let (serial, prefetch, input) = (
-            self.acc_serial.read()?,
-            self.acc_prefetch.read()?,
-            self.input.read()?,
-        );
+        let (serial, prefetch, input) =
+            (self.acc_serial.read()?, self.acc_prefetch.read()?, self.input.read()?);
         checks.bitwise("prefetch == no prefetch, bit for bit", &prefetch, &serial);
         checks.record(
             "GPU vs CPU reference (approx)",
@@ -270,11 +256,8 @@ pub fn interpret(batches: usize, m: &Measured, r: &mut Report) {
     r.figure("upload, per batch", upload, "ms")
         .figure("training step, per batch", step, "ms")
         .figure("model u + s + (B-1) max(u, s)", model, "ms");
-    let (slower, faster) = if upload >= step {
-        ("the upload", "the step")
-    } else {
-        ("the step", "the upload")
-    };
+    let (slower, faster) =
+        if upload >= step { ("the upload", "the step") } else { ("the step", "the upload") };
     let hideable = upload.min(step);
     r.explain(if batches == 1 {
         format!("With one batch there is no next batch to prefetch: both versions upload, then step ({serial:.3} ms without the second buffer, {prefetch:.3} ms with it). Use --batches 2 or more.")
@@ -310,14 +293,11 @@ mod tests {
     fn accumulator_check_scales_tolerance_with_the_terms() {
         let (n, batches, iters) = (64, 4, 10);
         let input = random_inputs(n * batches, 3);
-        let acc: Vec<f32> = (0..n)
-            .map(|j| reference_element(&input, n, iters, j).0)
-            .collect();
+        let acc: Vec<f32> = (0..n).map(|j| reference_element(&input, n, iters, j).0).collect();
         assert!(check_accumulator(&acc, &input, iters, 64).is_ok());
         // A skipped batch is far outside the tolerance.
-        let missing_one: Vec<f32> = (0..n)
-            .map(|j| reference_element(&input[..n * (batches - 1)], n, iters, j).0)
-            .collect();
+        let missing_one: Vec<f32> =
+            (0..n).map(|j| reference_element(&input[..n * (batches - 1)], n, iters, j).0).collect();
         assert!(check_accumulator(&missing_one, &input, iters, 64).is_err());
     }
 
@@ -347,9 +327,6 @@ mod tests {
         let (slow, _) = lines(8, &measured(8.8, 8.6, 0.1, 1.0));
         assert!(slow[0].contains("little or nothing"), "{slow:?}");
         assert!(slow[0].contains("the upload takes 0.100 ms"), "{slow:?}");
-        assert!(
-            slow[2].starts_with("Here the step is the slower stage"),
-            "{slow:?}"
-        );
+        assert!(slow[2].starts_with("Here the step is the slower stage"), "{slow:?}");
     }
 }

@@ -90,9 +90,7 @@ impl Priority {
         self.second_done.synchronize()?;
         let long = self.first_done.elapsed_ms(&self.start)?;
         let short = self.second_done.elapsed_ms(&self.start)?;
-        Ok(Sample::ms(short)
-            .part(LONG_DONE, long)
-            .part(SHORT_MINUS_LONG, short - long))
+        Ok(Sample::ms(short).part(LONG_DONE, long).part(SHORT_MINUS_LONG, short - long))
     }
 }
 
@@ -160,14 +158,8 @@ impl Lesson for Priority {
     }
 
     fn verify(&mut self, _gpu: &Gpu, m: &Measured, checks: &mut Checks) -> Result<()> {
-        checks.concurrency(
-            "high-priority kernel finished first",
-            self.shape.check_high_first(m),
-        );
-        checks.record(
-            "control: at equal priority the 2nd finished last",
-            check_equal_in_order(m),
-        );
+        checks.concurrency("high-priority kernel finished first", self.shape.check_high_first(m));
+        checks.record("control: at equal priority the 2nd finished last", check_equal_in_order(m));
         Ok(())
     }
 
@@ -230,11 +222,7 @@ impl Shape {
         let (low, high) = (m.with().part(LONG_DONE), m.with().time.median);
         let (first, second) = (m.without().part(LONG_DONE), m.without().time.median);
         r.figure("prioritized: long low-priority kernel done at", low, "ms")
-            .figure(
-                "prioritized: short high-priority kernel done at",
-                high,
-                "ms",
-            )
+            .figure("prioritized: short high-priority kernel done at", high, "ms")
             .figure("equal priority: long kernel (1st) done at", first, "ms")
             .figure("equal priority: short kernel (2nd) done at", second, "ms");
         r.explain(format!(
@@ -283,9 +271,7 @@ mod tests {
         let runs = |r: &[(f64, f64)]| {
             r.iter()
                 .map(|&(long, short)| {
-                    Sample::ms(short)
-                        .part(LONG_DONE, long)
-                        .part(SHORT_MINUS_LONG, short - long)
+                    Sample::ms(short).part(LONG_DONE, long).part(SHORT_MINUS_LONG, short - long)
                 })
                 .collect()
         };
@@ -318,10 +304,7 @@ mod tests {
             (&["--sleep-us", "NaN"], "number from 100 to 10000000"),
             (&["--waves", "0"], "whole number from 1 to 1024"),
             (&["--waves", "1025"], "whole number from 1 to 1024"),
-            (
-                &["--waves", "1024", "--sleep-us", "29269"],
-                "--waves x --sleep-us",
-            ),
+            (&["--waves", "1024", "--sleep-us", "29269"], "--waves x --sleep-us"),
             (&["--batches", "1024", "--sleep-us", "1e7"], "per repeat"),
         ] {
             let e = plan(flags).unwrap_err().to_string();
@@ -332,12 +315,8 @@ mod tests {
     #[test]
     fn checks_follow_finish_order() {
         let s = shape(8, (0, -5));
-        assert!(s
-            .check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST]))
-            .is_ok());
-        assert!(s
-            .check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST, IN_ORDER]))
-            .is_err());
+        assert!(s.check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST])).is_ok());
+        assert!(s.check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST, IN_ORDER])).is_err());
         let single = shape(8, (0, 0)).check_high_first(&measured(&[IN_ORDER], &[IN_ORDER]));
         assert!(single.unwrap().starts_with("not asserted"));
         let one_wave = shape(1, (0, -5)).check_high_first(&measured(&[IN_ORDER], &[IN_ORDER]));
@@ -355,10 +334,7 @@ mod tests {
     #[test]
     fn interpretation_follows_the_data() {
         let good = told(&shape(8, (0, -5)), &measured(&[IN_ORDER], &[HIGH_FIRST]));
-        assert!(
-            good.contains("hands the free slots") && good.contains("never preempts"),
-            "{good}"
-        );
+        assert!(good.contains("hands the free slots") && good.contains("never preempts"), "{good}");
         let bad = told(&shape(8, (0, -5)), &measured(&[HIGH_FIRST], &[IN_ORDER]));
         assert!(
             bad.contains("but not in every repeat")
@@ -366,10 +342,7 @@ mod tests {
             "{bad}"
         );
         let one = told(&shape(1, (0, -5)), &measured(&[IN_ORDER], &[IN_ORDER]));
-        assert!(
-            one.contains("Not a claim here") && one.contains("Try --waves 2"),
-            "{one}"
-        );
+        assert!(one.contains("Not a claim here") && one.contains("Try --waves 2"), "{one}");
         assert!(!one.contains("hands the free slots"), "{one}");
         let single = told(&shape(8, (0, 0)), &measured(&[IN_ORDER], &[IN_ORDER]));
         assert!(

@@ -178,9 +178,7 @@ impl Lesson for SleepStreams {
                 .collect::<Result<_>>()?,
             marks: [Event::new(gpu)?, Event::new(gpu)?],
             fork: Event::without_timing(gpu)?,
-            joins: (1..a.streams)
-                .map(|_| Event::without_timing(gpu))
-                .collect::<Result<_>>()?,
+            joins: (1..a.streams).map(|_| Event::without_timing(gpu)).collect::<Result<_>>()?,
         })
     }
 
@@ -238,9 +236,7 @@ impl Shape {
         let threshold = small_grid_claim(self.streams, self.connections).unwrap_or(1.0);
         let (small, full) = (speedup(m, SMALL), speedup(m, FULL));
         if small > threshold && small > full {
-            Ok(format!(
-                "small grid {small:.2}x > {threshold:.2}x and > full grid {full:.2}x"
-            ))
+            Ok(format!("small grid {small:.2}x > {threshold:.2}x and > full grid {full:.2}x"))
         } else {
             Err(Error::Verification(format!(
                 "expected the small grid to gain more than {threshold:.2}x and more than the full grid; got small {small:.2}x, full {full:.2}x"
@@ -318,15 +314,9 @@ mod tests {
         assert!(plan(&[]).is_ok());
         assert!(plan(&["--sleep-us", "10"]).is_ok());
         for (flags, expected) in [
-            (
-                &["--elements", "4611686018427387904"][..],
-                "whole number from 1 to 4294967295",
-            ),
+            (&["--elements", "4611686018427387904"][..], "whole number from 1 to 4294967295"),
             (&["--elements", "0"], "whole number from 1 to 4294967295"),
-            (
-                &["--elements", "3", "--streams", "4"],
-                "--streams 4 is more than --elements 3",
-            ),
+            (&["--elements", "3", "--streams", "4"], "--streams 4 is more than --elements 3"),
             (&["--streams", "65"], "whole number from 1 to 64"),
             (&["--sleep-us", "1"], "number from 10 to 10000000"),
             (&["--sleep-us", "0.001"], "number from 10 to 10000000"),
@@ -363,10 +353,7 @@ mod tests {
     fn measured(small: (f64, f64), full: (f64, f64)) -> Measured {
         let names = SleepStreams::versions(&args_from::<SleepStreams>(&[]).unwrap());
         let one = |ms| vec![Sample::ms(ms)];
-        Measured::from_samples(
-            names,
-            vec![one(small.0), one(small.1), one(full.0), one(full.1)],
-        )
+        Measured::from_samples(names, vec![one(small.0), one(small.1), one(full.0), one(full.1)])
     }
 
     fn told(s: &Shape, m: &Measured) -> String {
@@ -392,22 +379,13 @@ mod tests {
     fn interpretation_follows_the_data() {
         let s = shape(4, 2000.0);
         let good = told(&s, &measured((8.1, 2.1), (32.0, 31.0)));
-        assert!(
-            good.contains("run side by side:") && good.contains("last wave's gaps"),
-            "{good}"
-        );
+        assert!(good.contains("run side by side:") && good.contains("last wave's gaps"), "{good}");
         let bad = told(&s, &measured((8.1, 7.9), (32.0, 31.0)));
-        assert!(
-            bad.contains("gained only") && !bad.contains("run side by side:"),
-            "{bad}"
-        );
+        assert!(bad.contains("gained only") && !bad.contains("run side by side:"), "{bad}");
         let gained = told(&s, &measured((8.1, 2.1), (32.0, 16.0)));
         assert!(gained.contains("yet streams gained 2.00x"), "{gained}");
         let one = told(&shape(1, 2000.0), &measured((2.1, 2.1), (8.0, 8.0)));
-        assert!(
-            one.contains("not a claim here") && !one.contains("run side by side:"),
-            "{one}"
-        );
+        assert!(one.contains("not a claim here") && !one.contains("run side by side:"), "{one}");
         let copies = told(&shape(4, 10.0), &measured((8.1, 7.9), (8.2, 8.0)));
         assert!(
             copies.contains("raise --sleep-us") && copies.contains("copies dominate"),

@@ -134,10 +134,7 @@ impl Method {
 
     /// Whether this method waits for the long kernel (true) or only the short one.
     pub fn waits_for_long(self) -> bool {
-        matches!(
-            self,
-            Method::DeviceSynchronize | Method::StreamLongSynchronize
-        )
+        matches!(self, Method::DeviceSynchronize | Method::StreamLongSynchronize)
     }
 }
 
@@ -237,12 +234,7 @@ impl Lesson for SyncMethods {
 /// The figures and what they mean, for a long kernel of `long_us`.
 pub fn interpret(long_us: f64, m: &Measured, r: &mut Report) {
     let (long_ms, short_ms) = (long_us / 1e3, long_us * SHORT_FRACTION / 1e3);
-    let at = |method: Method| {
-        METHODS
-            .iter()
-            .position(|&x| x == method)
-            .map(|i| &m.versions[i])
-    };
+    let at = |method: Method| METHODS.iter().position(|&x| x == method).map(|i| &m.versions[i]);
     let median = |method: Method| at(method).map_or(f64::NAN, |v| v.time.median);
     let fits = |method: Method| check_wait(method, median(method), long_ms).is_ok();
     let polls = at(Method::EventPolling).map_or(f64::NAN, |v| v.part(POLLS));
@@ -250,10 +242,8 @@ pub fn interpret(long_us: f64, m: &Measured, r: &mut Report) {
     r.figure("long kernel on stream A (nominal)", long_ms, "ms")
         .figure("short kernel on stream B (nominal)", short_ms, "ms")
         .figure("event polling: polls until complete", polls, "polls");
-    let (device, stream_b) = (
-        median(Method::DeviceSynchronize),
-        median(Method::StreamShortSynchronize),
-    );
+    let (device, stream_b) =
+        (median(Method::DeviceSynchronize), median(Method::StreamShortSynchronize));
     r.explain(if fits(Method::DeviceSynchronize) && fits(Method::StreamShortSynchronize) {
         format!("A device synchronize held the host until every stream was idle ({device:.3} ms, the long kernel), though only stream B's result was needed; stream B's synchronize returned after B's short kernel ({stream_b:.3} ms).")
     } else {
@@ -340,10 +330,7 @@ mod tests {
                 _ => vec![Sample::ms(t)],
             })
             .collect();
-        Measured::from_samples(
-            SyncMethods::versions(&args_from::<SyncMethods>(&[]).unwrap()),
-            runs,
-        )
+        Measured::from_samples(SyncMethods::versions(&args_from::<SyncMethods>(&[]).unwrap()), runs)
     }
 
     fn told(m: &Measured) -> String {
