@@ -19,11 +19,14 @@ Examples:
   streamlab run overlap --svg overlap.svg     ... as a picture (sync and async on one time scale)
   streamlab run overlap --recorded            a run recorded on a real GPU (no GPU needed)
   streamlab run all --json > runs.json        every lesson, machine-readable
+  streamlab launch --gpus 2 run allreduce-overlap
+                                              one process per GPU, meeting through NCCL
 
 Exit codes:
   0  success, every check passed (or honestly not asserted)
   2  invalid arguments (found before any buffer is allocated or lesson run)
-  3  no CUDA device (no driver library, or cuInit or the device count says no)
+  3  no CUDA device (no driver library, or cuInit or the device count says no), or the
+     lesson needs what this machine lacks (a second GPU, NCCL); `run all` skips those
   4  a CUDA call failed (the message names the call and the stream)
   5  a result check failed (async differs from sync, or the GPU from the CPU)
   70 an internal error (a bug in streamlab: please report it)";
@@ -129,6 +132,33 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
             ),
         )
         .subcommand(run)
+        .subcommand(
+            Command::new("launch")
+                .about("Run a lesson as one process per GPU, as DDP jobs do (allreduce-overlap)")
+                .long_about(
+                    "Starts one `streamlab run` per GPU with RANK, LOCAL_RANK and WORLD_SIZE set \
+(torchrun's names) and a rendezvous file this launcher owns, through which rank 0 hands NCCL's \
+unique id to the others. Rank 0's report is printed. To run across machines, start `streamlab \
+run allreduce-overlap --device <LOCAL_RANK>` on each with RANK, WORLD_SIZE and either \
+MASTER_ADDR/MASTER_PORT or STREAMLAB_RENDEZVOUS=tcp:host:port (see the README).",
+                )
+                .arg(
+                    Arg::new("gpus")
+                        .long("gpus")
+                        .required(true)
+                        .value_parser(streamlab::lab::args::whole(1usize..=64))
+                        .help("Processes to start, one per GPU: rank i uses GPU i [1..=64]"),
+                )
+                .arg(
+                    Arg::new("command")
+                        .num_args(1..)
+                        .trailing_var_arg(true)
+                        .allow_hyphen_values(true)
+                        .value_name("run LESSON [FLAGS]")
+                        .required(true)
+                        .help("What each rank runs: `run allreduce-overlap` and its flags"),
+                ),
+        )
 }
 
 /// One line for a clap error: its first line without "error: ", plus clap's "did you mean"
@@ -232,6 +262,13 @@ fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Some(("run", m)) => run(m, json),
+        Some(("launch", m)) => {
+            let gpus = *m.get_one::<usize>("gpus").unwrap_or(&2);
+            let command: Vec<String> =
+                m.get_many::<String>("command").into_iter().flatten().cloned().collect();
+            let code = streamlab::lab::launch::launch(gpus, &command).map_err(|e| (e, None))?;
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        }
         _ => Err((Error::Internal("no subcommand".into()), None)),
     }
 }
@@ -354,6 +391,14 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
                     println!("{}", report.to_text());
                 }
                 reports.push(report);
+            }
+            Err(Error::NotRun(why)) if !single => {
+                // A lesson this machine cannot run (one GPU, no NCCL): say so and go on.
+                if json {
+                    eprintln!("streamlab run all: {}: not run: {why}", entry.name);
+                } else {
+                    println!("== {}: not run: {why}\n", entry.name);
+                }
             }
             Err(e) => {
                 // Stop (the context may be unusable after a CUDA error), but keep what ran.

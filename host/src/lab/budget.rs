@@ -21,6 +21,10 @@ pub struct Plan {
     pub ms_per_repeat: f64,
     /// The flags that set the work, for the refusal message.
     pub work_flags: String,
+    /// GPUs the lesson drives from this process (0 and 1 both mean one).
+    pub gpus: u32,
+    /// Whether the lesson calls NCCL.
+    pub nccl: bool,
 }
 
 impl Plan {
@@ -38,6 +42,19 @@ impl Plan {
     pub fn device<T>(mut self, n: usize, count: usize) -> Result<Plan> {
         self.device_bytes = add(self.device_bytes, bytes::<T>(n, count)?)?;
         Ok(self)
+    }
+
+    /// The lesson drives `n` GPUs from this process: the one `--device` names and the
+    /// lowest-numbered others ([`crate::lab::devices`]).
+    pub fn gpus(mut self, n: u32) -> Plan {
+        self.gpus = n;
+        self
+    }
+
+    /// The lesson calls NCCL, which is opened at run time and may be missing.
+    pub fn nccl(mut self) -> Plan {
+        self.nccl = true;
+        self
     }
 
     /// One repeat is estimated at `ms`, set by `flags` (e.g. "--elements x --iters").
@@ -64,6 +81,15 @@ impl Plan {
         }
         ensure_host_memory(self.host_bytes)?;
         if let Some(gpu) = gpu {
+            if self.gpus > 1 {
+                let found = crate::runtime::context::device_count()?;
+                if found < self.gpus {
+                    return Err(Error::NotRun(format!("needs {} GPUs, found {found}", self.gpus)));
+                }
+            }
+            if self.nccl {
+                crate::runtime::nccl::version()?;
+            }
             gpu.ensure_device_memory(self.device_bytes, "these flags")?;
         }
         Ok(())

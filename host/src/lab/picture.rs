@@ -38,6 +38,7 @@ pub fn colour(kind: Work) -> RGBColor {
         Work::Memset => RGBColor(0x7f, 0x7f, 0x7f),
         Work::HostFn => RGBColor(0xd6, 0x27, 0x28),
         Work::Graph => RGBColor(0xbc, 0xbd, 0x22),
+        Work::Collective => RGBColor(0x17, 0xbe, 0xcf),
     }
 }
 

@@ -27,6 +27,22 @@ impl Bracket {
         })
     }
 
+    /// Events for exactly `streams`, each join event made in its own stream's context, so
+    /// the streams may be on different GPUs (a wait on another GPU's event is allowed; a
+    /// record on another GPU's stream is not).
+    pub fn for_streams(streams: &[Stream]) -> Result<Bracket> {
+        let first = streams[0].context();
+        Ok(Bracket {
+            start: Event::new(first)?,
+            stop: Event::new(first)?,
+            fork: Event::without_timing(first)?,
+            joins: streams[1..]
+                .iter()
+                .map(|s| Event::without_timing(s.context()))
+                .collect::<Result<_>>()?,
+        })
+    }
+
     /// Enqueues `work` between the fork and the join of `streams`, waits for it, and
     /// returns its GPU time in ms.
     pub fn time(&self, streams: &[Stream], work: impl FnOnce() -> Result<()>) -> Result<f64> {

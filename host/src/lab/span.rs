@@ -24,10 +24,11 @@ pub enum Work {
     Memset,
     HostFn,
     Graph,
+    Collective,
 }
 
 impl Work {
-    pub const ALL: [Work; 8] = [
+    pub const ALL: [Work; 9] = [
         Work::CopyToDevice,
         Work::Kernel,
         Work::CopyToHost,
@@ -36,6 +37,7 @@ impl Work {
         Work::Memset,
         Work::HostFn,
         Work::Graph,
+        Work::Collective,
     ];
 
     /// How a legend names it.
@@ -49,6 +51,7 @@ impl Work {
             Work::Memset => "memset",
             Work::HostFn => "host function",
             Work::Graph => "graph launch",
+            Work::Collective => "all-reduce (NCCL)",
         }
     }
 
@@ -63,6 +66,7 @@ impl Work {
             Work::Memset => "memset",
             Work::HostFn => "host function",
             Work::Graph => "graph",
+            Work::Collective => "all-reduce",
         }
     }
 }
@@ -76,6 +80,8 @@ impl From<OpKind> for Work {
             OpKind::CopyOnDevice => Work::CopyOnDevice,
             OpKind::HostFn => Work::HostFn,
             OpKind::Graph => Work::Graph,
+            OpKind::CopyPeer => Work::CopyPeer,
+            OpKind::Collective => Work::Collective,
         }
     }
 }

@@ -27,6 +27,7 @@ pub fn glyph(kind: Work) -> char {
         Work::Memset => 'M',
         Work::HostFn => 'f',
         Work::Graph => 'G',
+        Work::Collective => 'A',
     }
 }
 

@@ -29,6 +29,9 @@ lessons! {
     stream_sweep::StreamSweep,
     launch_order::LaunchOrder,
     graph::GraphDag,
+    p2p::P2p,
+    allreduce_overlap::AllreduceOverlap,
+    pipeline_parallel::PipelineParallel,
 }
 
 /// The lesson named `name`.

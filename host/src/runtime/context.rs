@@ -4,6 +4,7 @@
 //! Every handle the runtime hands out (stream, event, buffer, module, graph) holds a
 //! [`Context`], a reference-counted owner of the primary context, so the context is released
 //! only after the last of them is gone: drop order is enforced by the types, not by comments.
+use std::cell::Cell;
 use std::rc::Rc;
 
 use cudarc::driver::sys::{self as cu, CUdevice_attribute as A};
@@ -36,6 +37,11 @@ pub fn device_count() -> Result<u32> {
     let status = unsafe { cu::cuDeviceGetCount(&mut count) };
     check(status, "cuDeviceGetCount", None)?;
     Ok(count.max(0) as u32)
+}
+
+thread_local! {
+    /// The context streamlab last made current on this thread (null: none yet).
+    static CURRENT: Cell<cu::CUcontext> = const { Cell::new(std::ptr::null_mut()) };
 }
 
 struct Primary {
@@ -101,7 +107,25 @@ impl Context {
     pub fn make_current(&self) -> Result<()> {
         // SAFETY: the context is retained for as long as `self` lives.
         let status = unsafe { cu::cuCtxSetCurrent(self.primary.raw) };
-        check(status, "cuCtxSetCurrent", None)
+        check(status, "cuCtxSetCurrent", None)?;
+        CURRENT.with(|c| c.set(self.primary.raw));
+        Ok(())
+    }
+
+    /// Forgets which context is current on this thread, after a library (NCCL) that may have
+    /// changed it behind our back: the next [`Context::bind`] sets it again.
+    pub(crate) fn forget_current() {
+        CURRENT.with(|c| c.set(std::ptr::null_mut()));
+    }
+
+    /// Makes this context current unless it already is: every allocation, stream, event and
+    /// enqueue calls this, so work for two GPUs can be issued from one thread, as
+    /// `cudaSetDevice` does in CUDA C++. One thread-local compare when one GPU is used.
+    pub(crate) fn bind(&self) -> Result<()> {
+        if CURRENT.with(Cell::get) == self.primary.raw {
+            return Ok(());
+        }
+        self.make_current()
     }
 
     pub fn ordinal(&self) -> u32 {
@@ -114,6 +138,16 @@ impl Context {
 
     pub(crate) fn device(&self) -> cu::CUdevice {
         self.primary.device
+    }
+
+    /// The device's PCI address, "0000:19:00.0" (`cuDeviceGetPCIBusId`).
+    pub fn pci_bus_id(&self) -> Result<String> {
+        let mut id = [0 as std::ffi::c_char; 32];
+        // SAFETY: the buffer holds 32 bytes, the length we pass; the driver NUL-terminates.
+        let status = unsafe { cu::cuDeviceGetPCIBusId(id.as_mut_ptr(), 32, self.device()) };
+        check(status, "cuDeviceGetPCIBusId", None)?;
+        // SAFETY: NUL-terminated by the driver within the buffer.
+        Ok(unsafe { std::ffi::CStr::from_ptr(id.as_ptr()) }.to_string_lossy().into_owned())
     }
 
     /// Waits for all work on the device (`cudaDeviceSynchronize`).

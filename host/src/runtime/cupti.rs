@@ -440,6 +440,15 @@ pub fn candidates() -> Vec<PathBuf> {
     roots.push("/usr/local/cuda".into());
     roots.extend(versioned_dirs(Path::new("/usr/local"), "cuda-"));
     roots.push("/opt/cuda".into());
+    let mut out: Vec<PathBuf> = env("STREAMLAB_CUPTI").into_iter().collect();
+    out.extend(candidates_in(&roots, &python_sites()));
+    out.extend(["libcupti.so.13", "libcupti.so.12", "libcupti.so"].iter().map(PathBuf::from));
+    out
+}
+
+/// The Python package folders where NVIDIA's wheels put their libraries: the usual system
+/// folders, PyTorch's venv, conda, and the active `VIRTUAL_ENV`.
+pub(crate) fn python_sites() -> Vec<PathBuf> {
     let mut sites = Vec::new();
     for base in ["/usr/lib", "/usr/local/lib", "/opt/torch/.venv/lib", "/opt/conda/lib"] {
         for python in versioned_dirs(Path::new(base), "python3") {
@@ -447,15 +456,12 @@ pub fn candidates() -> Vec<PathBuf> {
             sites.push(python.join("dist-packages"));
         }
     }
-    if let Some(venv) = env("VIRTUAL_ENV") {
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").map(PathBuf::from) {
         for python in versioned_dirs(&venv.join("lib"), "python3") {
             sites.push(python.join("site-packages"));
         }
     }
-    let mut out: Vec<PathBuf> = env("STREAMLAB_CUPTI").into_iter().collect();
-    out.extend(candidates_in(&roots, &sites));
-    out.extend(["libcupti.so.13", "libcupti.so.12", "libcupti.so"].iter().map(PathBuf::from));
-    out
+    sites
 }
 
 /// The libcupti files under CUDA `roots` and Python `sites` (see [`candidates`]).

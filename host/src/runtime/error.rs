@@ -77,6 +77,11 @@ pub enum Error {
     Cuda { op: String, stream: Option<String>, code: DriverCode },
     /// Stream capture went wrong: the call that failed, the capture status, and why.
     Capture { op: String, status: String, cause: String },
+    /// An NCCL call failed: the call, the stream, and NCCL's own words.
+    Nccl { op: String, stream: Option<String>, message: String },
+    /// The lesson needs what this machine lacks (a second GPU, NCCL): the one line says what.
+    /// `run all` lists such a lesson as not run and goes on.
+    NotRun(String),
     /// Bad input, found before anything was allocated.
     InvalidInput(String),
     /// A result check failed: async differs from sync, or GPU from the CPU reference.
@@ -92,8 +97,8 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::InvalidInput(_) => 2,
-            Error::NoDevice(_) => 3,
-            Error::Cuda { .. } | Error::Capture { .. } => 4,
+            Error::NoDevice(_) | Error::NotRun(_) => 3,
+            Error::Cuda { .. } | Error::Capture { .. } | Error::Nccl { .. } => 4,
             Error::Verification(_) => 5,
             Error::Internal(_) => 70,
         }
@@ -119,6 +124,11 @@ impl fmt::Display for Error {
             Error::Capture { op, status, cause } => {
                 write!(f, "{op} during stream capture (capture status: {status}): {cause}")
             }
+            Error::Nccl { op, stream: Some(s), message } => {
+                write!(f, "{op} on stream \"{s}\": {message}")
+            }
+            Error::Nccl { op, stream: None, message } => write!(f, "{op}: {message}"),
+            Error::NotRun(why) => write!(f, "{why}"),
             Error::InvalidInput(why) => write!(f, "{why}"),
             Error::Verification(why) => write!(f, "verification failed: {why}"),
             Error::Internal(why) => write!(f, "internal error (a bug in streamlab): {why}"),

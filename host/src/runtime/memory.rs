@@ -65,12 +65,14 @@ impl Release {
 struct DeviceAlloc {
     ptr: cu::CUdeviceptr,
     release: RefCell<Release>,
-    _context: Context,
+    context: Context,
 }
 
 impl Drop for DeviceAlloc {
     fn drop(&mut self) {
         if self.ptr != 0 {
+            // cuMemFree acts in the current context; another GPU's may be current now.
+            let _ = self.context.bind();
             self.release.get_mut().free(self.ptr);
         }
     }
@@ -88,6 +90,7 @@ impl<T: Pod> DeviceBuffer<T> {
     /// `n` zeroed elements.
     pub fn zeroed(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
         let bytes = bytes_of::<T>(n, "cuMemAlloc")?;
+        on.context().bind()?;
         let mut ptr = 0;
         if bytes > 0 {
             // SAFETY: valid out-pointer; the context is current.
@@ -111,7 +114,7 @@ impl<T: Pod> DeviceBuffer<T> {
         release: Release,
     ) -> Self {
         let alloc =
-            DeviceAlloc { ptr, release: RefCell::new(release), _context: on.context().clone() };
+            DeviceAlloc { ptr, release: RefCell::new(release), context: on.context().clone() };
         DeviceBuffer { alloc: Rc::new(alloc), len: n, _element: PhantomData }
     }
 
@@ -201,6 +204,11 @@ impl<T: Pod> DeviceView<'_, T> {
     pub(crate) fn bytes(&self) -> usize {
         self.range.len() * std::mem::size_of::<T>()
     }
+
+    /// The context (device) the memory belongs to.
+    pub fn context(&self) -> &Context {
+        &self.buffer.alloc.context
+    }
 }
 
 enum Storage<T> {
@@ -282,9 +290,13 @@ impl<T: Pod> HostBuffer<T> {
     /// memory the copy engines can read or write while the host goes on.
     pub fn pinned(on: &impl AsContext, n: usize) -> Result<HostBuffer<T>> {
         let bytes = bytes_of::<T>(n, "cuMemHostAlloc")?;
+        on.context().bind()?;
         let mut ptr = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; flags 0 is plain pinned memory; the context is current.
-        let status = unsafe { cu::cuMemHostAlloc(&mut ptr, bytes.max(1), 0) };
+        // Portable: pinned for every context, so a copy from another GPU's stream is as
+        // asynchronous as one from this GPU's (`cudaHostAllocPortable`).
+        let flags = cu::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: valid out-pointer; the flag is a documented one; the context is current.
+        let status = unsafe { cu::cuMemHostAlloc(&mut ptr, bytes.max(1), flags) };
         check(status, "cuMemHostAlloc (pinned buffer)", None)?;
         // SAFETY: the allocation holds at least `bytes` bytes; zero bytes are a valid `T`.
         unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
@@ -482,6 +494,7 @@ fn check_lengths(host: usize, device: usize, op: &str) -> Result<()> {
 pub fn copy_to_device_sync<'d, T: Pod>(src: &[T], dst: impl Into<DeviceView<'d, T>>) -> Result<()> {
     let dst = dst.into();
     check_lengths(src.len(), dst.len(), "cuMemcpyHtoD")?;
+    dst.context().bind()?;
     // SAFETY: lengths match; the call returns only when the copy is done, so `src` outlives it.
     let status = unsafe { cu::cuMemcpyHtoD_v2(dst.device_ptr(), src.as_ptr().cast(), dst.bytes()) };
     check(status, "cuMemcpyHtoD", Some("legacy default stream"))
@@ -494,6 +507,7 @@ pub fn copy_to_host_sync<'d, T: Pod>(
 ) -> Result<()> {
     let src = src.into();
     check_lengths(dst.len(), src.len(), "cuMemcpyDtoH")?;
+    src.context().bind()?;
     // SAFETY: lengths match; a blocking copy into memory we hold mutably.
     let status =
         unsafe { cu::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src.device_ptr(), src.bytes()) };

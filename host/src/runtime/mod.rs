@@ -5,7 +5,9 @@
 //! asynchronous copies, and the observer a stream reports to), [`memory`] (host and device
 //! buffers), [`pool`] (stream-ordered allocation and the device's memory pool), [`graph`]
 //! (stream capture and CUDA graphs), [`op`] (what an enqueued operation is), [`cupti`]
-//! (CUPTI, opened at run time: what each operation really did on the GPU), [`error`]. [`gpu`]
+//! (CUPTI, opened at run time: what each operation really did on the GPU), [`peer`] (two GPUs:
+//! peer access and the link between them, with NVML's count of NVLink links), [`nccl`] (NCCL,
+//! opened at run time: communicators and the all-reduce), [`error`]. [`gpu`]
 //! bundles a context with its kernels. `libcuda` is loaded at run time (cudarc's
 //! `dynamic-loading`), so a machine without the driver gets a one-line error, not a loader
 //! failure.
@@ -22,7 +24,10 @@ mod keep;
 pub mod kernels;
 pub mod launch;
 pub mod memory;
+pub mod nccl;
+mod nvml;
 pub mod op;
+pub mod peer;
 pub mod pool;
 pub mod stream;
 

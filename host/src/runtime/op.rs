@@ -12,6 +12,10 @@ pub enum OpKind {
     CopyOnDevice,
     HostFn,
     Graph,
+    /// A copy from one GPU's memory to another's (`cuMemcpyPeerAsync`).
+    CopyPeer,
+    /// An NCCL collective (all-reduce): a kernel of NCCL's that also moves data between GPUs.
+    Collective,
 }
 
 /// One operation as it is enqueued.

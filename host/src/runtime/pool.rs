@@ -44,6 +44,7 @@ impl<T: Pod> DeviceBuffer<T> {
     /// it is freed with `cuMemFree`, which waits for the whole device.
     pub fn alloc(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
         let bytes = bytes_of::<T>(n, "cuMemAlloc")?;
+        on.context().bind()?;
         let mut ptr = 0;
         if bytes > 0 {
             // SAFETY: valid out-pointer; the context is current.

@@ -141,6 +141,7 @@ impl Stream {
             StreamKind::NonBlocking => cu::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
             _ => cu::CUstream_flags::CU_STREAM_DEFAULT as u32,
         };
+        context.bind()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer and the context is current.
         let status = unsafe { cu::cuStreamCreateWithPriority(&mut raw, flags, priority) };
@@ -202,6 +203,7 @@ impl Stream {
     /// Enqueues one operation through the attached observer, if any. Every copy, launch and
     /// host function in streamlab goes through here.
     pub(crate) fn enqueue(&self, op: Op<'_>, mut call: impl FnMut() -> Result<()>) -> Result<()> {
+        self.inner.context.bind()?;
         let observer = self.inner.observer.borrow().clone();
         match observer {
             None => call(),
@@ -314,6 +316,7 @@ impl Event {
     }
 
     fn with_flags(on: &impl AsContext, flags: u32, op: &str) -> Result<Event> {
+        on.context().bind()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the context is current.
         check(unsafe { cu::cuEventCreate(&mut raw, flags) }, op, None)?;
@@ -483,6 +486,37 @@ impl Stream {
                 )
             };
             self.check(status, "cuMemcpyDtoDAsync")
+        })
+    }
+}
+
+impl Stream {
+    /// Enqueues a copy from one GPU's memory to another's (`cudaMemcpyPeerAsync`). With peer
+    /// access on ([`crate::runtime::peer::enable_access`]) it goes over the link directly;
+    /// without, the driver stages it through host memory.
+    pub fn copy_peer<'a, 'b, T: Pod>(
+        &self,
+        src: impl Into<DeviceView<'a, T>>,
+        dst: impl Into<DeviceView<'b, T>>,
+    ) -> Result<()> {
+        let (src, dst) = (src.into(), dst.into());
+        check_lengths(src.len(), dst.len(), "cuMemcpyPeerAsync", self.name())?;
+        let op =
+            Op { kind: OpKind::CopyPeer, label: "peer copy", bytes: src.bytes(), launch: None };
+        self.enqueue(op, || {
+            // SAFETY: lengths match; both are live device allocations of live contexts
+            // (freeing either waits for the device).
+            let status = unsafe {
+                cu::cuMemcpyPeerAsync(
+                    dst.device_ptr(),
+                    dst.context().as_raw(),
+                    src.device_ptr(),
+                    src.context().as_raw(),
+                    src.bytes(),
+                    self.as_raw(),
+                )
+            };
+            self.check(status, "cuMemcpyPeerAsync")
         })
     }
 }

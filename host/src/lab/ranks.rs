@@ -1,0 +1,212 @@
+//! One process per GPU, as DDP jobs run: which rank this process is, and how the ranks meet.
+//!
+//! The names are torchrun's: `RANK` and `WORLD_SIZE` (both, or neither), `LOCAL_RANK` (the
+//! GPU on this machine; `--device` picks it). The ranks meet through NCCL's unique id, which
+//! rank 0 makes and hands to the others, by
+//! - `STREAMLAB_RENDEZVOUS=file:/shared/path`: rank 0 writes the id there (`streamlab
+//!   launch` uses a file in a folder it owns and removes);
+//! - `STREAMLAB_RENDEZVOUS=tcp:host:port`, or torchrun's `MASTER_ADDR` and `MASTER_PORT`:
+//!   rank 0 listens there and sends the id to each rank that connects (across machines).
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::runtime::nccl::UniqueId;
+use crate::runtime::{Error, Result};
+
+/// How long a rank waits for rank 0's id before it gives up.
+pub const WAIT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rendezvous {
+    File(PathBuf),
+    Tcp(String),
+}
+
+/// This process's place in a multi-process run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankEnv {
+    pub rank: usize,
+    pub world: usize,
+    pub rendezvous: Rendezvous,
+}
+
+/// The rank this process is, from `vars` (the environment: see [`from_env`]); None when it
+/// runs alone.
+pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
+    let bad = |why: String| Err(Error::InvalidInput(why));
+    let number =
+        |name: &str| -> Result<Option<usize>> {
+            match vars(name) {
+                None => Ok(None),
+                Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                    Error::InvalidInput(format!("{name}={v:?} is not a whole number"))
+                }),
+            }
+        };
+    let (rank, world) = match (number("RANK")?, number("WORLD_SIZE")?) {
+        (None, None) => return Ok(None),
+        (Some(r), Some(w)) => (r, w),
+        _ => return bad("RANK and WORLD_SIZE go together: set both, or neither".into()),
+    };
+    if world == 0 || rank >= world {
+        return bad(format!("RANK={rank} must be below WORLD_SIZE={world}"));
+    }
+    let rendezvous = match (vars("STREAMLAB_RENDEZVOUS"), vars("MASTER_ADDR"), vars("MASTER_PORT")) {
+        (Some(r), _, _) => match r.split_once(':') {
+            Some(("file", path)) if !path.is_empty() => Rendezvous::File(path.into()),
+            Some(("tcp", addr)) if addr.contains(':') => Rendezvous::Tcp(addr.into()),
+            _ => return bad(format!("STREAMLAB_RENDEZVOUS={r:?}: use file:/path or tcp:host:port")),
+        },
+        (None, Some(host), Some(port)) => Rendezvous::Tcp(format!("{host}:{port}")),
+        _ => {
+            return bad("RANK is set but not how the ranks meet: set STREAMLAB_RENDEZVOUS=file:/path (or tcp:host:port), or MASTER_ADDR and MASTER_PORT".into())
+        }
+    };
+    Ok(Some(RankEnv { rank, world, rendezvous }))
+}
+
+/// [`parse`] of this process's environment.
+pub fn from_env() -> Result<Option<RankEnv>> {
+    parse(|k| std::env::var(k).ok())
+}
+
+fn waited_too_long(what: &str) -> Error {
+    Error::NotRun(format!(
+        "rank 0's NCCL id did not arrive through {what} within {} s",
+        WAIT.as_secs()
+    ))
+}
+
+impl RankEnv {
+    /// The id all ranks share: rank 0 makes it with `make` and publishes it; the others wait
+    /// for it.
+    pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
+        let io = |what: &str, e: std::io::Error| Error::InvalidInput(format!("{what}: {e}"));
+        match (&self.rendezvous, self.rank) {
+            (Rendezvous::File(path), 0) => {
+                let id = make()?;
+                let partial = path.with_extension("partial");
+                std::fs::write(&partial, id.to_hex())
+                    .map_err(|e| io(&format!("writing {}", partial.display()), e))?;
+                // A rename is atomic: a reader never sees half an id.
+                std::fs::rename(&partial, path)
+                    .map_err(|e| io(&format!("writing {}", path.display()), e))?;
+                Ok(id)
+            }
+            (Rendezvous::File(path), _) => {
+                let start = Instant::now();
+                loop {
+                    if let Ok(text) = std::fs::read_to_string(path) {
+                        return UniqueId::from_hex(&text);
+                    }
+                    if start.elapsed() > WAIT {
+                        return Err(waited_too_long(&path.display().to_string()));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            (Rendezvous::Tcp(addr), 0) => {
+                let listener =
+                    TcpListener::bind(addr).map_err(|e| io(&format!("listening on {addr}"), e))?;
+                let id = make()?;
+                let (others, text) = (self.world - 1, id.to_hex());
+                // Serve in the background: this rank goes on to ncclCommInitRank, which
+                // returns only when the others have joined.
+                std::thread::spawn(move || {
+                    for mut peer in listener.incoming().take(others).flatten() {
+                        let _ = writeln!(peer, "{text}");
+                    }
+                });
+                Ok(id)
+            }
+            (Rendezvous::Tcp(addr), _) => {
+                let start = Instant::now();
+                loop {
+                    if let Ok(peer) = TcpStream::connect(addr) {
+                        let mut line = String::new();
+                        BufReader::new(peer)
+                            .read_line(&mut line)
+                            .map_err(|e| io(&format!("reading from {addr}"), e))?;
+                        return UniqueId::from_hex(&line);
+                    }
+                    if start.elapsed() > WAIT {
+                        return Err(waited_too_long(addr));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Result<Option<RankEnv>> {
+        let map: std::collections::HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        parse(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn ranks_come_from_torchrun_style_variables() {
+        assert_eq!(env(&[]).unwrap(), None);
+        let file =
+            env(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("STREAMLAB_RENDEZVOUS", "file:/tmp/id")]);
+        assert_eq!(file.unwrap().unwrap().rendezvous, Rendezvous::File("/tmp/id".into()));
+        let tcp = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ]);
+        assert_eq!(
+            tcp.unwrap().unwrap(),
+            RankEnv { rank: 0, world: 4, rendezvous: Rendezvous::Tcp("10.0.0.1:29500".into()) }
+        );
+        for bad in [
+            vec![("RANK", "0")],
+            vec![("RANK", "2"), ("WORLD_SIZE", "2"), ("STREAMLAB_RENDEZVOUS", "file:/x")],
+            vec![("RANK", "x"), ("WORLD_SIZE", "2")],
+            vec![("RANK", "0"), ("WORLD_SIZE", "2")],
+            vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("STREAMLAB_RENDEZVOUS", "smoke:signals")],
+        ] {
+            let e = env(&bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_file_rendezvous_hands_rank_0s_id_to_rank_1() {
+        let dir = std::env::temp_dir().join(format!("streamlab-ranks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id");
+        let at = |rank| RankEnv { rank, world: 2, rendezvous: Rendezvous::File(path.clone()) };
+        let id = UniqueId::from_hex(&"ab".repeat(128)).unwrap();
+        let reader = std::thread::spawn({
+            let r1 = at(1);
+            move || r1.share_id(|| panic!("rank 1 never makes the id"))
+        });
+        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
+        assert!(reader.join().unwrap().unwrap() == id);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tcp_rendezvous_hands_rank_0s_id_to_the_others() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let at = |rank| RankEnv {
+            rank,
+            world: 3,
+            rendezvous: Rendezvous::Tcp(format!("127.0.0.1:{port}")),
+        };
+        let id = UniqueId::from_hex(&"5c".repeat(128)).unwrap();
+        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
+        for rank in [1, 2] {
+            assert!(at(rank).share_id(|| panic!("only rank 0 makes it")).unwrap() == id);
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! NCCL, opened at run time: communicators and the all-reduce, enqueued on streamlab's
+//! streams like any other operation.
+//!
+//! Why not cudarc's `nccl` module: its loader looks for `libnccl.so`, `libnccl.so.12`,
+//! `.so.11`, ... but not `libnccl.so.2`, the name Debian's `libnccl2` and NVIDIA's wheels
+//! install, and it panics when the library is missing. Ten functions of `nccl.h` are all
+//! streamlab calls, so they are declared here, found by [`candidates`], and a missing
+//! library is a one-line [`Error::NotRun`] naming what to install.
+//!
+//! NVLink multicast (NVLS) is turned off for this process (`NCCL_NVLS_ENABLE=0`) before the
+//! library is opened: on shared hosts it can take the GPUs out of service.
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use bytemuck::Pod;
+use libloading::Library;
+
+use crate::runtime::context::Context;
+use crate::runtime::cupti::python_sites;
+use crate::runtime::error::{Error, Result};
+use crate::runtime::memory::DeviceView;
+use crate::runtime::op::{Op, OpKind};
+use crate::runtime::stream::Stream;
+
+/// `ncclUniqueId`: what every rank needs to find the others (128 opaque bytes).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct UniqueId {
+    internal: [c_char; 128],
+}
+
+impl UniqueId {
+    /// The id as 256 hex digits, to pass through a file, a pipe or a socket.
+    pub fn to_hex(&self) -> String {
+        self.internal.iter().map(|b| format!("{:02x}", *b as u8)).collect()
+    }
+
+    /// Reads [`UniqueId::to_hex`]'s text back.
+    pub fn from_hex(text: &str) -> Result<UniqueId> {
+        let text = text.trim();
+        let bad =
+            || Error::InvalidInput(format!("not an NCCL unique id (256 hex digits): {:.40}", text));
+        if text.len() != 256 || !text.is_ascii() {
+            return Err(bad());
+        }
+        let mut internal = [0 as c_char; 128];
+        for (i, byte) in internal.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())? as c_char;
+        }
+        Ok(UniqueId { internal })
+    }
+}
+
+type Comm = *mut c_void;
+type Status = c_int;
+/// `ncclFloat32` and `ncclSum` in `nccl.h`.
+const FLOAT32: c_int = 7;
+const SUM: c_int = 0;
+
+struct Api {
+    version: unsafe extern "C" fn(*mut c_int) -> Status,
+    unique_id: unsafe extern "C" fn(*mut UniqueId) -> Status,
+    init_rank: unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> Status,
+    init_all: unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> Status,
+    destroy: unsafe extern "C" fn(Comm) -> Status,
+    group_start: unsafe extern "C" fn() -> Status,
+    group_end: unsafe extern "C" fn() -> Status,
+    all_reduce: unsafe extern "C" fn(
+        *const c_void,
+        *mut c_void,
+        usize,
+        c_int,
+        c_int,
+        Comm,
+        cudarc::driver::sys::CUstream,
+    ) -> Status,
+    error_string: unsafe extern "C" fn(Status) -> *const c_char,
+    last_error: unsafe extern "C" fn(Comm) -> *const c_char,
+    path: String,
+    _lib: Library,
+}
+
+/// Where NCCL is looked for, in order: `$STREAMLAB_NCCL` (a file), the loader's path under
+/// the names installs use (`libnccl.so.2` first), then NVIDIA's `nvidia-nccl-cu*` wheels in
+/// the usual Python folders and PyTorch's venv.
+pub fn candidates() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> =
+        std::env::var_os("STREAMLAB_NCCL").map(PathBuf::from).into_iter().collect();
+    out.extend(["libnccl.so.2", "libnccl.so"].iter().map(PathBuf::from));
+    for site in python_sites() {
+        out.push(site.join("nvidia/nccl/lib/libnccl.so.2"));
+    }
+    out
+}
+
+/// What to do when NCCL is missing, in one line.
+pub const INSTALL_HINT: &str = "NCCL not found: install it (Debian/Ubuntu: `apt install libnccl2`; pip: `pip install nvidia-nccl-cu13`), or point STREAMLAB_NCCL at libnccl.so.2";
+
+fn api() -> Result<&'static Api> {
+    static API: OnceLock<std::result::Result<Api, String>> = OnceLock::new();
+    API.get_or_init(|| {
+        // Before the library reads its settings: never NVLink multicast (see the module doc).
+        std::env::set_var("NCCL_NVLS_ENABLE", "0");
+        for path in candidates() {
+            // SAFETY: opening NCCL runs its initialisers, which have no preconditions.
+            let Ok(lib) = (unsafe { Library::new(&path) }) else { continue };
+            // SAFETY: each type is the function's C signature from nccl.h (2.x).
+            let api = unsafe {
+                (|| -> std::result::Result<Api, libloading::Error> {
+                    Ok(Api {
+                        version: *lib.get(b"ncclGetVersion\0")?,
+                        unique_id: *lib.get(b"ncclGetUniqueId\0")?,
+                        init_rank: *lib.get(b"ncclCommInitRank\0")?,
+                        init_all: *lib.get(b"ncclCommInitAll\0")?,
+                        destroy: *lib.get(b"ncclCommDestroy\0")?,
+                        group_start: *lib.get(b"ncclGroupStart\0")?,
+                        group_end: *lib.get(b"ncclGroupEnd\0")?,
+                        all_reduce: *lib.get(b"ncclAllReduce\0")?,
+                        error_string: *lib.get(b"ncclGetErrorString\0")?,
+                        last_error: *lib.get(b"ncclGetLastError\0")?,
+                        path: path.display().to_string(),
+                        _lib: lib,
+                    })
+                })()
+            };
+            return api.map_err(|e| format!("{} is not a usable NCCL: {e}", path.display()));
+        }
+        Err(INSTALL_HINT.to_string())
+    })
+    .as_ref()
+    .map_err(|why| Error::NotRun(why.clone()))
+}
+
+/// Turns an NCCL status into a `Result`, with NCCL's words for it (and the communicator's
+/// last error, which says more).
+fn check(api: &Api, status: Status, op: &str, stream: Option<&Stream>, comm: Comm) -> Result<()> {
+    // NCCL sets the device itself (cudaSetDevice): our idea of the current context is stale.
+    Context::forget_current();
+    if status == 0 {
+        return Ok(());
+    }
+    // SAFETY: both return static NUL-terminated strings; a null communicator is allowed.
+    let (what, last) =
+        unsafe { (CStr::from_ptr((api.error_string)(status)), (api.last_error)(comm)) };
+    let mut message = format!("{} ({status})", what.to_string_lossy());
+    if !last.is_null() {
+        // SAFETY: checked non-null; NCCL owns the string.
+        let last = unsafe { CStr::from_ptr(last) }.to_string_lossy();
+        if !last.is_empty() {
+            message.push_str(&format!(": {last}"));
+        }
+    }
+    Err(Error::Nccl { op: op.into(), stream: stream.map(|s| s.name().to_string()), message })
+}
+
+/// The NCCL this process opened: its version ("2.28.3") and file, or why it cannot run.
+pub fn version() -> Result<(String, String)> {
+    let api = api()?;
+    let mut v = 0;
+    // SAFETY: valid out-pointer.
+    check(api, unsafe { (api.version)(&mut v) }, "ncclGetVersion", None, std::ptr::null_mut())?;
+    Ok((format!("{}.{}.{}", v / 10000, v / 100 % 100, v % 100), api.path.clone()))
+}
+
+/// A new id for a group of ranks to meet by (`ncclGetUniqueId`; rank 0 makes it).
+pub fn unique_id() -> Result<UniqueId> {
+    let api = api()?;
+    let mut id = UniqueId { internal: [0; 128] };
+    // SAFETY: valid out-pointer to a 128-byte `ncclUniqueId`.
+    check(api, unsafe { (api.unique_id)(&mut id) }, "ncclGetUniqueId", None, std::ptr::null_mut())?;
+    Ok(id)
+}
+
+/// One rank's membership of an NCCL communicator, on one GPU.
+pub struct Communicator {
+    raw: Comm,
+    rank: usize,
+    size: usize,
+    context: Context,
+}
+
+impl Communicator {
+    /// One communicator per GPU, all in this process (`ncclCommInitAll`): rank i is
+    /// `contexts[i]`'s GPU.
+    pub fn all(contexts: &[&Context]) -> Result<Vec<Communicator>> {
+        let api = api()?;
+        let devices: Vec<c_int> = contexts.iter().map(|c| c.ordinal() as c_int).collect();
+        let mut raw = vec![std::ptr::null_mut(); devices.len()];
+        // SAFETY: `raw` has room for one communicator per device in `devices`.
+        let status =
+            unsafe { (api.init_all)(raw.as_mut_ptr(), devices.len() as c_int, devices.as_ptr()) };
+        check(api, status, "ncclCommInitAll", None, std::ptr::null_mut())?;
+        let size = raw.len();
+        Ok(raw
+            .into_iter()
+            .zip(contexts)
+            .enumerate()
+            .map(|(rank, (raw, c))| Communicator { raw, rank, size, context: (*c).clone() })
+            .collect())
+    }
+
+    /// This process's rank of `size`, on `context`'s GPU (`ncclCommInitRank`). Blocks until
+    /// every rank has joined.
+    pub fn join(
+        context: &Context,
+        id: &UniqueId,
+        rank: usize,
+        size: usize,
+    ) -> Result<Communicator> {
+        let api = api()?;
+        context.bind()?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the id is passed by value as nccl.h declares.
+        let status = unsafe { (api.init_rank)(&mut raw, size as c_int, *id, rank as c_int) };
+        check(api, status, "ncclCommInitRank", None, std::ptr::null_mut())?;
+        Ok(Communicator { raw, rank, size, context: context.clone() })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// Enqueues `recv = sum over ranks of send` on `stream` (`ncclAllReduce`, ncclSum). Every
+    /// rank must call it, in the same order as every other collective.
+    pub fn all_reduce_sum<T: Pod>(
+        &self,
+        send: DeviceView<'_, T>,
+        recv: DeviceView<'_, T>,
+        stream: &Stream,
+    ) -> Result<()> {
+        let api = api()?;
+        if std::mem::size_of::<T>() != 4 || send.len() != recv.len() {
+            return Err(Error::Internal(format!(
+                "ncclAllReduce on stream \"{}\": f32 buffers of equal length only ({} and {})",
+                stream.name(),
+                send.len(),
+                recv.len()
+            )));
+        }
+        let op =
+            Op { kind: OpKind::Collective, label: "all-reduce", bytes: send.bytes(), launch: None };
+        stream.enqueue(op, || {
+            // SAFETY: both views are live device memory of `send.len()` f32s on this
+            // communicator's GPU; the stream belongs to that GPU's context.
+            let status = unsafe {
+                (api.all_reduce)(
+                    send.device_ptr() as *const c_void,
+                    recv.device_ptr() as *mut c_void,
+                    send.len(),
+                    FLOAT32,
+                    SUM,
+                    self.raw,
+                    stream.as_raw(),
+                )
+            };
+            check(api, status, "ncclAllReduce", Some(stream), self.raw)
+        })
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        if let Ok(api) = api() {
+            // SAFETY: we own the communicator; its work was waited for by whoever synchronized.
+            unsafe { (api.destroy)(self.raw) };
+            Context::forget_current();
+        }
+    }
+}
+
+/// Runs `issue` between `ncclGroupStart` and `ncclGroupEnd`: one thread driving several GPUs
+/// must group the collectives of one step, or the first would wait for ranks not yet issued.
+pub fn group<R>(issue: impl FnOnce() -> Result<R>) -> Result<R> {
+    let api = api()?;
+    // SAFETY: no arguments.
+    check(api, unsafe { (api.group_start)() }, "ncclGroupStart", None, std::ptr::null_mut())?;
+    let result = issue();
+    // SAFETY: balances the ncclGroupStart above, whatever `issue` returned.
+    let end = check(api, unsafe { (api.group_end)() }, "ncclGroupEnd", None, std::ptr::null_mut());
+    let value = result?;
+    end?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_ids_survive_hex() {
+        let mut id = UniqueId { internal: [0; 128] };
+        for (i, b) in id.internal.iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8 as c_char;
+        }
+        let text = id.to_hex();
+        assert_eq!(text.len(), 256);
+        assert!(UniqueId::from_hex(&text).ok() == Some(id));
+        assert!(UniqueId::from_hex("abc").is_err());
+        assert!(UniqueId::from_hex(&"zz".repeat(128)).is_err());
+    }
+
+    #[test]
+    fn libnccl_so_2_is_looked_for_first_on_the_loader_path() {
+        let names: Vec<String> = candidates().iter().map(|p| p.display().to_string()).collect();
+        let first = names.iter().position(|n| n == "libnccl.so.2").expect("libnccl.so.2 listed");
+        let bare = names.iter().position(|n| n == "libnccl.so").expect("libnccl.so listed");
+        assert!(first < bare, "{names:?}");
+    }
+}

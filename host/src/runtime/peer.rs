@@ -1,0 +1,90 @@
+//! Two GPUs in one process: whether one can read the other's memory (peer access), what
+//! links them, and turning peer access on. The peer copy itself is
+//! [`Stream::copy_peer`](crate::runtime::Stream::copy_peer).
+use cudarc::driver::sys::{self as cu, CUdevice_P2PAttribute as P2p};
+use serde::Serialize;
+
+use crate::runtime::context::Context;
+use crate::runtime::error::{check, Result};
+use crate::runtime::nvml;
+
+/// What the driver says about the path from one GPU to another.
+#[derive(Debug, Clone, Serialize)]
+pub struct Link {
+    pub from: u32,
+    pub to: u32,
+    /// `cuDeviceCanAccessPeer`: kernels and copies on `from` can address `to`'s memory.
+    pub access: bool,
+    /// `CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK`: the driver's relative rank of this link
+    /// (0 is the best it has).
+    pub performance_rank: i32,
+    /// `CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED`: atomics over the link are native
+    /// (NVLink), not emulated.
+    pub native_atomics: bool,
+    /// NVLink links between the two that NVML reports active; None when NVML is not there.
+    pub nvlinks: Option<u32>,
+}
+
+impl Link {
+    /// The link in words: "NVLink (18 links)", "PCIe or another non-NVLink path", ...
+    pub fn kind(&self) -> String {
+        match self.nvlinks {
+            Some(n) if n > 0 => {
+                format!("NVLink ({n} link{} active)", if n == 1 { "" } else { "s" })
+            }
+            Some(_) => "PCIe (no active NVLink between them)".into(),
+            None if self.native_atomics => "NVLink, by the native-atomics attribute".into(),
+            None => "PCIe or another non-NVLink path (NVML not available to say more)".into(),
+        }
+    }
+}
+
+fn attribute(attr: P2p, from: &Context, to: &Context) -> Result<i32> {
+    let mut value = 0;
+    // SAFETY: valid out-pointer; both devices exist (their contexts are retained).
+    let status =
+        unsafe { cu::cuDeviceGetP2PAttribute(&mut value, attr, from.device(), to.device()) };
+    check(status, "cuDeviceGetP2PAttribute", None)?;
+    Ok(value)
+}
+
+/// The path from `from`'s GPU to `to`'s, as the driver and NVML describe it.
+pub fn link(from: &Context, to: &Context) -> Result<Link> {
+    let mut access = 0;
+    // SAFETY: valid out-pointer and device handles.
+    let status = unsafe { cu::cuDeviceCanAccessPeer(&mut access, from.device(), to.device()) };
+    check(status, "cuDeviceCanAccessPeer", None)?;
+    Ok(Link {
+        from: from.ordinal(),
+        to: to.ordinal(),
+        access: access != 0,
+        performance_rank: attribute(P2p::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, from, to)?,
+        native_atomics: attribute(P2p::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, from, to)?
+            != 0,
+        nvlinks: nvml::active_links(&from.pci_bus_id()?, &to.pci_bus_id()?),
+    })
+}
+
+/// Lets work in `from`'s context address `to`'s memory (`cudaDeviceEnablePeerAccess`).
+/// Turning it on twice is not an error.
+pub fn enable_access(from: &Context, to: &Context) -> Result<()> {
+    from.bind()?;
+    // SAFETY: `to` is a live context; flags must be 0.
+    let status = unsafe { cu::cuCtxEnablePeerAccess(to.as_raw(), 0) };
+    if status == cu::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+        return Ok(());
+    }
+    check(status, "cuCtxEnablePeerAccess", None)
+}
+
+/// Turns peer access from `from` to `to` off again (`cudaDeviceDisablePeerAccess`); off
+/// already is not an error.
+pub fn disable_access(from: &Context, to: &Context) -> Result<()> {
+    from.bind()?;
+    // SAFETY: `to` is a live context.
+    let status = unsafe { cu::cuCtxDisablePeerAccess(to.as_raw()) };
+    if status == cu::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED {
+        return Ok(());
+    }
+    check(status, "cuCtxDisablePeerAccess", None)
+}
