@@ -309,6 +309,19 @@ mod tests {
     }
 
     #[test]
+    fn nccl_is_found_or_missing_in_one_line_that_says_what_to_install() {
+        match version() {
+            Ok((v, path)) => assert!(v.starts_with("2.") && !path.is_empty(), "{v} {path}"),
+            Err(e) => {
+                assert_eq!(e.exit_code(), 3);
+                let line = e.to_string();
+                assert!(line.contains("apt install libnccl2") && !line.contains('\n'), "{line}");
+            }
+        }
+        assert_eq!(std::env::var("NCCL_NVLS_ENABLE").as_deref(), Ok("0"));
+    }
+
+    #[test]
     fn libnccl_so_2_is_looked_for_first_on_the_loader_path() {
         let names: Vec<String> = candidates().iter().map(|p| p.display().to_string()).collect();
         let first = names.iter().position(|n| n == "libnccl.so.2").expect("libnccl.so.2 listed");
