@@ -221,6 +221,9 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
 
     let mut report = Report::new(L::NAME, L::SUMMARY, &gpu.info.name);
     if let Ok(serde_json::Value::Object(params)) = serde_json::to_value(args) {
+        // Which parameters are the lesson's flags (the others a lesson adds are derived):
+        // what a picture's footer may print as a command line.
+        report.detail("flags", params.keys().collect::<Vec<_>>());
         for (k, v) in params {
             report.param(&k, v);
         }

@@ -74,10 +74,18 @@ pub fn caption(report: &Report, recordings: &[Recording], provenance: &str) -> C
         .first()
         .map(|r| format!("one run of each version; {}", r.source.describe()))
         .unwrap_or_default();
+    // Only the lesson's own flags (the harness lists them): a lesson's derived parameters
+    // (bytes, cycles, ...) are no flags. A report without the list prints none.
+    let flags: Vec<&str> = report
+        .details
+        .get("flags")
+        .and_then(|f| f.as_array())
+        .map(|f| f.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
     let params: Vec<String> = report
         .parameters
         .iter()
-        .filter(|(k, _)| *k != "reps" && *k != "seed")
+        .filter(|(k, _)| flags.contains(&k.as_str()))
         .map(|(k, v)| format!("--{} {v}", k.replace('_', "-")))
         .collect();
     Caption {
@@ -211,6 +219,8 @@ mod tests {
         let mut report = Report::new("overlap", "one stream vs K streams", "NVIDIA H200");
         report
             .param("streams", 8)
+            .param("bytes", 67108864) // derived, not a flag: the footer must leave it out
+            .detail("flags", ["streams"])
             .figure("one stream, median", 5.01, "ms")
             .figure("8 streams, median", 2.901, "ms")
             .figure("speed-up (first / second)", 1.727, "x")
