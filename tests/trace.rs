@@ -120,6 +120,14 @@ fn cupti_shows_the_pipeline_of_eight_streams() {
             copy_out.end_ms
         );
         assert_eq!(copy_in.bytes, copy_out.bytes);
+        // The lesson's own names for them, through the correlation ids.
+        let names = [&copy_in.name, &kernel.name, &copy_out.name];
+        let want = [
+            format!("chunk {k} copy-in"),
+            format!("chunk {k} kernel"),
+            format!("chunk {k} copy-out"),
+        ];
+        assert!(names.iter().zip(&want).all(|(got, want)| *got == want), "{names:?}");
         assert!(kernel.grid.is_some_and(|g| g[0] > 0), "{kernel:?}");
     }
     // Overlap happened: some copy-in ran while another chunk's kernel did.

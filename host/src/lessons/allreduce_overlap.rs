@@ -29,6 +29,7 @@ use serde::Serialize;
 use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::collective::{digest, Ranks};
 use crate::lab::data::chunk_ranges;
+use crate::lab::span::named;
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{nccl, Error, Gpu, Result, Stream};
 
@@ -93,16 +94,20 @@ impl AllreduceOverlap {
         let ranks = &self.ranks;
         let ms = ranks.bracket.time(&ranks.streams, || {
             for (b, bucket) in buckets.iter().enumerate() {
-                for r in &ranks.local {
-                    r.backward(self.iters, bucket.clone())?;
-                    r.ready[b].record(&r.compute)?;
-                }
-                nccl::group(|| {
-                    ranks.local.iter().try_for_each(|r| {
-                        let b = if reversed && r.rank % 2 == 1 { buckets.len() - 1 - b } else { b };
-                        r.comm[comm].wait_event(&r.ready[b])?;
-                        r.all_reduce(buckets[b].clone(), &r.comm[comm])
-                    })
+                named(format!("bucket {b}"), || -> Result<()> {
+                    for r in &ranks.local {
+                        r.backward(self.iters, bucket.clone())?;
+                        r.ready[b].record(&r.compute)?;
+                    }
+                    nccl::group(|| {
+                        ranks.local.iter().try_for_each(|r| {
+                            let b =
+                                if reversed && r.rank % 2 == 1 { buckets.len() - 1 - b } else { b };
+                            r.comm[comm].wait_event(&r.ready[b])?;
+                            r.all_reduce(buckets[b].clone(), &r.comm[comm])
+                        })
+                    })?;
+                    Ok(())
                 })?;
             }
             Ok(())

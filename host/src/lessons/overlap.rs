@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::lab::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, random_inputs};
 use crate::lab::pipeline::{Bracket, Phases};
+use crate::lab::span::named;
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -109,10 +110,13 @@ impl Lesson for Overlap {
     fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
         let ([input, _, out], dev) = (&self.host, &self.dev);
         let ms = self.bracket.time(&self.streams, || {
-            for (s, r) in self.streams.iter().zip(&self.chunks) {
-                s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?)?;
-                gpu.compute_chunk(s, dev, r.clone(), self.iters)?;
-                s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?)?;
+            for (i, (s, r)) in self.streams.iter().zip(&self.chunks).enumerate() {
+                // A recorded slice then reads "chunk 3 copy-in", not "memcpy HtoD".
+                named(format!("chunk {i}"), || {
+                    s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?)?;
+                    gpu.compute_chunk(s, dev, r.clone(), self.iters)?;
+                    s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?)
+                })?;
             }
             Ok(())
         })?;

@@ -35,6 +35,7 @@ use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::{chunk_ranges, random_inputs};
 use crate::lab::devices;
 use crate::lab::pipeline::{pipeline_bound, Bracket};
+use crate::lab::span::named;
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{peer, AsContext, DeviceBuffer, Event, Gpu, Result, Stream};
 
@@ -84,26 +85,34 @@ impl PipelineParallel {
         let [s0, copy, s1] = &self.streams;
         let ms = self.bracket.time(&self.streams, || {
             for (m, r) in self.batches.iter().enumerate() {
-                let mark =
-                    |i: usize, s: &Stream| if naive { self.marks[m][i].record(s) } else { Ok(()) };
-                mark(0, s0)?;
-                s0.copy_on_device(self.input.slice(r.clone())?, self.act[0].slice(r.clone())?)?;
-                gpu.compute_chunk(s0, &self.act[0], r.clone(), self.iters)?;
-                mark(1, s0)?;
-                self.done0[m].record(s0)?;
-                copy.wait_event(&self.done0[m])?;
-                mark(2, copy)?;
-                copy.copy_peer(self.act[0].slice(r.clone())?, self.act[1].slice(r.clone())?)?;
-                mark(3, copy)?;
-                self.sent[m].record(copy)?;
-                s1.wait_event(&self.sent[m])?;
-                mark(4, s1)?;
-                self.peer.compute_chunk(s1, &self.act[1], r.clone(), self.iters)?;
-                mark(5, s1)?;
-                if naive {
-                    self.done1[m].record(s1)?;
-                    s0.wait_event(&self.done1[m])?;
-                }
+                named(format!("micro-batch {m}"), || -> Result<()> {
+                    let mark = |i: usize, s: &Stream| {
+                        if naive {
+                            self.marks[m][i].record(s)
+                        } else {
+                            Ok(())
+                        }
+                    };
+                    mark(0, s0)?;
+                    s0.copy_on_device(self.input.slice(r.clone())?, self.act[0].slice(r.clone())?)?;
+                    gpu.compute_chunk(s0, &self.act[0], r.clone(), self.iters)?;
+                    mark(1, s0)?;
+                    self.done0[m].record(s0)?;
+                    copy.wait_event(&self.done0[m])?;
+                    mark(2, copy)?;
+                    copy.copy_peer(self.act[0].slice(r.clone())?, self.act[1].slice(r.clone())?)?;
+                    mark(3, copy)?;
+                    self.sent[m].record(copy)?;
+                    s1.wait_event(&self.sent[m])?;
+                    mark(4, s1)?;
+                    self.peer.compute_chunk(s1, &self.act[1], r.clone(), self.iters)?;
+                    mark(5, s1)?;
+                    if naive {
+                        self.done1[m].record(s1)?;
+                        s0.wait_event(&self.done1[m])?;
+                    }
+                    Ok(())
+                })?;
             }
             Ok(())
         })?;
