@@ -17,6 +17,7 @@
 # STREAMLAB names the binary (default: the bundle's); LESSON_ARGS adds flags to every run.
 # A few lessons get flags of their own (lesson_flags below) to keep their recorded run small:
 #   graph  --iters 20   each replay of the DAG is recorded; 1000 (the default) made 8.5 MB
+#   unified-memory  --chunks 8   half the default chunks: each stream's row stays legible
 # LESSON_ARGS wins where it names the same flag (clap refuses a flag given twice).
 set -uo pipefail
 G=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +33,7 @@ given() { [[ " ${LESSON_ARGS:-} " =~ [[:space:]]$1[[:space:]=] ]]; }
 lesson_flags() {
   case $1 in
     graph) given --iters || echo "--iters 20" ;;
+    unified-memory) given --chunks || echo "--chunks 8" ;;
   esac
 }
 

@@ -27,6 +27,8 @@ fn default_stream_report_passes() {
     let o = run_lesson::<DefaultStream>(&gpu, &["--sleep-us", "2000"], 3);
     assert!(o.passed(), "{}", o.report.to_text());
     let ratio = o.measured.speedup();
+    let threads = o.measured.versions[2].time.median / o.measured.versions[3].time.median;
+    assert!(threads > 1.6, "legacy / per-thread total {threads}\n{}", o.report.to_text());
     assert!(ratio > 1.6, "blocking / non-blocking total {ratio}\n{}", o.report.to_text());
 }
 
@@ -55,4 +57,36 @@ fn the_default_and_the_shortest_sleep_pass_the_checks() {
             .and_then(|p| p.admit(None))
             .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
     }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn two_threads_take_turns_on_the_legacy_stream_but_not_on_their_per_thread_ones() {
+    let gpu = gpu();
+    let mut d: DefaultStream = set_up(&gpu, &["--sleep-us", "2000"], 0).unwrap();
+    for _ in 0..3 {
+        let legacy = d.other(&gpu, 2).unwrap();
+        let per_thread = d.other(&gpu, 3).unwrap();
+        assert!(legacy.value(GAP_US) >= 0.0, "{legacy:?}");
+        assert!(per_thread.value(GAP_US) < 0.0, "{per_thread:?}");
+        // Sum vs max of two 2 ms kernels, one from each host thread.
+        assert!(legacy.ms > 3.6 && per_thread.ms < 3.0, "{legacy:?} {per_thread:?}");
+    }
+    // The worker threads end with the lesson; a new one starts cleanly on the same context.
+    drop(d);
+    let o = run_lesson::<DefaultStream>(&gpu, &["--sleep-us", "1000"], 2);
+    let names = [
+        "2 threads on the legacy default stream took turns",
+        "2 threads' per-thread default streams overlapped",
+    ];
+    for name in names {
+        assert!(o.checks.iter().any(|c| c.name == name && c.passed()), "{name}: {:?}", o.checks);
+    }
+}
+
+#[test]
+fn the_longest_sleep_is_five_seconds_now_that_a_repeat_has_eight() {
+    testkit::accepted::<DefaultStream>(&["--sleep-us", "5e6"]);
+    let why = refusal::<DefaultStream>(&["--sleep-us", "1e7"]);
+    assert!(why.contains("number from 100 to 5000000"), "{why}");
 }

@@ -21,27 +21,47 @@
 //! (blocking), `Stream::non_blocking` is `cudaStreamCreateWithFlags(cudaStreamNonBlocking)`,
 //! and `gpu.sleep_stamped` is a one-thread sleep kernel that writes its own start and end time
 //! (`%globaltimer`), so the GPU itself says whether the second kernel started before the first
-//! ended. The other way out is the per-thread default stream (`nvcc --default-stream
-//! per-thread`, `CU_STREAM_PER_THREAD`): stream `0` then behaves like an ordinary stream.
+//! ended.
+//!
+//! The other way out is the per-thread default stream. Two host threads that launch without
+//! naming a stream share the one legacy default stream, so their kernels take turns; built
+//! with `nvcc --default-stream per-thread`, stream `0` means each thread's own default stream
+//! (`cudaStreamPerThread`, `CU_STREAM_PER_THREAD`), and they run side by side:
+//!
+//! ```text
+//! auto work = [] { sleep_kernel<<<1, 1>>>(cycles); cudaStreamSynchronize(0); };
+//! std::thread a(work), b(work);   // legacy: one after the other; per-thread: together
+//! ```
+//!
+//! In Rust: two `Worker`s (host threads, each with the context current), each launching on
+//! `Stream::legacy(gpu)` (`cudaStreamLegacy`) or `Stream::per_thread_default(gpu)`.
 //!
 //! The bound: with the blocking stream the pair takes the sum of two sleeps; with the
-//! non-blocking stream the larger one, so the ratio approaches 2.
+//! non-blocking stream the larger one, so the ratio approaches 2. The same holds for the two
+//! threads: legacy default stream against their per-thread default streams.
+use std::sync::{Arc, Barrier};
+
 use serde::Serialize;
 
-use crate::lab::sleep::{gap_us, serial_ms, span_ms, Stamps, OUTLASTS_A_LAUNCH_US};
+use crate::lab::harness::VersionStats;
+use crate::lab::sleep::{gap_us, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US};
 use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
-use crate::runtime::{Error, Gpu, Result, Stream};
+use crate::runtime::{AsContext, Error, Gpu, Result, Stream, Worker};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
-    /// Sleep of each kernel, µs [100..=10000000]: far longer than a launch, so overlap or
+    /// Sleep of each kernel, µs [100..=5000000]: far longer than a launch, so overlap or
     /// its absence is plain. Try 100, the shortest that still tells them apart.
-    #[arg(long, default_value_t = 5000.0, value_parser = args::number(OUTLASTS_A_LAUNCH_US..=1e7))]
+    #[arg(long, default_value_t = 5000.0, value_parser = args::number(OUTLASTS_A_LAUNCH_US..=MAX_SLEEP_US))]
     pub sleep_us: f64,
 }
 
-/// Sleeps in one repeat in the worst case: both pairs serialized.
-pub const SLEEPS_PER_REPEAT: f64 = 4.0;
+/// Sleeps in one repeat in the worst case: all four pairs serialized.
+pub const SLEEPS_PER_REPEAT: f64 = 8.0;
+/// The longest sleep: eight of them stay within a repeat's time cap.
+pub const MAX_SLEEP_US: f64 = 5e6;
+/// Host threads of versions 2 and 3, each launching one kernel.
+pub const THREADS: usize = 2;
 /// The parts of a sample: the second kernel's start minus the first one's end, and the
 /// first kernel's own duration.
 pub const GAP_US: &str = "2nd start - 1st end, µs";
@@ -53,6 +73,8 @@ pub struct DefaultStream {
     blocking: Stream,
     non_blocking: Stream,
     stamps: Stamps,
+    /// Two host threads, each with its own stamps.
+    threads: Vec<Worker<Stamps>>,
 }
 
 impl DefaultStream {
@@ -67,6 +89,56 @@ impl DefaultStream {
             .part(GAP_US, gap_us(s[0], s[1]))
             .part(KERNEL_MS, (s[0][1] - s[0][0]) as f64 / 1e6))
     }
+
+    /// Each host thread launches a stamped sleep on its default stream (`per_thread`:
+    /// `CU_STREAM_PER_THREAD`, else `CU_STREAM_LEGACY`) at the same moment (a barrier), and
+    /// waits for it. From the first start to the last end, by the GPU's own stamps.
+    fn two_threads(&self, per_thread: bool) -> Result<Sample> {
+        let (cycles, barrier) = (self.cycles, Arc::new(Barrier::new(self.threads.len())));
+        let launch = |w: &Worker<Stamps>| {
+            let barrier = Arc::clone(&barrier);
+            w.run(move |gpu, stamps| -> Result<Stamp> {
+                let s =
+                    if per_thread { Stream::per_thread_default(gpu) } else { Stream::legacy(gpu) };
+                let cleared = stamps.clear(gpu);
+                barrier.wait(); // every thread gets here, so none waits forever
+                cleared?;
+                gpu.sleep_stamped(&s, cycles, stamps.slot(0)?)?;
+                s.synchronize()?;
+                Ok(stamps.read(gpu)?[0])
+            })
+        };
+        let replies = self.threads.iter().map(launch).collect::<Result<Vec<_>>>()?;
+        let mut s = replies.into_iter().map(|r| r.wait()?).collect::<Result<Vec<Stamp>>>()?;
+        s.sort_unstable(); // by start: which thread's kernel ran first is not fixed
+        Ok(Sample::ms(span_ms(&s))
+            .part(GAP_US, gap_us(s[0], s[1]))
+            .part(KERNEL_MS, (s[0][1] - s[0][0]) as f64 / 1e6))
+    }
+}
+
+/// In every repeat of `v` the later kernel started after the earlier one ended (`waited`),
+/// or before it ended.
+fn every_repeat(v: &VersionStats, waited: bool, what: &str) -> Result<String> {
+    let gaps = v.part_stats(GAP_US);
+    let gap = gaps.map_or(f64::NAN, |s| if waited { s.min } else { s.max });
+    if (waited && gap >= 0.0) || (!waited && gap < 0.0) {
+        Ok(format!("in all {} repeats {what}", v.time.count))
+    } else if waited {
+        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel started {:.1} µs before the earlier one ended", -gap)))
+    } else {
+        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel waited {gap:.1} µs after the earlier one ended")))
+    }
+}
+
+/// Two host threads on the legacy default stream: their kernels never overlapped.
+pub fn check_threads_took_turns(m: &Measured) -> Result<String> {
+    every_repeat(&m.versions[2], true, "one thread's kernel started after the other's ended")
+}
+
+/// Two host threads, each on its per-thread default stream: their kernels always overlapped.
+pub fn check_threads_overlapped(m: &Measured) -> Result<String> {
+    every_repeat(&m.versions[3], false, "one thread's kernel started before the other's ended")
 }
 
 /// The blocking pair never overlapped: in every repeat the second kernel started after the
@@ -101,7 +173,13 @@ impl Lesson for DefaultStream {
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {
-        vec!["legacy + blocking stream".into(), "legacy + non-blocking stream".into()]
+        let versions = [
+            "legacy + blocking stream",
+            "legacy + non-blocking stream",
+            "2 host threads, legacy default stream",
+            "2 host threads, per-thread default streams",
+        ];
+        versions.iter().map(|v| v.to_string()).collect()
     }
 
     fn plan(a: &Args, _: &WorkModel) -> Result<Plan> {
@@ -115,6 +193,12 @@ impl Lesson for DefaultStream {
             blocking: Stream::new(gpu, "blocking")?,
             non_blocking: Stream::non_blocking(gpu, "non-blocking")?,
             stamps: Stamps::new(gpu, 2)?,
+            threads: (0..THREADS)
+                .map(|i| {
+                    let name = format!("default-stream thread {i}");
+                    Worker::spawn(&name, gpu.context().ordinal(), |gpu| Stamps::new(gpu, 1))
+                })
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -128,6 +212,11 @@ impl Lesson for DefaultStream {
         self.pair(gpu, &self.non_blocking)
     }
 
+    /// 2: two host threads on the legacy default stream; 3: on their per-thread ones.
+    fn other(&mut self, _gpu: &Gpu, index: usize) -> Result<Sample> {
+        self.two_threads(index == 3)
+    }
+
     fn streams(&self) -> Vec<&Stream> {
         vec![&self.legacy, &self.blocking, &self.non_blocking]
     }
@@ -138,6 +227,14 @@ impl Lesson for DefaultStream {
             check_blocking_waited(m),
         );
         checks.concurrency("non-blocking stream overlapped it", check_non_blocking_overlapped(m));
+        checks.record(
+            "2 threads on the legacy default stream took turns",
+            check_threads_took_turns(m),
+        );
+        checks.concurrency(
+            "2 threads' per-thread default streams overlapped",
+            check_threads_overlapped(m),
+        );
         Ok(())
     }
 
@@ -171,6 +268,34 @@ pub fn interpret(m: &Measured, r: &mut Report) {
     });
     r.explain("The legacy default stream (stream 0, what a launch without a stream uses) synchronizes with every blocking stream (cudaStreamCreate's default); cudaStreamNonBlocking opts a stream out.");
     r.explain("Compiling with nvcc --default-stream per-thread (cudaStreamPerThread, CU_STREAM_PER_THREAD) makes stream 0 an ordinary per-thread stream instead, which removes this implicit serialization for code that never names a stream.");
+    interpret_threads(m, r);
+}
+
+/// The figures and what they mean for the two host threads (versions 2 and 3).
+pub fn interpret_threads(m: &Measured, r: &mut Report) {
+    let (legacy, per_thread) = (&m.versions[2], &m.versions[3]);
+    let (serial, beside) = (legacy.time.median, per_thread.time.median);
+    r.figure(
+        "2 threads, legacy: later started after the earlier ended by",
+        legacy.part(GAP_US),
+        "µs",
+    )
+    .figure(
+        "2 threads, per-thread: later started before the earlier ended by",
+        -per_thread.part(GAP_US),
+        "µs",
+    )
+    .figure("2 threads: legacy over per-thread", serial / beside, "x");
+    r.explain(if check_threads_took_turns(m).is_ok() {
+        format!("Two host threads, each launching on the legacy default stream: it is one stream for the whole process, so one thread's kernel waited for the other's in every repeat ({serial:.3} ms for both).")
+    } else {
+        format!("Two host threads, each launching on the legacy default stream: their kernels overlapped in some repeat ({serial:.3} ms for both), which one shared stream should not allow: see the check.")
+    });
+    r.explain(if check_threads_overlapped(m).is_ok() {
+        format!("With CU_STREAM_PER_THREAD each thread has its own default stream: the two kernels ran side by side in every repeat ({beside:.3} ms, {:.2}x less). This is what nvcc --default-stream per-thread gives code that launches without naming a stream.", serial / beside)
+    } else {
+        format!("With CU_STREAM_PER_THREAD each thread has its own default stream, so the two kernels should run side by side, but in some repeat one waited for the other ({beside:.3} ms against {serial:.3} ms on the legacy stream): see the check.")
+    });
 }
 
 #[cfg(test)]
@@ -182,16 +307,27 @@ mod tests {
         DefaultStream::plan(&args_from::<DefaultStream>(flags)?, &WorkModel::H100)?.admit(None)
     }
 
-    /// Samples of the two versions from (start, end) stamps of each kernel pair.
+    /// Samples of the four versions from (start, end) stamps of each kernel pair: the two
+    /// threads' pairs are the stream pairs' unless given.
     fn measured(blocking: &[[[u64; 2]; 2]], non_blocking: &[[[u64; 2]; 2]]) -> Measured {
+        measured_threads(blocking, non_blocking, blocking, non_blocking)
+    }
+
+    fn measured_threads(
+        blocking: &[[[u64; 2]; 2]],
+        non_blocking: &[[[u64; 2]; 2]],
+        legacy: &[[[u64; 2]; 2]],
+        per_thread: &[[[u64; 2]; 2]],
+    ) -> Measured {
         let sample = |p: &[[u64; 2]; 2]| {
             Sample::ms(span_ms(p))
                 .part(GAP_US, gap_us(p[0], p[1]))
                 .part(KERNEL_MS, (p[0][1] - p[0][0]) as f64 / 1e6)
         };
+        let runs = [blocking, non_blocking, legacy, per_thread];
         Measured::from_samples(
             DefaultStream::versions(&args_from::<DefaultStream>(&[]).unwrap()),
-            vec![blocking.iter().map(sample).collect(), non_blocking.iter().map(sample).collect()],
+            runs.iter().map(|r| r.iter().map(sample).collect()).collect(),
         )
     }
 
@@ -215,22 +351,23 @@ mod tests {
     fn sleeps_outlast_a_launch_and_bound_a_repeat() {
         assert!(plan(&[]).is_ok());
         assert!(plan(&["--sleep-us", "100"]).is_ok());
-        assert!(plan(&["--sleep-us", "1e7"]).is_ok());
+        assert!(plan(&["--sleep-us", "5e6"]).is_ok());
         for flags in [
             ["--sleep-us", "99"],
             ["--sleep-us", "NaN"],
             ["--sleep-us", "inf"],
             ["--sleep-us", "-1"],
             ["--sleep-us", "1e9"],
+            ["--sleep-us", "1e7"],
         ] {
             let e = plan(&flags).unwrap_err().to_string();
             assert!(
-                e.contains("--sleep-us") && e.contains("number from 100 to 10000000"),
+                e.contains("--sleep-us") && e.contains("number from 100 to 5000000"),
                 "{flags:?}: {e}"
             );
         }
-        // Four sleeps a repeat: 10 s each stays under the cap, and the plan says so.
-        let a = args_from::<DefaultStream>(&["--sleep-us", "1e7"]).unwrap();
+        // Eight sleeps a repeat: 5 s each stays under the cap, and the plan says so.
+        let a = args_from::<DefaultStream>(&["--sleep-us", "5e6"]).unwrap();
         let p = DefaultStream::plan(&a, &WorkModel::H100).unwrap();
         assert_eq!(p.ms_per_repeat, 40_000.0);
     }
@@ -255,5 +392,30 @@ mod tests {
             "{bad}"
         );
         assert!(!bad.contains("in every repeat"), "{bad}");
+    }
+
+    #[test]
+    fn the_threads_checks_and_interpretation_follow_the_data() {
+        let good = measured_threads(&[SERIAL], &[BESIDE], &[SERIAL, SERIAL], &[BESIDE, BESIDE]);
+        assert!(check_threads_took_turns(&good).unwrap().contains("in all 2 repeats"));
+        assert!(check_threads_overlapped(&good).is_ok());
+        let text = told(&good);
+        assert!(text.contains("waited for the other's in every repeat"), "{text}");
+        assert!(
+            text.contains("side by side in every repeat") && text.contains("2.20x less"),
+            "{text}"
+        );
+        // One repeat each way wrong: both checks fail, and the text does not claim them.
+        let bad = measured_threads(&[SERIAL], &[BESIDE], &[SERIAL, BESIDE], &[BESIDE, SERIAL]);
+        let e = check_threads_took_turns(&bad).unwrap_err().to_string();
+        assert!(e.contains("4997.0 µs before"), "{e}");
+        let e = check_threads_overlapped(&bad).unwrap_err().to_string();
+        assert!(e.contains("waited 2.0 µs"), "{e}");
+        let text = told(&bad);
+        assert!(
+            text.contains("overlapped in some repeat") && text.contains("one waited"),
+            "{text}"
+        );
+        assert!(!text.contains("side by side in every repeat"), "{text}");
     }
 }

@@ -156,7 +156,16 @@ impl Context {
         check(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize", None)
     }
 
-    /// (free, total) device memory in bytes.
+    /// The driver's CUDA version, e.g. 13000 for 13.0 (`cuDriverGetVersion`).
+    pub fn driver_version(&self) -> Result<i32> {
+        let mut version = 0;
+        // SAFETY: valid out-pointer.
+        let status = unsafe { cu::cuDriverGetVersion(&mut version) };
+        check(status, "cuDriverGetVersion", None)?;
+        Ok(version)
+    }
+
+    /// (free, total) device memory in bytes (`cudaMemGetInfo`).
     pub fn memory(&self) -> Result<(usize, usize)> {
         let (mut free, mut total) = (0, 0);
         // SAFETY: valid out-pointers; the context is current.
@@ -195,10 +204,7 @@ impl Context {
         // SAFETY: valid out-pointers; the context is current.
         let status = unsafe { cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) };
         check(status, "cuCtxGetStreamPriorityRange", None)?;
-        let mut driver_version = 0;
-        // SAFETY: valid out-pointer.
-        let status = unsafe { cu::cuDriverGetVersion(&mut driver_version) };
-        check(status, "cuDriverGetVersion", None)?;
+        let driver_version = self.driver_version()?;
         let mut name = [0 as std::ffi::c_char; 256];
         // SAFETY: the buffer holds 256 bytes, the length we pass; the driver NUL-terminates.
         let status = unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, self.device()) };

@@ -3,11 +3,13 @@
 //! [`context`] (driver, device, primary context, device facts), [`kernels`] and [`launch`]
 //! (the module and one typed launcher per kernel), [`stream`] (streams, events, the
 //! asynchronous copies, and the observer a stream reports to), [`memory`] (host and device
-//! buffers), [`pool`] (stream-ordered allocation and the device's memory pool), [`graph`]
-//! (stream capture and CUDA graphs), [`op`] (what an enqueued operation is), [`cupti`]
-//! (CUPTI, opened at run time: what each operation really did on the GPU), [`peer`] (two GPUs:
-//! peer access and the link between them, with NVML's count of NVLink links), [`nccl`] (NCCL,
-//! opened at run time: communicators and the all-reduce), [`error`]. [`gpu`]
+//! buffers), [`pool`] (stream-ordered allocation and the device's memory pool), [`managed`]
+//! (managed memory, its prefetches and advice), [`worker`] (a host thread of its own on the
+//! same context), [`graph`] (stream capture and CUDA graphs), [`op`] (what an enqueued
+//! operation is), [`cupti`] (CUPTI, opened at run time: what each operation really did on the
+//! GPU), [`peer`] (two GPUs: peer access and the link between them, with NVML's count of
+//! NVLink links), [`nccl`] (NCCL, opened at run time: communicators and the all-reduce),
+//! [`error`]. [`gpu`]
 //! bundles a context with its kernels. `libcuda` is loaded at run time (cudarc's
 //! `dynamic-loading`), so a machine without the driver gets a one-line error, not a loader
 //! failure.
@@ -23,6 +25,7 @@ pub mod graph;
 mod keep;
 pub mod kernels;
 pub mod launch;
+pub mod managed;
 pub mod memory;
 pub mod nccl;
 mod nvml;
@@ -30,11 +33,14 @@ pub mod op;
 pub mod peer;
 pub mod pool;
 pub mod stream;
+pub mod worker;
 
 pub use context::{AsContext, Context, DeviceInfo};
 pub use error::{Error, Result};
 pub use gpu::Gpu;
+pub use managed::{Advice, Location, ManagedBuffer};
 pub use memory::{DeviceBuffer, HostBuffer};
 pub use op::{LaunchConfig, Op, OpKind};
 pub use pool::{MemPool, StreamBuffer};
 pub use stream::{Event, Observer, Stream, StreamKind};
+pub use worker::Worker;

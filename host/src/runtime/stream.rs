@@ -5,6 +5,8 @@
 //! | `cudaStreamCreate(&s)`                       | `Stream::new(&gpu, "name")`                 |
 //! | `cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)` | `Stream::non_blocking(&gpu, "name")` |
 //! | `cudaStreamCreateWithPriority(&s, f, p)`     | `Stream::with_priority(&gpu, "name", p)`    |
+//! | `0` / `cudaStreamLegacy`                     | `Stream::legacy_default(&gpu)` / `Stream::legacy(&gpu)` |
+//! | `cudaStreamPerThread`                        | `Stream::per_thread_default(&gpu)`          |
 //! | `cudaStreamSynchronize(s)` / `cudaStreamQuery(s)` | `s.synchronize()` / `s.is_idle()`      |
 //! | `cudaStreamWaitEvent(s, e)`                  | `s.wait_event(&e)`                          |
 //! | `cudaLaunchHostFunc(s, fn, data)`            | `s.launch_host_fn(closure)`                 |
@@ -58,9 +60,19 @@ pub enum StreamKind {
     Blocking,
     /// No implicit synchronization with the legacy default stream: `cudaStreamNonBlocking`.
     NonBlocking,
-    /// The legacy default stream itself (handle 0): synchronizes with every blocking stream.
+    /// The legacy default stream itself (handle 0 or `CU_STREAM_LEGACY`): one stream for every
+    /// host thread, which synchronizes with every blocking stream.
     LegacyDefault,
+    /// The calling thread's own default stream (`CU_STREAM_PER_THREAD`, what stream 0 means
+    /// under `nvcc --default-stream per-thread`): an ordinary blocking stream per host thread.
+    PerThreadDefault,
 }
+
+/// `CU_STREAM_LEGACY`: the legacy default stream, named explicitly (whatever the build's
+/// default stream is).
+const CU_STREAM_LEGACY: usize = 0x1;
+/// `CU_STREAM_PER_THREAD`: the calling thread's per-thread default stream.
+const CU_STREAM_PER_THREAD: usize = 0x2;
 
 pub(crate) struct StreamInner {
     raw: cu::CUstream,
@@ -81,7 +93,7 @@ impl StreamInner {
 
 impl Drop for StreamInner {
     fn drop(&mut self) {
-        if self.kind != StreamKind::LegacyDefault {
+        if self.kind == StreamKind::Blocking || self.kind == StreamKind::NonBlocking {
             // SAFETY: we own `raw`; work still queued completes after destroy (driver docs).
             unsafe { cu::cuStreamDestroy_v2(self.raw) };
         }
@@ -125,11 +137,31 @@ impl Stream {
 
     /// The legacy default stream (`0` in `<<<g, b, s, 0>>>`). Dropping it destroys nothing.
     pub fn legacy_default(on: &impl AsContext) -> Stream {
+        Self::special(on, 0, "legacy default stream", StreamKind::LegacyDefault)
+    }
+
+    /// The legacy default stream by its explicit handle (`cudaStreamLegacy`): the same one
+    /// stream from every host thread.
+    pub fn legacy(on: &impl AsContext) -> Stream {
+        Self::special(on, CU_STREAM_LEGACY, "legacy default stream", StreamKind::LegacyDefault)
+    }
+
+    /// The default stream of the host thread that enqueues on it (`cudaStreamPerThread`):
+    /// each thread gets its own, which waits for no other thread's. It still synchronizes
+    /// with the legacy default stream, as a blocking stream does. Use the handle on the
+    /// thread that made it (it is not `Send`); the context must be current there, as it is
+    /// on a [`Worker`](crate::runtime::Worker)'s thread.
+    pub fn per_thread_default(on: &impl AsContext) -> Stream {
+        let name = "per-thread default stream";
+        Self::special(on, CU_STREAM_PER_THREAD, name, StreamKind::PerThreadDefault)
+    }
+
+    fn special(on: &impl AsContext, handle: usize, name: &str, kind: StreamKind) -> Stream {
         Stream {
             inner: Rc::new(StreamInner {
-                raw: std::ptr::null_mut(),
-                name: "legacy default stream".into(),
-                kind: StreamKind::LegacyDefault,
+                raw: handle as cu::CUstream,
+                name: name.into(),
+                kind,
                 observer: RefCell::new(None),
                 context: on.context().clone(),
             }),
