@@ -19,16 +19,13 @@
 //!
 //! The bound, with H, C, D the whole array's copy-in, compute, copy-out times: one chunk's
 //! full trip, then the slowest stage for the other K-1, `T(K) = (H+C+D)/K + (K-1)/K·max(H,C,D)`.
-use std::ops::Range;
-
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
 use crate::lab::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, random_inputs};
 use crate::lab::pipeline::{Bracket, Phases};
-use crate::lab::span::named;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, span::named, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -46,7 +43,7 @@ pub struct Args {
 
 pub struct Overlap {
     iters: u32,
-    chunks: Vec<Range<usize>>,
+    chunks: Vec<std::ops::Range<usize>>,
     streams: Vec<Stream>,
     /// The input, then the one-stream and the K-stream outputs (public for the tests).
     pub host: [HostBuffer<f32>; 3],
@@ -105,13 +102,12 @@ impl Lesson for Overlap {
         Ok(Sample::ms(h + c + d).part("H", h).part("C", c).part("D", d))
     }
 
-    /// Chunk i on stream i, timed across all of them (`Bracket`: the other streams fork
-    /// from stream 0 before and join it after, so its two events bracket every stream's work).
+    /// Chunk i on stream i, named so a recorded slice reads "chunk 3 copy-in", timed across
+    /// all streams (`Bracket`: they fork from stream 0 before and join it after).
     fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
         let ([input, _, out], dev) = (&self.host, &self.dev);
         let ms = self.bracket.time(&self.streams, || {
             for (i, (s, r)) in self.streams.iter().zip(&self.chunks).enumerate() {
-                // A recorded slice then reads "chunk 3 copy-in", not "memcpy HtoD".
                 named(format!("chunk {i}"), || {
                     s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?)?;
                     gpu.compute_chunk(s, dev, r.clone(), self.iters)?;
