@@ -39,7 +39,7 @@ fn lang_arg() -> Arg {
         .long("lang")
         .value_name("LANG")
         .value_parser(Lang::NAMES)
-        .help("Language of the interpretation, check and figure names: en or zh [default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en]")
+        .help("Language of the interpretation and of check and figure names (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en)")
 }
 
 /// The language `--lang` names, else the locale's ([`Lang::from_env`]).
@@ -196,8 +196,11 @@ fn clap_error_line(e: &clap::Error, command: &str) -> String {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    let tip = lines.find(|l| l.starts_with("tip:")).map(|t| format!("; {t}")).unwrap_or_default();
-    format!("{first}{tip} (see {command} --help)")
+    let tips: String = lines
+        .filter(|l| l.starts_with("tip:") || l.starts_with("[possible values:"))
+        .map(|t| format!("; {t}"))
+        .collect();
+    format!("{first}{tips} (see {command} --help)")
 }
 
 /// The words of `argv` that name a command streamlab has: `streamlab run overlap` for

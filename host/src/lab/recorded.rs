@@ -134,6 +134,7 @@ pub fn show_in(
 mod tests {
     use super::*;
     use crate::lab::span::{Source, Span, Work};
+    use crate::lab::text::Text;
     use crate::lab::trace::Meta;
 
     fn recorded() -> String {
@@ -189,6 +190,34 @@ mod tests {
         let svg = std::fs::read_to_string(&s).unwrap();
         assert!(svg.contains("recorded on NVIDIA H200 on 2026-11-23"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// `--recorded --lang zh` for every embedded run: the title, every figure and check name
+    /// translated, and every interpretation and check line in Chinese with no English
+    /// sentence left, whether the run stored its messages or only its English lines.
+    #[test]
+    fn every_embedded_run_reads_in_chinese() {
+        use crate::lab::text::{english_sentence, has_chinese};
+        assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
+        for (lesson, text) in RECORDED {
+            let run = parse(text).unwrap();
+            let report = show_in(&run, Lang::Zh, None, None).unwrap();
+            let names = std::iter::once(&report.title)
+                .chain(report.figures.iter().map(|f| &f.name))
+                .chain(report.checks.iter().map(|c| &c.name));
+            for name in names {
+                assert!(Text::label(name).is_translated(), "{lesson}: {name:?} has no Chinese");
+            }
+            let text = report.to_text_in(Lang::Zh);
+            let said: Vec<&str> = text.lines().filter(|l| l.starts_with("  > ")).collect();
+            assert_eq!(said.len(), report.interpretation.len(), "{lesson}:\n{text}");
+            let checks = text.lines().filter(|l| l.starts_with("  ["));
+            let device = text.lines().filter(|l| l.starts_with("设备"));
+            for line in said.iter().copied().chain(checks).chain(device) {
+                assert!(has_chinese(line), "{lesson}: not Chinese: {line}");
+                assert_eq!(english_sentence(line), None, "{lesson}: English left in: {line}");
+            }
+        }
     }
 
     #[test]

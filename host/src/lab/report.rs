@@ -208,3 +208,54 @@ fn format_value(v: f64) -> String {
         format!("{v:.3e}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::text::has_chinese;
+    use crate::t;
+
+    fn report() -> Report {
+        let mut r = Report::new(
+            "overlap",
+            "one stream vs K streams each copying in, computing and copying out its chunk",
+            "GPU",
+        );
+        r.figure("8 streams, median", 2.9, "ms");
+        r.explain(t!("overlap.serial", ms = "5.018".to_string()));
+        r.explain("A line some lesson wrote itself.".to_string());
+        r
+    }
+
+    #[test]
+    fn json_keeps_english_and_the_keys_beside_it() {
+        let json = serde_json::to_value(report()).unwrap();
+        assert_eq!(
+            json["interpretation"][0],
+            "One stream runs H, C and D back to back (5.018 ms): each stage waits for the one before."
+        );
+        assert_eq!(json["messages"][0]["key"], "overlap.serial");
+        assert_eq!(json["messages"][0]["args"]["ms"], "5.018");
+        assert_eq!(json["messages"][1], "A line some lesson wrote itself.");
+        assert_eq!(json["figures"][0]["name"], "8 streams, median");
+    }
+
+    #[test]
+    fn text_renders_in_the_language_asked_from_stored_or_recovered_messages() {
+        let r = report();
+        let en = r.to_text_in(Lang::En);
+        assert_eq!(en, r.to_text());
+        assert!(en.contains("  > One stream runs H, C and D") && !has_chinese(&en), "{en}");
+        let zh = r.to_text_in(Lang::Zh);
+        assert!(zh.contains("  8 个流，中位数") && zh.contains("设备：GPU"), "{zh}");
+        assert!(zh.contains("  > 单个流把 H、C、D 依次执行（5.018 ms）"), "{zh}");
+        // What a lesson wrote itself stays as it was.
+        assert!(zh.contains("  > A line some lesson wrote itself."), "{zh}");
+        // A report recorded before the keys were kept: the English lines are recognized.
+        let mut old = serde_json::to_value(&r).unwrap();
+        old.as_object_mut().unwrap().remove("messages");
+        let old: Report = serde_json::from_value(old).unwrap();
+        assert!(old.messages.is_empty());
+        assert_eq!(old.to_text_in(Lang::Zh), zh);
+    }
+}

@@ -228,4 +228,37 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // the command line (main.rs)
     ("run.not_run", "== {lesson}: not run: {why}"),
+
+    // p2p
+    ("p2p.access_on", "supported and on"),
+    ("p2p.no_access", "NOT supported"),
+    ("p2p.link", "GPU 0 to GPU 1: {kind}; peer access {access}; the driver ranks this link {rank} (0 is its best)."),
+    ("p2p.staged", "Staged, the bytes cross the host link twice: {down} ms down to pinned memory, {up} ms up to GPU 1, {staged} GB/s overall; the copies cannot overlap, since the second needs the first's bytes."),
+    ("p2p.driver_staged", "Without peer access `cuMemcpyPeerAsync` is staged by the driver too: on this machine only the staged path exists, and the 'peer' versions measure the driver's staging."),
+    ("p2p.peer", "A peer copy goes over the link once: {ms} ms, {gb} GB/s, {x}x the staged path."),
+    ("p2p.duplex", "Both ways at once move {sum} GB/s in all, {x}x one way: the link is full-duplex, each direction has its own lanes."),
+    ("p2p.shared", "Both ways at once move {sum} GB/s in all, only {x}x one way: here the directions share what limits the copy."),
+    ("p2p.training", "Training across GPUs leans on this link: `run allreduce-overlap` and `run pipeline-parallel` send gradients and activations over it."),
+
+    // allreduce-overlap (and the ranks it runs: lab)
+    ("allreduce.wrong_sums", "{wrong} of {n} sums wrong, and no error from NCCL"),
+    ("allreduce.sequential", "On {gpus} GPU(s) in this process, {ranks} rank(s) in all: the backward takes C = {c} ms and the all-reduce of all {mib} MiB of gradients A = {a} ms; one after the other, {seq} ms."),
+    ("allreduce.bucketed", "With {b} buckets the all-reduces run behind the backward: {hi} ms, {x}x, {off}% from the bound {bound} ms."),
+    ("allreduce.gap", "The gap to the bound is the overlap's own cost: NCCL's all-reduce is a kernel that needs SMs, and while the backward holds them it gets fewer, so A grows when it overlaps C."),
+    ("allreduce.slower", "slower ({lo} ms): the backward's blocks went first and the all-reduces waited for SMs"),
+    ("allreduce.no_slower", "no slower ({lo} ms): here the all-reduce found SMs either way"),
+    ("allreduce.priority", "With the communication stream at the least priority the same work was {prio}. DDP gives its communication stream a high priority for this reason."),
+    ("allreduce.faster", "faster: more of the all-reduce hides, and the last bucket is smaller"),
+    ("allreduce.not_faster", "not faster: each small all-reduce pays NCCL's fixed cost, which outweighs the smaller last bucket"),
+    ("allreduce.more_buckets", "With {buckets} buckets: {many} ms, {more}."),
+    ("allreduce.order_bug", "The checks include the bug the seed warns about: the second rank issuing the same all-reduces in the opposite order. NCCL matches collectives by position, so with equal sizes it sums the wrong buckets and reports nothing; with unequal sizes it would hang."),
+
+    // pipeline-parallel
+    ("pipeline_parallel.the_copy", "the copy"),
+    ("pipeline_parallel.stage0", "stage 0"),
+    ("pipeline_parallel.stage1", "stage 1"),
+    ("pipeline_parallel.naive", "One micro-batch at a time, each GPU waits for the other: {naive} ms for {k} micro-batches (stage 0 {t0} ms, copies {tc} ms, stage 1 {t1} ms in all)."),
+    ("pipeline_parallel.one", "With one micro-batch there is nothing to pipeline: both versions do the same. Try --micro-batches 8."),
+    ("pipeline_parallel.piped", "Pipelined, GPU 0 starts micro-batch m+1 while GPU 1 works on m: {piped} ms, {x}x, {off}% from the bound {bound} ms."),
+    ("pipeline_parallel.fill", "The fill (GPU 1 idle before the first micro-batch arrives) and the drain (GPU 0 idle after the last) cost one micro-batch's trip; the other {rest} micro-batches go at the pace of the slowest step, {slowest}. More micro-batches make the fill and drain a smaller share."),
 ];

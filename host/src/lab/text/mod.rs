@@ -138,7 +138,9 @@ impl Text {
         match self {
             Text::Plain(_) => false,
             Text::List(items) => items.iter().all(Text::is_translated),
-            Text::Label { label: l } => label(Lang::Zh, l) != *l,
+            Text::Label { label: l } => {
+                best_match(label_patterns(), l, Holes::LabelHoles).is_some()
+            }
             Text::Message { key, .. } => find(zh::MESSAGES, key).is_some(),
         }
     }
@@ -373,13 +375,16 @@ fn capture<'t>(pattern: &[Piece<'_>], text: &'t str, holes: Holes) -> Option<Vec
     all.into_iter().next()
 }
 
+/// A pattern's key and its holes' names and values.
+type Match<'p, 't> = (&'p str, Vec<(&'p str, &'t str)>);
+
 /// The best match of `text` among `patterns`: the one with the most literal text.
 fn best_match<'p, 't>(
     patterns: impl Iterator<Item = (&'p str, &'p str)>,
     text: &'t str,
     holes: Holes,
-) -> Option<(&'p str, Vec<(&'p str, &'t str)>)> {
-    let mut best: Option<(usize, &str, Vec<(&str, &str)>)> = None;
+) -> Option<Match<'p, 't>> {
+    let mut best: Option<(usize, Match<'p, 't>)> = None;
     for (key, pattern) in patterns {
         let pieces = pieces(pattern);
         let literal: usize = pieces
@@ -397,10 +402,10 @@ fn best_match<'p, 't>(
                 Piece::Hole(n) => Some(*n),
                 Piece::Literal(_) => None,
             });
-            best = Some((literal, key, names.zip(values).collect()));
+            best = Some((literal, (key, names.zip(values).collect())));
         }
     }
-    best.map(|(_, key, args)| (key, args))
+    best.map(|(_, found)| found)
 }
 
 /// The English messages a line of a report can be: all but the report's own frame
@@ -451,6 +456,32 @@ pub fn label(lang: Lang, english: &str) -> String {
     }
 }
 
+/// Whether `s` holds Chinese: a CJK ideograph or Chinese punctuation.
+pub fn has_chinese(s: &str) -> bool {
+    s.chars().any(|c| matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3000}'..='\u{303f}' | '\u{ff00}'..='\u{ffef}'))
+}
+
+/// The first run of four or more English words in `s` outside `code spans`, if any: what a
+/// line rendered in Chinese must not hold (names, units, flags and API calls are one or two
+/// words).
+pub fn english_sentence(s: &str) -> Option<String> {
+    let prose: String = s.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+    let is_word = |w: &str| w.len() > 1 && w.chars().all(|c| c.is_ascii_alphabetic() || c == '\'');
+    let words: Vec<&str> = prose.split(' ').collect();
+    let mut run: Vec<&str> = Vec::new();
+    for w in words {
+        if is_word(w.trim_end_matches([',', '.', ';', ':'])) {
+            run.push(w);
+            if run.len() >= 4 {
+                return Some(run.join(" "));
+            }
+        } else {
+            run.clear();
+        }
+    }
+    None
+}
+
 /// Columns a terminal gives `s`: two for each wide (CJK, full-width) character.
 pub fn width(s: &str) -> usize {
     s.chars()
@@ -470,4 +501,194 @@ pub fn width(s: &str) -> usize {
 /// `s` padded with spaces to `columns` terminal columns.
 pub fn pad(s: &str, columns: usize) -> String {
     format!("{s}{}", " ".repeat(columns.saturating_sub(width(s))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::lab::text::has_chinese as has_cjk;
+
+    fn keys(catalog: &[(&str, &str)]) -> Vec<String> {
+        let mut k: Vec<String> = catalog.iter().map(|(k, _)| k.to_string()).collect();
+        k.sort();
+        k
+    }
+
+    #[test]
+    fn every_key_is_in_both_languages_with_the_same_holes() {
+        assert_eq!(keys(en::MESSAGES), keys(zh::MESSAGES), "the two catalogs' keys differ");
+        let mut seen = std::collections::BTreeSet::new();
+        for (key, english) in en::MESSAGES {
+            assert!(seen.insert(key), "{key}: twice in en.rs");
+            let chinese = find(zh::MESSAGES, key).unwrap();
+            assert_eq!(holes(english), holes(chinese), "{key}: the holes differ");
+            assert!(has_cjk(chinese) || chinese == *english, "{key}: not Chinese: {chinese}");
+            for template in [english, chinese] {
+                let p = pieces(template);
+                let adjacent = p.windows(2).any(|w| matches!(w, [Piece::Hole(_), Piece::Hole(_)]));
+                assert!(!adjacent, "{key}: two holes side by side cannot be told apart");
+                assert!(!template.contains('{') || !holes(template).is_empty(), "{key}: a brace");
+            }
+        }
+        for (english, chinese) in zh::LABELS {
+            assert_eq!(holes(english), holes(chinese), "label {english:?}: the holes differ");
+            assert!(has_cjk(chinese) || chinese == english, "label {english:?}: {chinese}");
+        }
+    }
+
+    #[test]
+    fn the_checks_above_can_fail() {
+        assert_ne!(holes("{a} and {b}"), holes("{a} and {c}"));
+        let adjacent = pieces("{a}{b}");
+        assert!(matches!(adjacent[..], [Piece::Hole("a"), Piece::Hole("b")]));
+        assert!(!has_cjk("plain English") && has_cjk("流"));
+    }
+
+    #[test]
+    fn a_message_renders_in_each_language_and_falls_back_to_english() {
+        let line = t!("overlap.faster", k = 8usize, ms = fixed(2.9074, 3), x = fixed(1.7258, 2));
+        assert_eq!(
+            line.en(),
+            "With 8 streams the copy engines move chunk i+1 in and chunk i-1 out while chunk i computes: 2.907 ms, 1.73x faster."
+        );
+        let zh = line.render(Lang::Zh);
+        assert!(has_cjk(&zh) && zh.contains("2.907") && zh.contains("1.73"), "{zh}");
+        // A key only English has is shown in English; an unknown key as itself.
+        assert_eq!(Text::message("no.such.key", vec![]).render(Lang::Zh), "no.such.key");
+        // Nested messages and labels render in the same language.
+        let nested = t!("check.not_asserted", why = t!("launch_order.one_kernel"));
+        assert_eq!(nested.en(), "not asserted: one kernel has nothing to overlap");
+        assert!(has_cjk(&nested.render(Lang::Zh)));
+        assert_eq!(Text::label("8 streams").render(Lang::Zh), "8 个流");
+        assert_eq!(Text::label("legacy streams").render(Lang::Zh), "legacy streams");
+        assert_eq!(Text::from("4.5".to_string()).render(Lang::Zh), "4.5");
+    }
+
+    #[test]
+    fn the_locale_decides_unless_the_flag_does() {
+        assert_eq!(Lang::from_locale(None, None, None), Lang::En);
+        assert_eq!(Lang::from_locale(None, None, Some("zh_CN.UTF-8")), Lang::Zh);
+        assert_eq!(Lang::from_locale(None, None, Some("zh_TW")), Lang::Zh);
+        assert_eq!(Lang::from_locale(None, None, Some("en_US.UTF-8")), Lang::En);
+        // POSIX order: LC_ALL, then LC_MESSAGES, then LANG; an empty value is unset.
+        assert_eq!(Lang::from_locale(Some("C"), None, Some("zh_CN.UTF-8")), Lang::En);
+        assert_eq!(Lang::from_locale(Some(""), Some("zh_CN"), Some("en_US")), Lang::Zh);
+        assert_eq!(Lang::from_locale(None, Some("en_GB"), Some("zh_CN")), Lang::En);
+        assert_eq!(Lang::from_locale(Some("zh_HK.UTF-8"), Some("C"), None), Lang::Zh);
+        assert_eq!(
+            (Lang::parse("zh"), Lang::parse("en"), Lang::parse("xx")),
+            (Some(Lang::Zh), Some(Lang::En), None)
+        );
+    }
+
+    /// Every English template, filled with distinct values, is recognized as itself: how a
+    /// report that kept only its English lines is rendered in Chinese.
+    #[test]
+    fn every_english_line_is_recovered_as_its_own_message() {
+        for (key, english) in recoverable() {
+            let args = holes(english)
+                .into_iter()
+                .enumerate()
+                .map(|(i, h)| (h, Text::Plain(format!("<{i}>"))))
+                .collect();
+            let line = Text::message(key, args);
+            let found = Text::recover(&line.en());
+            assert_eq!(found.key(), Some(key), "{key}: recovered as another message");
+            let (zh, want) = (found.render(Lang::Zh), line.render(Lang::Zh));
+            assert_eq!(zh, want, "{key}: its arguments were not recovered");
+        }
+        // A line no template has stays as it is, in every language.
+        let unknown = Text::recover("Nothing in the catalogs reads like this.");
+        assert_eq!(unknown, Text::Plain("Nothing in the catalogs reads like this.".into()));
+    }
+
+    #[test]
+    fn recovered_arguments_keep_their_labels_and_numbers() {
+        let line = "recording cost: 8 streams 2.911 ms with the recorder off, 2.927 ms on (+0.5%, medians of 10 interleaved runs)";
+        let found = Text::recover(line);
+        assert_eq!(found.key(), Some("timeline.cost"));
+        let zh = found.render(Lang::Zh);
+        assert!(zh.contains("8 个流") && zh.contains("2.911") && zh.contains("+0.5%"), "{zh}");
+        let list = Text::recover("Order of events in the last pipelined run (ms): prepared 0 (2.16), enqueued 0 (2.19) ... : one batch, so no preparation could overlap GPU work.");
+        let zh = list.render(Lang::Zh);
+        assert!(zh.contains("准备 0 (2.16), 入队 0 (2.19)"), "{zh}");
+    }
+
+    #[test]
+    fn display_width_counts_wide_characters_twice() {
+        assert_eq!(width("ms"), 2);
+        assert_eq!(width("流"), 2);
+        assert_eq!(pad("流", 4), "流  ");
+    }
+
+    #[test]
+    fn an_english_sentence_is_found_outside_code() {
+        assert_eq!(
+            english_sentence("see the check before it ends").as_deref(),
+            Some("see the check before")
+        );
+        assert_eq!(english_sentence("见 `streamlab run stream-sweep and more`。"), None);
+        assert_eq!(english_sentence("H2D 可分页 100%, D2H pinned 0%"), None);
+        assert!(english_sentence("the copy engine, reads it.").is_some());
+    }
+
+    /// Every `t!("key", ..)` in the code names a key both catalogs have (a missing key would
+    /// print as the key itself), and lesson files write no sentence of their own.
+    #[test]
+    fn every_key_the_code_names_is_in_both_catalogs_and_lessons_write_no_sentences() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    sources(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let mut named = 0;
+        for file in files.iter().filter(|f| !f.starts_with(src.join("lab/text"))) {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+            let code: String = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for (at, _) in code.match_indices("t!(") {
+                let before = code[..at].chars().next_back().unwrap_or(' ');
+                if before.is_alphanumeric() || before == '_' {
+                    continue; // format!(, assert!(
+                }
+                let rest = code[at + 3..].trim_start();
+                let Some(rest) = rest.strip_prefix('"') else { continue };
+                let key = &rest[..rest.find('"').unwrap()];
+                assert!(
+                    find(en::MESSAGES, key).is_some(),
+                    "{}: {key} is not in en.rs",
+                    file.display()
+                );
+                assert!(
+                    find(zh::MESSAGES, key).is_some(),
+                    "{}: {key} is not in zh.rs",
+                    file.display()
+                );
+                named += 1;
+            }
+            if file.starts_with(src.join("lessons")) {
+                for bad in [".explain(format!(", ".explain(\"", "Ok(format!("] {
+                    assert!(
+                        !code.contains(bad),
+                        "{}: `{bad}` writes a sentence outside the catalogs",
+                        file.display()
+                    );
+                }
+            }
+        }
+        assert!(named > 150, "only {named} keys found: the scan is broken");
+    }
 }

@@ -231,6 +231,39 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // the command line (main.rs)
     ("run.not_run", "== {lesson}：未运行：{why}"),
+
+    // p2p
+    ("p2p.access_on", "受支持且已开启"),
+    ("p2p.no_access", "不受支持"),
+    ("p2p.link", "GPU 0 到 GPU 1：{kind}；对等访问{access}；驱动给这条链路的性能排名是 {rank}（0 为最好）。"),
+    ("p2p.staged", "经主机中转时，数据要两次经过主机链路：拷到锁页内存 {down} ms，再拷到 GPU 1 {up} ms，总体 {staged} GB/s；这两次拷贝无法重叠，因为第二次要用第一次拷来的数据。"),
+    ("p2p.driver_staged", "没有对等访问时，`cuMemcpyPeerAsync` 也由驱动经主机中转：这台机器上只有中转这一条路，“对等”版本测的其实是驱动的中转。"),
+    ("p2p.peer", "对等拷贝只经过链路一次：{ms} ms，{gb} GB/s，是中转路径的 {x} 倍。"),
+    ("p2p.duplex", "两个方向同时拷贝，总共 {sum} GB/s，是单向的 {x} 倍：链路是全双工的，每个方向有自己的通道。"),
+    ("p2p.shared", "两个方向同时拷贝，总共 {sum} GB/s，只是单向的 {x} 倍：这里两个方向共用了限制拷贝速度的那部分资源。"),
+    ("p2p.training", "跨 GPU 训练依赖这条链路：`run allreduce-overlap` 和 `run pipeline-parallel` 通过它传送梯度和激活值。"),
+
+    // allreduce-overlap (and the ranks it runs: lab)
+    ("allreduce.wrong_sums", "{n} 个和中有 {wrong} 个出错，而 NCCL 没有报任何错误"),
+    ("allreduce.sequential", "本进程用 {gpus} 块 GPU，共 {ranks} 个 rank：反向传播用时 C = {c} ms，对全部 {mib} MiB 梯度做 all-reduce 用时 A = {a} ms；两者先后执行，共 {seq} ms。"),
+    ("allreduce.bucketed", "分成 {b} 个桶时，all-reduce 紧跟在反向传播后面运行：{hi} ms，{x}x，与界限 {bound} ms 相差 {off}%。"),
+    ("allreduce.gap", "与界限的差距是重叠本身的代价：NCCL 的 all-reduce 也是一个需要 SM 的核函数，反向传播占着 SM 时它分到的更少，所以与 C 重叠时 A 会变长。"),
+    ("allreduce.slower", "更慢了（{lo} ms）：反向传播的线程块先执行，all-reduce 只能等 SM"),
+    ("allreduce.no_slower", "并没有更慢（{lo} ms）：这里 all-reduce 两种情况下都拿到了 SM"),
+    ("allreduce.priority", "把通信流设为最低优先级时，同样的工作{prio}。DDP 正是因此给它的通信流设了高优先级。"),
+    ("allreduce.faster", "更快：更多的 all-reduce 被掩盖，最后一个桶也更小"),
+    ("allreduce.not_faster", "并没有更快：每个小的 all-reduce 都要付 NCCL 的固定开销，超过了最后一个桶变小带来的好处"),
+    ("allreduce.more_buckets", "分成 {buckets} 个桶时：{many} ms，{more}。"),
+    ("allreduce.order_bug", "各项检查里包括教程提醒过的那个错误：第二个 rank 以相反的顺序发出同样的 all-reduce。NCCL 按位置配对集合通信，所以大小相同时它会把错误的桶加在一起且不报任何错；大小不同时则会挂起。"),
+
+    // pipeline-parallel
+    ("pipeline_parallel.the_copy", "拷贝"),
+    ("pipeline_parallel.stage0", "阶段 0"),
+    ("pipeline_parallel.stage1", "阶段 1"),
+    ("pipeline_parallel.naive", "一次只处理一个微批次时，两块 GPU 互相等待：{k} 个微批次共 {naive} ms（阶段 0 共 {t0} ms，拷贝共 {tc} ms，阶段 1 共 {t1} ms）。"),
+    ("pipeline_parallel.one", "只有一个微批次时没有流水线可言：两个版本做的事情一样。试试 --micro-batches 8。"),
+    ("pipeline_parallel.piped", "流水线中，GPU 1 处理第 m 个微批次时，GPU 0 已开始第 m+1 个：{piped} ms，{x}x，与界限 {bound} ms 相差 {off}%。"),
+    ("pipeline_parallel.fill", "填充（第一个微批次到达前 GPU 1 空闲）和排空（最后一个之后 GPU 0 空闲）共花掉一个微批次走完全程的时间；其余 {rest} 个微批次按最慢的一步（{slowest}）的节奏进行。微批次越多，填充和排空所占的比例越小。"),
 ];
 
 /// English name (an id in JSON) → 中文显示名。
@@ -449,4 +482,44 @@ pub const LABELS: &[(&str, &str)] = &[
     ("short kernel on stream B (nominal)", "流 B 上的短核函数（标称）"),
     ("event polling: polls until complete", "事件轮询：完成前的轮询次数"),
     ("polls", "次轮询"),
+
+    // p2p
+    ("two GPUs: a copy staged through host memory vs a peer copy over the link, one way and both", "两块 GPU：经主机内存中转的拷贝，对比经链路的对等拷贝，单向与双向"),
+    ("staged through pinned host memory", "经锁页主机内存中转"),
+    ("peer copy, one way", "对等拷贝，单向"),
+    ("peer copies, both ways at once", "对等拷贝，双向同时"),
+    ("{name}: GPU 1 got GPU 0's bytes", "{name}：GPU 1 收到了 GPU 0 的数据"),
+    ("{name}: GPU 0 got GPU 1's bytes", "{name}：GPU 0 收到了 GPU 1 的数据"),
+    ("staged, GB/s", "中转，GB/s"),
+    ("peer copy one way, GB/s", "对等拷贝单向，GB/s"),
+    ("peer copies both ways, GB/s (sum)", "对等拷贝双向，GB/s（合计）"),
+    ("bound of the staged path (its two copies back to back)", "中转路径的界限（两次拷贝首尾相接）"),
+    ("NVLink ({n} link active)", "NVLink（{n} 条链路处于活动状态）"),
+    ("NVLink ({n} links active)", "NVLink（{n} 条链路处于活动状态）"),
+    ("PCIe (no active NVLink between them)", "PCIe（两者之间没有活动的 NVLink）"),
+    ("NVLink, by the native-atomics attribute", "NVLink（由原生原子操作属性判断）"),
+    ("PCIe or another non-NVLink path (NVML not available to say more)", "PCIe 或其他非 NVLink 路径（没有 NVML，无法进一步判断）"),
+
+    // allreduce-overlap (and the ranks it runs: lab)
+    ("DDP on two GPUs: backward then one all-reduce vs bucketed all-reduces on a second stream", "两块 GPU 上的 DDP：先反向传播再做一次 all-reduce，对比在第二个流上分桶 all-reduce"),
+    ("backward, then one all-reduce", "反向传播，然后一次 all-reduce"),
+    ("{n} buckets, comm stream at greatest priority", "{n} 个桶，通信流为最高优先级"),
+    ("{n} buckets, comm stream at least priority", "{n} 个桶，通信流为最低优先级"),
+    ("{name} == sequential, bit for bit (rank {n})", "{name} == 顺序执行，逐位相同（rank {n}）"),
+    ("result digest (compare runs and processes)", "结果摘要（用于比较不同运行和进程）"),
+    ("collectives in a different order on rank 1: silently wrong sums", "rank 1 上集合通信顺序不同：和默默地出错"),
+    ("gradients: GPU vs CPU reference (approx)", "梯度：GPU 与 CPU 参考值对比（近似）"),
+    ("all-reduce sum == CPU sum of every rank's gradients (rank {n}), bit for bit", "all-reduce 的和 == CPU 对各 rank 梯度的求和（rank {n}），逐位相同"),
+    ("all-reduce sum == CPU sum of every rank's gradients (rank {n}), approx", "all-reduce 的和 == CPU 对各 rank 梯度的求和（rank {n}），近似"),
+    ("backward C", "反向传播 C"),
+    ("all-reduce A", "all-reduce A"),
+    ("bound max(C, A) + min(C, A)/B", "界限 max(C, A) + min(C, A)/B"),
+
+    // pipeline-parallel
+    ("two pipeline stages on two GPUs: one micro-batch at a time vs GPU 0 running ahead (GPipe)", "两块 GPU 上的两个流水线阶段：一次一个微批次，对比 GPU 0 提前运行（GPipe）"),
+    ("one micro-batch at a time", "一次一个微批次"),
+    ("pipelined, {n} micro-batches", "流水线，{n} 个微批次"),
+    ("pipelined == one micro-batch at a time, bit for bit", "流水线 == 一次一个微批次，逐位相同"),
+    ("two GPUs == both stages on GPU 0 alone, bit for bit", "两块 GPU == 两个阶段都在 GPU 0 上，逐位相同"),
+    ("bound t0 + tc + t1 + (M-1)·max", "界限 t0 + tc + t1 + (M-1)·max"),
 ];
