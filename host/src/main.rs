@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use streamlab::lab::output::tagged;
-use streamlab::lab::{recorded, Entry, Settings};
+use streamlab::lab::text::{label, Lang};
+use streamlab::lab::{recorded, t, Entry, Settings};
 use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
 
@@ -21,6 +22,7 @@ Examples:
   streamlab run all --json > runs.json        every lesson, machine-readable
   streamlab launch --gpus 2 run allreduce-overlap
                                               one process per GPU, meeting through NCCL
+  streamlab run all --lang zh                 every lesson, explained in Chinese (中文)
 
 Exit codes:
   0  success, every check passed (or honestly not asserted)
@@ -30,6 +32,20 @@ Exit codes:
   4  a CUDA call failed (the message names the call and the stream)
   5  a result check failed (async differs from sync, or the GPU from the CPU)
   70 an internal error (a bug in streamlab: please report it)";
+
+/// `--lang`: the language of what a learner reads (`run`, `list`).
+fn lang_arg() -> Arg {
+    Arg::new("lang")
+        .long("lang")
+        .value_name("LANG")
+        .value_parser(Lang::NAMES)
+        .help("Language of the interpretation and of check and figure names (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en)")
+}
+
+/// The language `--lang` names, else the locale's ([`Lang::from_env`]).
+fn lang_of(m: &ArgMatches) -> Lang {
+    m.get_one::<String>("lang").and_then(|l| Lang::parse(l)).unwrap_or_else(Lang::from_env)
+}
 
 fn cli() -> Command {
     let common = [
@@ -86,6 +102,7 @@ fn cli() -> Command {
             .global(true)
             .action(ArgAction::SetTrue)
             .help("Machine-readable output on stdout (errors too)"),
+        lang_arg().help_heading("Common flags").global(true),
     ];
     let mut run = Command::new("run")
         .about("Run one lesson by name, or `all`")
@@ -124,12 +141,15 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
                 ),
         )
         .subcommand(
-            Command::new("list").about("List the lessons, in the order `run all` runs them").arg(
-                Arg::new("json")
-                    .long("json")
-                    .action(ArgAction::SetTrue)
-                    .help("Machine-readable output"),
-            ),
+            Command::new("list")
+                .about("List the lessons, in the order `run all` runs them")
+                .arg(
+                    Arg::new("json")
+                        .long("json")
+                        .action(ArgAction::SetTrue)
+                        .help("Machine-readable output"),
+                )
+                .arg(lang_arg()),
         )
         .subcommand(run)
         .subcommand(
@@ -176,8 +196,11 @@ fn clap_error_line(e: &clap::Error, command: &str) -> String {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    let tip = lines.find(|l| l.starts_with("tip:")).map(|t| format!("; {t}")).unwrap_or_default();
-    format!("{first}{tip} (see {command} --help)")
+    let tips: String = lines
+        .filter(|l| l.starts_with("tip:") || l.starts_with("[possible values:"))
+        .map(|t| format!("; {t}"))
+        .collect();
+    format!("{first}{tips} (see {command} --help)")
 }
 
 /// The words of `argv` that name a command streamlab has: `streamlab run overlap` for
@@ -253,7 +276,7 @@ type Failure = (Error, Option<&'static str>);
 fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     match matches.subcommand() {
         Some(("list", m)) => {
-            list(m.get_flag("json"));
+            list(m.get_flag("json"), lang_of(m));
             Ok(ExitCode::SUCCESS)
         }
         Some(("info", m)) => {
@@ -273,7 +296,7 @@ fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     }
 }
 
-fn list(json: bool) {
+fn list(json: bool, lang: Lang) {
     if json {
         let list: Vec<_> = LESSONS
             .iter()
@@ -290,9 +313,9 @@ fn list(json: bool) {
     }
     let width = LESSONS.iter().map(|l| l.name.len()).max().unwrap_or(0);
     for l in LESSONS {
-        println!("{:<width$}  {}", l.name, l.summary);
+        println!("{:<width$}  {}", l.name, label(lang, l.summary));
     }
-    println!("\nstreamlab run <LESSON> --help shows a lesson's flags, with defaults and ranges.");
+    println!("\n{}", t!("list.more").render(lang));
 }
 
 fn info(device: u32, json: bool) -> Result<(), Error> {
@@ -349,6 +372,7 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         svg: path("svg", lesson),
     };
     let device = *m.get_one::<u32>("device").unwrap_or(&0);
+    let lang = lang_of(m);
     // The selected lessons and their flags, all checked before the GPU is touched.
     let selected: Vec<(&'static Entry, ArgMatches)> = match m.subcommand() {
         Some(("all", _)) => LESSONS
@@ -372,7 +396,7 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     }
     let single = selected.len() == 1;
     if m.get_flag("recorded") {
-        return show_recorded(&selected, &settings_for, json);
+        return show_recorded(&selected, &settings_for, json, lang);
     }
     let gpu = Gpu::new(device).map_err(|e| {
         let name = if single { selected[0].0.name } else { "all" };
@@ -388,7 +412,7 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         match (entry.run)(&gpu, matches, &settings_for(entry.name)) {
             Ok(report) => {
                 if !json {
-                    println!("{}", report.to_text());
+                    println!("{}", report.to_text_in(lang));
                 }
                 reports.push(report);
             }
@@ -397,7 +421,8 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
                 if json {
                     eprintln!("streamlab run all: {}: not run: {why}", entry.name);
                 } else {
-                    println!("== {}: not run: {why}\n", entry.name);
+                    let line = t!("run.not_run", lesson = entry.name, why = why.clone());
+                    println!("{}\n", line.render(lang));
                 }
             }
             Err(e) => {
@@ -436,6 +461,7 @@ fn show_recorded(
     selected: &[(&'static Entry, ArgMatches)],
     settings_for: &dyn Fn(&str) -> Settings,
     json: bool,
+    lang: Lang,
 ) -> Result<ExitCode, Failure> {
     let single = selected.len() == 1;
     let mut reports = Vec::new();
@@ -456,21 +482,20 @@ fn show_recorded(
             }
             None => {
                 if !json {
-                    println!("== {}: no recorded run embedded for this lesson\n", entry.name);
+                    println!("{}\n", t!("recorded.none", lesson = entry.name).render(lang));
                 }
                 continue;
             }
         };
         let settings = settings_for(entry.name);
-        let report = recorded::show(&run, settings.trace.as_deref(), settings.svg.as_deref())
-            .map_err(|e| (e, Some(entry.name)))?;
+        // JSON stays English whatever the language: scripts read the same fields.
+        let shown = if json { Lang::En } else { lang };
+        let (trace, svg) = (settings.trace.as_deref(), settings.svg.as_deref());
+        let report =
+            recorded::show_in(&run, shown, trace, svg).map_err(|e| (e, Some(entry.name)))?;
         if !json {
-            println!(
-                "(a run {}, embedded in streamlab: not measured on this machine; it ran `{}`)",
-                run.label(),
-                run.command
-            );
-            println!("{}", report.to_text());
+            println!("{}", run.header(lang));
+            println!("{}", report.to_text_in(lang));
         }
         reports.push(report);
     }

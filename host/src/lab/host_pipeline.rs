@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::lab::text::{fixed, Text};
 use crate::runtime::{Error, Result};
+use crate::t;
 
 /// Element `j` of batch `batch`: a splitmix64 hash of (seed, batch, j) in [-π, π), what the
 /// host "prepares". Deterministic, so every version and the CPU reference see the same data,
@@ -56,7 +58,7 @@ pub fn ms_since(start: Instant) -> f64 {
 /// Checks the order a pipelined run's events must have: every batch was prepared, enqueued,
 /// called back and consumed in that order, and the callbacks came in batch order (a stream
 /// runs its host functions in the order they were enqueued).
-pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<String> {
+pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<Text> {
     let at = |what: &str, i: usize| -> Result<f64> {
         let name = format!("{what} {i}");
         events
@@ -81,9 +83,7 @@ pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<String>
         }
         last_callback = c;
     }
-    Ok(format!(
-        "{batches} batches: prepared <= enqueued <= callback <= consumed, callbacks in batch order"
-    ))
+    Ok(t!("host_pipeline.in_order", batches))
 }
 
 /// How many batches i+1 were prepared before batch i's host function ran: the host's
@@ -102,26 +102,25 @@ pub fn batches_prepared_ahead(events: &[HostEvent], batches: usize) -> usize {
 }
 
 /// The first events of a run and what their order says about the overlap, as one line.
-pub fn order_line(events: &[HostEvent], batches: usize) -> String {
+pub fn order_line(events: &[HostEvent], batches: usize) -> Text {
     let ahead = batches_prepared_ahead(events, batches);
-    let order: Vec<String> =
-        events.iter().take(8).map(|e| format!("{} ({:.2})", e.what, e.ms)).collect();
+    let order = Text::List(
+        events
+            .iter()
+            .take(8)
+            .map(|e| t!("host_pipeline.event", what = Text::label(&e.what), ms = fixed(e.ms, 2)))
+            .collect(),
+    );
     let overlapped = if batches == 1 {
-        "one batch, so no preparation could overlap GPU work".to_string()
+        t!("host_pipeline.one_batch")
     } else if ahead == batches - 1 {
-        "every batch i+1 was prepared before batch i's host function ran: the host worked while the GPU did".to_string()
+        t!("host_pipeline.all_ahead")
     } else if ahead == 0 {
-        "no batch was prepared before the previous batch's host function ran: the GPU finished each batch before the host had the next one ready".to_string()
+        t!("host_pipeline.none_ahead")
     } else {
-        format!(
-            "{ahead} of {} batches were prepared before the previous batch's host function ran",
-            batches - 1
-        )
+        t!("host_pipeline.some_ahead", ahead, of = batches - 1)
     };
-    format!(
-        "Order of events in the last pipelined run (ms): {} ... : {overlapped}.",
-        order.join(", ")
-    )
+    t!("host_pipeline.order", order, overlapped)
 }
 
 #[cfg(test)]
@@ -182,14 +181,14 @@ mod tests {
     fn batches_prepared_ahead_count_and_the_order_line_agree() {
         // Batch 1 was prepared (2.0) before batch 0's callback (2.5).
         assert_eq!(batches_prepared_ahead(&good(), 2), 1);
-        assert!(order_line(&good(), 2).contains("every batch i+1 was prepared"));
+        assert!(order_line(&good(), 2).en().contains("every batch i+1 was prepared"));
         let mut late = good();
         late[2].ms = 2.55;
         assert_eq!(batches_prepared_ahead(&late, 2), 0);
-        assert!(order_line(&late, 2).contains("no batch was prepared"));
+        assert!(order_line(&late, 2).en().contains("no batch was prepared"));
         assert_eq!(batches_prepared_ahead(&good(), 1), 0);
-        assert!(order_line(&good()[..2], 1).contains("one batch, so no preparation"));
-        let line = order_line(&good(), 2);
+        assert!(order_line(&good()[..2], 1).en().contains("one batch, so no preparation"));
+        let line = order_line(&good(), 2).en();
         assert!(line.starts_with("Order of events") && line.contains("prepared 0 (1.00)"));
     }
 }

@@ -7,9 +7,9 @@
 //! ([`stats`]), the checks ([`checks`]), the recorded runs ([`record`]: CUPTI's activity
 //! records, else events; drawn as the terminal's [`timeline`], a Perfetto [`trace`], a
 //! [`picture`] and a sweep's [`plot`], written by [`output`]; runs [`recorded`] on a real GPU
-//! ship in the binary), the report as text or JSON ([`report`]) and the exit code. It is
-//! the shape of wgpu's examples framework: the framework owns the loop, each example
-//! implements a trait.
+//! ship in the binary), the report as text or JSON ([`report`]), its words in English and
+//! Chinese ([`text`]) and the exit code. It is the shape of wgpu's examples framework: the
+//! framework owns the loop, each example implements a trait.
 pub mod args;
 pub mod batches;
 pub mod budget;
@@ -33,15 +33,19 @@ pub mod report;
 pub mod sleep;
 pub mod span;
 pub mod stats;
+pub mod text;
 pub mod timeline;
 pub mod trace;
 
 use serde::Serialize;
 
+/// `t!("key", name = value)`: a message of the catalogs ([`text`]).
+pub use crate::t;
 pub use budget::{Plan, WorkModel};
 pub use checks::Checks;
 pub use harness::{Measured, Outcome, Sample, Settings, VersionStats};
 pub use report::Report;
+pub use text::{fixed, Lang, Text};
 
 use crate::runtime::{Gpu, Result, Stream};
 

@@ -10,9 +10,11 @@ use crate::lab::picture::{caption, timeline_svg};
 use crate::lab::plot::{self, Plot};
 use crate::lab::report::Report;
 use crate::lab::span::Recording;
+use crate::lab::text::{fixed, Text};
 use crate::lab::timeline::render;
 use crate::lab::trace::{self, Meta};
 use crate::runtime::{Error, Result};
+use crate::t;
 
 /// What recording costs: the version with the technique, run with the recorder off and on,
 /// interleaved, in the same process.
@@ -46,19 +48,15 @@ pub fn report(report: &mut Report, recordings: &[Recording], cost: Option<&Cost>
     if timeline {
         let mut text = String::new();
         for r in recordings {
-            let _ = writeln!(text, "timeline, {} (one run; {}):", r.version, r.source.describe());
+            let (version, source) = (Text::label(&r.version), r.source.describe_text());
+            let _ = writeln!(text, "{}", t!("timeline.header", version, source).en());
             text.push_str(&render(&r.spans, 72));
         }
         if let Some(c) = cost {
-            let _ = writeln!(
-                text,
-                "recording cost: {} {:.3} ms with the recorder off, {:.3} ms on ({:+.1}%, medians of {} interleaved runs)",
-                c.version,
-                c.off_ms,
-                c.on_ms,
-                c.percent(),
-                c.rounds
-            );
+            let (version, off, on) =
+                (Text::label(&c.version), fixed(c.off_ms, 3), fixed(c.on_ms, 3));
+            let (pct, rounds) = (format!("{:+.1}", c.percent()), c.rounds);
+            let _ = writeln!(text, "{}", t!("timeline.cost", version, off, on, pct, rounds).en());
         }
         report.timeline = Some(text);
     }

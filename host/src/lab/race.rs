@@ -6,8 +6,10 @@ use kernels_gpu::math::{add_element, scale_element};
 use serde::Serialize;
 
 use crate::lab::stats::Stats;
+use crate::lab::text::{fixed, Text};
 use crate::lab::{Measured, VersionStats};
 use crate::runtime::{Error, Result};
+use crate::t;
 
 /// The producer computes `input * PRODUCER_FACTOR`: a power of two, so the product is exact
 /// and the GPU's bits equal the CPU's whether or not the compiler fuses it into an FMA.
@@ -61,13 +63,10 @@ fn part(v: &VersionStats, name: &str) -> Result<Stats> {
 }
 
 /// Passes when every run without the wait read stale data (the race this lesson sets up).
-pub fn check_race_observed(without: &VersionStats, n: usize) -> Result<String> {
+pub fn check_race_observed(without: &VersionStats, n: usize) -> Result<Text> {
     let wrong = part(without, WRONG)?;
     if wrong.min > 0.0 {
-        return Ok(format!(
-            "in all {} runs (at least {} of {n} elements wrong each time)",
-            wrong.count, wrong.min
-        ));
+        return Ok(t!("race.observed", runs = wrong.count, min = wrong.min.to_string(), n));
     }
     Err(Error::Verification(format!(
         "the unsynchronized consumer read correct data in at least one of {} runs: the race was not reproduced (raise --sleep-us)",
@@ -76,10 +75,10 @@ pub fn check_race_observed(without: &VersionStats, n: usize) -> Result<String> {
 }
 
 /// Passes when the consumer that waited matched the CPU bit for bit in every run.
-pub fn check_right(with: &VersionStats, n: usize) -> Result<String> {
+pub fn check_right(with: &VersionStats, n: usize) -> Result<Text> {
     let wrong = part(with, WRONG)?;
     if wrong.max == 0.0 {
-        return Ok(format!("all {n} elements identical to the CPU's in {} runs", wrong.count));
+        return Ok(t!("race.right", n, runs = wrong.count));
     }
     Err(Error::Verification(format!(
         "consumer output vs CPU: up to {} of {n} elements differ in a run",
@@ -88,7 +87,7 @@ pub fn check_right(with: &VersionStats, n: usize) -> Result<String> {
 }
 
 /// Passes when the consumer that waited finished after the producer in every run.
-pub fn check_waited(with: &VersionStats) -> Result<String> {
+pub fn check_waited(with: &VersionStats) -> Result<Text> {
     let gap = part(with, CONSUMER_MINUS_PRODUCER)?;
     if gap.min < 0.0 {
         return Err(Error::Verification(format!(
@@ -96,12 +95,12 @@ pub fn check_waited(with: &VersionStats) -> Result<String> {
             -gap.min
         )));
     }
-    Ok(format!("in all {} runs, at least {:.3} ms after the producer", gap.count, gap.min))
+    Ok(t!("race.after", runs = gap.count, ms = fixed(gap.min, 3)))
 }
 
 /// Passes when the consumer that did not wait finished before the producer in every run: the
 /// two streams ran at once.
-pub fn check_overtook(without: &VersionStats) -> Result<String> {
+pub fn check_overtook(without: &VersionStats) -> Result<Text> {
     let gap = part(without, CONSUMER_MINUS_PRODUCER)?;
     if gap.max >= 0.0 {
         return Err(Error::Verification(format!(
@@ -109,22 +108,22 @@ pub fn check_overtook(without: &VersionStats) -> Result<String> {
             gap.max
         )));
     }
-    Ok(format!("in all {} runs, at least {:.3} ms before the producer", gap.count, -gap.max))
+    Ok(t!("race.before", runs = gap.count, ms = fixed(-gap.max, 3)))
 }
 
 /// Both orderings: the consumer finished after the producer with the wait, and before it
 /// without, in every run.
-pub fn check_ordering(m: &Measured) -> Result<String> {
+pub fn check_ordering(m: &Measured) -> Result<Text> {
     check_waited(m.with())?;
     check_overtook(m.without())?;
-    Ok("with the wait the consumer ends after the producer; without it, before".into())
+    Ok(t!("race.ordering"))
 }
 
 /// Passes when the events around the producer measured at least its spin in every run: the
 /// spin counts ticks at the rated clock, so it never takes less than `--sleep-us`; 5% is left
 /// for the events' resolution. Events recorded in the wrong place, or timing the host
 /// instead of the GPU, would measure less.
-pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<String> {
+pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<Text> {
     let producer = part(with, PRODUCER_DONE)?;
     let spin = sleep_us / 1e3;
     if producer.min < 0.95 * spin {
@@ -133,7 +132,8 @@ pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<Strin
             producer.min
         )));
     }
-    Ok(format!("{} runs, shortest {:.3} ms >= the {spin:.3} ms spin", producer.count, producer.min))
+    let (runs, min, spin) = (producer.count, fixed(producer.min, 3), fixed(spin, 3));
+    Ok(t!("race.producer_timing", runs, min, spin))
 }
 
 #[cfg(test)]
@@ -203,8 +203,8 @@ mod tests {
         let e = check_overtook(m.without()).unwrap_err().to_string();
         assert!(e.contains("0.100 ms after the producer"), "{e}");
         let m = measured(&[RACED], &[WAITED]);
-        assert!(check_waited(m.with()).unwrap().contains("at least 0.100 ms after"));
-        assert!(check_overtook(m.without()).unwrap().contains("19.900 ms before"));
+        assert!(check_waited(m.with()).unwrap().en().contains("at least 0.100 ms after"));
+        assert!(check_overtook(m.without()).unwrap().en().contains("19.900 ms before"));
         assert!(check_ordering(&measured(&[RACED], &[WAITED])).is_ok());
         assert!(check_ordering(&measured(&[RACED], &[WAITED, (20.0, 0.1, 0)])).is_err());
         assert!(check_ordering(&measured(&[RACED, (20.0, 20.1, 10)], &[WAITED])).is_err());

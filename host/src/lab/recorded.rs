@@ -13,8 +13,10 @@ use serde::Deserialize;
 use crate::lab::output;
 use crate::lab::report::Report;
 use crate::lab::span::Recording;
+use crate::lab::text::{Lang, Text};
 use crate::lab::trace;
 use crate::runtime::{Error, Result};
+use crate::t;
 
 include!(concat!(env!("OUT_DIR"), "/recorded.rs"));
 
@@ -33,7 +35,17 @@ pub struct RecordedRun {
 impl RecordedRun {
     /// "recorded on NVIDIA H200 on 2026-11-23".
     pub fn label(&self) -> String {
-        format!("recorded on {} on {}", self.gpu, self.date)
+        self.label_text().en()
+    }
+
+    fn label_text(&self) -> Text {
+        t!("recorded.label", gpu = self.gpu.clone(), date = self.date.clone())
+    }
+
+    /// The line `--recorded` prints above the report, in `lang`.
+    pub fn header(&self, lang: Lang) -> String {
+        t!("recorded.header", label = self.label_text(), command = self.command.clone())
+            .render(lang)
     }
 
     /// The recorded versions, from the trace (or the report where the trace has none).
@@ -89,16 +101,24 @@ pub fn show(
     trace_to: Option<&std::path::Path>,
     svg_to: Option<&std::path::Path>,
 ) -> Result<Report> {
+    show_in(run, Lang::En, trace_to, svg_to)
+}
+
+/// [`show`], with the device line in `lang` (the rest of the report is rendered in a
+/// language when it is printed: [`Report::to_text_in`]).
+pub fn show_in(
+    run: &RecordedRun,
+    lang: Lang,
+    trace_to: Option<&std::path::Path>,
+    svg_to: Option<&std::path::Path>,
+) -> Result<Report> {
     let mut report = run.report.clone();
     let recordings = run.recordings();
     if report.timeline.is_none() && !recordings.is_empty() {
         output::report(&mut report, &recordings, None, true);
     }
-    report.device = format!(
-        "{} (a run {}, embedded in streamlab: not measured on this machine)",
-        run.gpu,
-        run.label()
-    );
+    report.device =
+        t!("recorded.device", gpu = run.gpu.clone(), label = run.label_text()).render(lang);
     report.detail(
         "recorded",
         serde_json::json!({"gpu": run.gpu, "date": run.date, "command": run.command}),
@@ -114,6 +134,7 @@ pub fn show(
 mod tests {
     use super::*;
     use crate::lab::span::{Source, Span, Work};
+    use crate::lab::text::Text;
     use crate::lab::trace::Meta;
 
     fn recorded() -> String {
@@ -169,6 +190,34 @@ mod tests {
         let svg = std::fs::read_to_string(&s).unwrap();
         assert!(svg.contains("recorded on NVIDIA H200 on 2026-11-23"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// `--recorded --lang zh` for every embedded run: the title, every figure and check name
+    /// translated, and every interpretation and check line in Chinese with no English
+    /// sentence left, whether the run stored its messages or only its English lines.
+    #[test]
+    fn every_embedded_run_reads_in_chinese() {
+        use crate::lab::text::{english_sentence, has_chinese};
+        assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
+        for (lesson, text) in RECORDED {
+            let run = parse(text).unwrap();
+            let report = show_in(&run, Lang::Zh, None, None).unwrap();
+            let names = std::iter::once(&report.title)
+                .chain(report.figures.iter().map(|f| &f.name))
+                .chain(report.checks.iter().map(|c| &c.name));
+            for name in names {
+                assert!(Text::label(name).is_translated(), "{lesson}: {name:?} has no Chinese");
+            }
+            let text = report.to_text_in(Lang::Zh);
+            let said: Vec<&str> = text.lines().filter(|l| l.starts_with("  > ")).collect();
+            assert_eq!(said.len(), report.interpretation.len(), "{lesson}:\n{text}");
+            let checks = text.lines().filter(|l| l.starts_with("  ["));
+            let device = text.lines().filter(|l| l.starts_with("设备"));
+            for line in said.iter().copied().chain(checks).chain(device) {
+                assert!(has_chinese(line), "{lesson}: not Chinese: {line}");
+                assert_eq!(english_sentence(line), None, "{lesson}: English left in: {line}");
+            }
+        }
     }
 
     #[test]

@@ -6,9 +6,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::lab::text::{fixed, Text};
 use crate::lab::{Measured, Report, Sample, VersionStats};
 use crate::runtime::graph::{NodeCounts, UpdatePath};
 use crate::runtime::{Event, Gpu, Result, Stream};
+use crate::t;
 
 /// What a captured graph holds, and the host ms its capture and instantiation took.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -115,19 +117,27 @@ pub fn interpret(
         r.figure(&name, us, "us");
     }
     r.param("graph", b.nodes.to_string()).detail("graph_nodes", b.nodes);
-    r.explain(format!(
-        "Each streams+events iteration makes {calls} driver calls on 3 streams ({:.1} us of host time); the graph replays the same {} with one cuGraphLaunch ({:.1} us).",
-        s.issue_us, b.nodes, g.issue_us
-    ));
+    let (s_issue, g_issue, nodes) = (fixed(s.issue_us, 1), fixed(g.issue_us, 1), nodes(&b.nodes));
+    r.explain(t!("replay.calls", calls, s_issue, nodes, g_issue));
     let setup_us = (b.capture_ms + b.instantiate_ms) * 1e3;
     r.explain(explain_wall(s, g, setup_us, (e.gpu_us, eg.gpu_us), kernels));
-    r.explain(format!("Launch overhead: an empty kernel costs {:.2} us of GPU time launched by stream and {:.2} us inside a graph (cuda-reference/launch_overhead.cu measures CUDA C++ the same way, for a same-GPU comparison).", e.gpu_us, eg.gpu_us));
+    let (by_stream, in_graph) = (fixed(e.gpu_us, 2), fixed(eg.gpu_us, 2));
+    r.explain(t!("replay.launch_overhead", by_stream, in_graph));
     if let Some(u) = updated {
         let (update_us, instantiate_us) = (u.update_ms * 1e3, b.instantiate_ms * 1e3);
         r.param("update", u.path.to_string());
         r.figure("re-capture with new scale", u.recapture_ms * 1e3, "us");
         r.figure("update of the executable graph", update_us, "us");
         r.explain(explain_update(&u.path, update_us, instantiate_us));
+    }
+}
+
+/// A graph's nodes, as `NodeCounts` prints them ("6 nodes: 3 kernels, 3 copies").
+fn nodes(n: &NodeCounts) -> Text {
+    let (total, kernels, copies) = (n.total(), n.kernels, n.memcpys);
+    match total - kernels - copies {
+        0 => t!("replay.nodes", total, kernels, copies),
+        other => t!("replay.nodes_other", total, kernels, copies, other),
     }
 }
 
@@ -141,46 +151,53 @@ pub fn explain_wall(
     setup_us: f64,
     empty: (f64, f64),
     kernels: usize,
-) -> String {
+) -> Text {
     let (s_wall, s_gpu, s_issue) = (s.wall_us, s.gpu_us, s.issue_us);
     let (g_wall, g_gpu, g_issue) = (g.wall_us, g.gpu_us, g.issue_us);
     let saved_us = s_wall - g_wall;
+    let us = |v: f64| fixed(v, 1);
     if saved_us > 0.0 {
         let why = if s_issue > s_gpu {
-            format!("issuing the DAG by stream takes the host {s_issue:.1} us, more than its {s_gpu:.1} us of GPU time, so the GPU waits for the host call by call; the graph is submitted with one call ({g_issue:.1} us)")
+            t!("replay.host_bound", s_issue = us(s_issue), s_gpu = us(s_gpu), g_issue = us(g_issue))
         } else if g_gpu < s_gpu {
-            format!("the graph's GPU time is shorter ({g_gpu:.1} against {s_gpu:.1} us): the driver prepared the whole DAG's work at instantiation")
+            t!("replay.gpu_shorter", g_gpu = us(g_gpu), s_gpu = us(s_gpu))
         } else {
-            format!("per iteration the host issues for {s_issue:.1} us with streams and {g_issue:.1} us with the graph, and the GPU works {s_gpu:.1} and {g_gpu:.1} us")
+            let [s_issue, g_issue, s_gpu, g_gpu] = [s_issue, g_issue, s_gpu, g_gpu].map(us);
+            t!("replay.per_iteration", s_issue, g_issue, s_gpu, g_gpu)
         };
-        let replays = (setup_us / saved_us).ceil();
-        return format!("Wall time per iteration falls from {s_wall:.1} to {g_wall:.1} us: {why}. Capture and instantiation ({setup_us:.0} us) pay for themselves after {replays:.0} replays.");
+        let replays = fixed((setup_us / saved_us).ceil(), 0);
+        let (s_wall, g_wall, setup_us) = (us(s_wall), us(g_wall), fixed(setup_us, 0));
+        return t!("replay.faster", s_wall, g_wall, why, setup_us, replays);
     }
     let why = if s_gpu > s_issue {
-        format!("the DAG's chain of dependent steps (copy in, produce, combine, copy out, with the cross-stream waits) keeps the GPU busy {s_gpu:.1} us, longer than the {s_issue:.1} us the host needs to issue it, so a shorter issue does not shorten the iteration")
+        t!("replay.gpu_chain", s_gpu = us(s_gpu), s_issue = us(s_issue))
     } else {
-        format!("although issuing the DAG by stream takes the host {s_issue:.1} us, no less than its {s_gpu:.1} us of GPU time, the shorter issue did not show in the wall time of this run")
+        t!("replay.issue_hidden", s_issue = us(s_issue), s_gpu = us(s_gpu))
     };
     let saved = s_issue - g_issue;
     let host = if saved > 0.0 {
-        format!("What the graph saved is host time: {saved:.1} us of CPU per iteration, free for other work.")
+        t!("replay.host_saved", saved = us(saved))
     } else {
-        format!("Nor did it save host time here ({g_issue:.1} us to launch against {s_issue:.1}).")
+        t!("replay.host_not_saved", g_issue = us(g_issue), s_issue = us(s_issue))
     };
     let (by_stream, in_graph) = empty;
-    let tiny = if in_graph < by_stream {
-        format!(" Where the host is the bottleneck, as with the {kernels} empty kernels below ({by_stream:.2} against {in_graph:.2} us of GPU time per kernel), the graph shortens the GPU's time too.")
+    let rest = if in_graph < by_stream {
+        let (by_stream, in_graph) = (fixed(by_stream, 2), fixed(in_graph, 2));
+        t!("replay.host_and_tiny", host, kernels, by_stream, in_graph)
     } else {
-        String::new()
+        host
     };
-    format!("Here the graph does not shorten the iteration ({g_wall:.1} us against {s_wall:.1} with streams): {why}. {host}{tiny}")
+    t!("replay.no_gain", g_wall = us(g_wall), s_wall = us(s_wall), why, rest)
 }
 
 /// What an update of an executable graph did, following the path the driver took.
-pub fn explain_update(path: &UpdatePath, update_us: f64, instantiate_us: f64) -> String {
+pub fn explain_update(path: &UpdatePath, update_us: f64, instantiate_us: f64) -> Text {
+    let (update_us, instantiate_us) = (fixed(update_us, 0), fixed(instantiate_us, 0));
     match path {
-        UpdatePath::InPlace => format!("A new kernel parameter needed no new instantiation: the re-captured graph has the same shape, so cuGraphExecUpdate patched the executable graph in place in {update_us:.0} us (the first instantiation took {instantiate_us:.0} us)."),
-        UpdatePath::Reinstantiated { reason } => format!("The driver refused to update the executable graph in place ({reason}), so it was instantiated again from the re-capture: {update_us:.0} us, against {instantiate_us:.0} us for the first instantiation."),
+        UpdatePath::InPlace => t!("replay.in_place", update_us, instantiate_us),
+        UpdatePath::Reinstantiated { reason } => {
+            t!("replay.reinstantiated", reason = reason.clone(), update_us, instantiate_us)
+        }
     }
 }
 
@@ -208,7 +225,7 @@ mod tests {
     fn a_gpu_bound_dag_is_explained_by_the_numbers_it_states() {
         // As measured on an H200: ~30 us of GPU time against ~12 us of host issue.
         let (s, g) = (per(45.0, 30.0, 12.0), per(46.0, 30.0, 3.5));
-        let text = explain_wall(s, g, 100.0, (2.8, 0.52), 100);
+        let text = explain_wall(s, g, 100.0, (2.8, 0.52), 100).en();
         assert!(
             text.starts_with("Here the graph does not shorten the iteration (46.0 us against 45.0"),
             "{text}"
@@ -217,14 +234,15 @@ mod tests {
         assert!(text.contains("host time: 8.5 us"), "{text}");
         assert!(text.contains("(2.80 against 0.52 us"), "{text}");
         // Without a launch-overhead gain, no claim about it.
-        let text = explain_wall(s, g, 100.0, (0.5, 0.6), 100);
+        let text = explain_wall(s, g, 100.0, (0.5, 0.6), 100).en();
         assert!(!text.contains("empty kernels"), "{text}");
     }
 
     #[test]
     fn no_gpu_bound_claim_when_the_issue_takes_longer() {
         let text =
-            explain_wall(per(30.0, 10.0, 12.0), per(31.0, 10.0, 13.0), 100.0, (2.8, 0.52), 100);
+            explain_wall(per(30.0, 10.0, 12.0), per(31.0, 10.0, 13.0), 100.0, (2.8, 0.52), 100)
+                .en();
         assert!(text.contains("does not shorten"), "{text}");
         assert!(!text.contains("keeps the GPU busy"), "{text}");
         assert!(text.contains("12.0 us, no less than its 10.0 us"), "{text}");
@@ -236,14 +254,14 @@ mod tests {
     #[test]
     fn a_wall_time_gain_is_explained_by_what_was_measured() {
         let lo = (2.8, 0.52);
-        let text = explain_wall(per(50.0, 10.0, 40.0), per(20.0, 10.0, 4.0), 300.0, lo, 100);
+        let text = explain_wall(per(50.0, 10.0, 40.0), per(20.0, 10.0, 4.0), 300.0, lo, 100).en();
         assert!(text.starts_with("Wall time per iteration falls from 50.0 to 20.0 us"), "{text}");
         assert!(text.contains("GPU waits for the host"), "{text}");
         assert!(text.contains("after 10 replays"), "{text}");
-        let text = explain_wall(per(50.0, 40.0, 10.0), per(45.0, 30.0, 4.0), 300.0, lo, 100);
+        let text = explain_wall(per(50.0, 40.0, 10.0), per(45.0, 30.0, 4.0), 300.0, lo, 100).en();
         assert!(text.contains("GPU time is shorter (30.0 against 40.0"), "{text}");
         assert!(!text.contains("GPU waits"), "{text}");
-        let text = explain_wall(per(50.0, 40.0, 10.0), per(45.0, 41.0, 4.0), 300.0, lo, 100);
+        let text = explain_wall(per(50.0, 40.0, 10.0), per(45.0, 41.0, 4.0), 300.0, lo, 100).en();
         assert!(!text.contains("GPU waits") && !text.contains("shorter"), "{text}");
         assert!(text.contains("the GPU works 40.0 and 41.0 us"), "{text}");
     }
@@ -302,11 +320,11 @@ mod tests {
 
     #[test]
     fn the_update_text_follows_the_path_taken() {
-        let in_place = explain_update(&UpdatePath::InPlace, 12.0, 80.0);
+        let in_place = explain_update(&UpdatePath::InPlace, 12.0, 80.0).en();
         assert!(in_place.contains("patched the executable graph in place in 12 us"), "{in_place}");
         assert!(!in_place.contains("refused"), "{in_place}");
         let reason = "the topology changed".to_string();
-        let again = explain_update(&UpdatePath::Reinstantiated { reason }, 70.0, 80.0);
+        let again = explain_update(&UpdatePath::Reinstantiated { reason }, 70.0, 80.0).en();
         assert!(again.contains("refused") && again.contains("the topology changed"), "{again}");
         assert!(!again.contains("no new instantiation"), "{again}");
     }

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::lab::text::{label, pad, width, Lang, Text};
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Figure {
     pub name: String,
@@ -23,14 +25,29 @@ pub enum Verdict {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
+    /// The check's id, in English (a label that [`label`] translates for display).
     pub name: String,
     pub verdict: Verdict,
+    /// The detail, in English.
     pub detail: String,
+    /// The detail as a message, from which `--lang` renders it (absent where the detail is
+    /// an error's text, or in runs recorded before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<Text>,
 }
 
 impl Check {
     pub fn passed(&self) -> bool {
         self.verdict != Verdict::Failed
+    }
+
+    /// The detail in `lang`: from its message, else recovered from the English.
+    pub fn detail_in(&self, lang: Lang) -> String {
+        match (&self.text, lang) {
+            (_, Lang::En) => self.detail.clone(),
+            (Some(t), _) => t.render(lang),
+            (None, _) => Text::recover(&self.detail).render(lang),
+        }
     }
 }
 
@@ -42,7 +59,13 @@ pub struct Report {
     pub parameters: Map<String, Value>,
     pub figures: Vec<Figure>,
     pub checks: Vec<Check>,
+    /// What the numbers mean, in English.
     pub interpretation: Vec<String>,
+    /// The same lines as messages (key and arguments), from which `--lang` renders them.
+    /// Runs recorded before they were kept have none: their English lines are matched
+    /// against the English catalog instead ([`Text::recover`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Text>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<String>,
     /// Anything else a script may want (per-K rows, per-kernel stamps, ...).
@@ -60,6 +83,7 @@ impl Report {
             figures: Vec::new(),
             checks: Vec::new(),
             interpretation: Vec::new(),
+            messages: Vec::new(),
             timeline: None,
             details: Map::new(),
         }
@@ -75,9 +99,24 @@ impl Report {
         self
     }
 
-    pub fn explain(&mut self, line: impl Into<String>) -> &mut Self {
-        self.interpretation.push(line.into());
+    /// Adds a line of interpretation: a message of the catalogs (`t!`), or a `String`
+    /// shown as it is in every language.
+    pub fn explain(&mut self, line: impl Into<Text>) -> &mut Self {
+        let line = line.into();
+        self.interpretation.push(line.en());
+        self.messages.push(line);
         self
+    }
+
+    /// The interpretation in `lang`, line by line.
+    pub fn interpretation_in(&self, lang: Lang) -> Vec<String> {
+        if lang == Lang::En {
+            return self.interpretation.clone();
+        }
+        if self.messages.len() == self.interpretation.len() {
+            return self.messages.iter().map(|m| m.render(lang)).collect();
+        }
+        self.interpretation.iter().map(|l| Text::recover(l).render(lang)).collect()
     }
 
     pub fn detail(&mut self, key: &str, value: impl Serialize) -> &mut Self {
@@ -94,26 +133,36 @@ impl Report {
         self.checks.iter().all(Check::passed)
     }
 
-    /// The learner-facing text form.
+    /// The learner-facing text form, in English.
     pub fn to_text(&self) -> String {
-        let mut out = format!("== {} — {}\n", self.lesson, self.title);
-        out.push_str(&format!("device: {}\n", self.device));
+        self.to_text_in(Lang::En)
+    }
+
+    /// The learner-facing text form in `lang`: headings, figure and check names, check
+    /// details and interpretation translated; numbers, ids in JSON and the timeline as they are.
+    pub fn to_text_in(&self, lang: Lang) -> String {
+        let say = |key: &str, args: Vec<(&str, Text)>| Text::message(key, args).render(lang);
+        let mut out = format!("== {} — {}\n", self.lesson, label(lang, &self.title));
+        out.push_str(&say("report.device", vec![("device", Text::Plain(self.device.clone()))]));
+        out.push('\n');
         if !self.parameters.is_empty() {
             let params: Vec<String> =
                 self.parameters.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            out.push_str(&format!("parameters: {}\n", params.join(", ")));
+            out.push_str(&say("report.parameters", vec![("list", Text::Plain(params.join(", ")))]));
+            out.push('\n');
         }
-        let width = self.figures.iter().map(|f| f.name.len()).max().unwrap_or(0);
-        for f in &self.figures {
+        let names: Vec<String> = self.figures.iter().map(|f| label(lang, &f.name)).collect();
+        let columns = names.iter().map(|n| width(n)).max().unwrap_or(0);
+        for (f, name) in self.figures.iter().zip(&names) {
             out.push_str(&format!(
-                "  {:<width$}  {:>12} {}\n",
-                f.name,
+                "  {}  {:>12} {}\n",
+                pad(name, columns),
                 format_value(f.value),
-                f.unit
+                label(lang, &f.unit)
             ));
         }
         if let Some(t) = &self.timeline {
-            out.push_str(t);
+            out.push_str(&timeline_in(t, lang));
         }
         for c in &self.checks {
             let mark = match c.verdict {
@@ -121,13 +170,35 @@ impl Report {
                 Verdict::Failed => "FAIL",
                 Verdict::NotAsserted => "--  ",
             };
-            out.push_str(&format!("  [{mark}] {}: {}\n", c.name, c.detail));
+            let (name, detail) = (Text::label(&c.name), Text::Plain(c.detail_in(lang)));
+            out.push_str(&format!(
+                "  [{mark}] {}\n",
+                say("report.check", vec![("name", name), ("detail", detail)])
+            ));
         }
-        for line in &self.interpretation {
+        for line in self.interpretation_in(lang) {
             out.push_str(&format!("  > {line}\n"));
         }
         out
     }
+}
+
+/// The timeline text in `lang`: its headings, legend and cost line translated (matched
+/// against the catalog's `timeline.` messages), the drawing as it is.
+fn timeline_in(text: &str, lang: Lang) -> String {
+    if lang == Lang::En {
+        return text.into();
+    }
+    let line_in = |line: &str| {
+        let words = line.trim_start();
+        match Text::recover(words) {
+            m @ Text::Message { .. } if m.key().is_some_and(|k| k.starts_with("timeline.")) => {
+                format!("{}{}", &line[..line.len() - words.len()], m.render(lang))
+            }
+            _ => line.to_string(),
+        }
+    };
+    text.lines().map(|l| line_in(l) + "\n").collect()
 }
 
 fn format_value(v: f64) -> String {
@@ -135,5 +206,56 @@ fn format_value(v: f64) -> String {
         format!("{v:.3}")
     } else {
         format!("{v:.3e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::text::has_chinese;
+    use crate::t;
+
+    fn report() -> Report {
+        let mut r = Report::new(
+            "overlap",
+            "one stream vs K streams each copying in, computing and copying out its chunk",
+            "GPU",
+        );
+        r.figure("8 streams, median", 2.9, "ms");
+        r.explain(t!("overlap.serial", ms = "5.018".to_string()));
+        r.explain("A line some lesson wrote itself.".to_string());
+        r
+    }
+
+    #[test]
+    fn json_keeps_english_and_the_keys_beside_it() {
+        let json = serde_json::to_value(report()).unwrap();
+        assert_eq!(
+            json["interpretation"][0],
+            "One stream runs H, C and D back to back (5.018 ms): each stage waits for the one before."
+        );
+        assert_eq!(json["messages"][0]["key"], "overlap.serial");
+        assert_eq!(json["messages"][0]["args"]["ms"], "5.018");
+        assert_eq!(json["messages"][1], "A line some lesson wrote itself.");
+        assert_eq!(json["figures"][0]["name"], "8 streams, median");
+    }
+
+    #[test]
+    fn text_renders_in_the_language_asked_from_stored_or_recovered_messages() {
+        let r = report();
+        let en = r.to_text_in(Lang::En);
+        assert_eq!(en, r.to_text());
+        assert!(en.contains("  > One stream runs H, C and D") && !has_chinese(&en), "{en}");
+        let zh = r.to_text_in(Lang::Zh);
+        assert!(zh.contains("  8 个流，中位数") && zh.contains("设备：GPU"), "{zh}");
+        assert!(zh.contains("  > 单个流把 H、C、D 依次执行（5.018 ms）"), "{zh}");
+        // What a lesson wrote itself stays as it was.
+        assert!(zh.contains("  > A line some lesson wrote itself."), "{zh}");
+        // A report recorded before the keys were kept: the English lines are recognized.
+        let mut old = serde_json::to_value(&r).unwrap();
+        old.as_object_mut().unwrap().remove("messages");
+        let old: Report = serde_json::from_value(old).unwrap();
+        assert!(old.messages.is_empty());
+        assert_eq!(old.to_text_in(Lang::Zh), zh);
     }
 }

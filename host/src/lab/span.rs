@@ -10,7 +10,9 @@ use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
 
+use crate::lab::text::Text;
 use crate::runtime::OpKind;
+use crate::t;
 
 /// What a device span is, for its colour, its glyph and its Perfetto category.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -215,14 +217,14 @@ pub enum Source {
 impl Source {
     /// One line for reports, traces and captions.
     pub fn describe(&self) -> String {
+        self.describe_text().en()
+    }
+
+    /// [`Source::describe`], as a message of the catalogs.
+    pub fn describe_text(&self) -> Text {
         match self {
-            Source::Cupti { .. } => {
-                "GPU time from CUPTI activity records: each span is the engine's own start and end"
-                    .into()
-            }
-            Source::Events { why } => {
-                format!("timeline from events: a span includes queueing (CUPTI not used: {why})")
-            }
+            Source::Cupti { .. } => t!("timeline.cupti"),
+            Source::Events { why } => t!("timeline.events", why = why.clone()),
         }
     }
 }

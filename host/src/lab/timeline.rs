@@ -15,6 +15,7 @@ use std::rc::Rc;
 pub use crate::lab::span::Span;
 use crate::lab::span::{current_name, rows, Work};
 use crate::runtime::{Event, Observer, Op, Result, Stream};
+use crate::t;
 
 /// The character a timeline row draws for this kind of work.
 pub fn glyph(kind: Work) -> char {
@@ -150,10 +151,7 @@ pub fn render(spans: &[Span], width: usize) -> String {
         format!("{end:.3} ms"),
         w = width.saturating_sub(3)
     ));
-    out.push_str(&format!(
-        "{:>name_width$}  H copy to device, K kernel, D copy to host, d copy on device, P peer copy, M memset, f host function, G graph\n",
-        ""
-    ));
+    out.push_str(&format!("{:>name_width$}  {}\n", "", t!("timeline.legend").en()));
     out
 }
 

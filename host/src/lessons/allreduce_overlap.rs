@@ -30,7 +30,7 @@ use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::collective::{digest, Ranks};
 use crate::lab::data::chunk_ranges;
 use crate::lab::span::named;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{nccl, Error, Gpu, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -213,7 +213,7 @@ impl Lesson for AllreduceOverlap {
                 .filter(|(a, b)| a.to_bits() != b.to_bits())
                 .count();
             let outcome = if wrong > 0 {
-                Ok(format!("{wrong} of {} sums wrong, and no error from NCCL", got[0].len()))
+                Ok(t!("allreduce.wrong_sums", wrong, n = got[0].len()))
             } else {
                 Err(Error::Verification("reversed order gave the right sums".into()))
             };
@@ -232,24 +232,22 @@ impl Lesson for AllreduceOverlap {
         r.figure("backward C", c, "ms");
         r.figure("all-reduce A", a, "ms");
         r.figure("bound max(C, A) + min(C, A)/B", bound, "ms");
-        r.explain(format!("On {} GPU(s) in this process, {} rank(s) in all: the backward takes C = {c:.3} ms and the all-reduce of all {:.0} MiB of gradients A = {a:.3} ms; one after the other, {:.3} ms.", self.ranks.local.len(), self.ranks.world(), self.ranks.local[0].params.len() as f64 * 4.0 / 1048576.0, seq.time.median));
-        r.explain(format!("With {b} buckets the all-reduces run behind the backward: {hi:.3} ms, {:.2}x, {:+.1}% from the bound {bound:.3} ms.", m.speedup(), (hi / bound - 1.0) * 100.0));
-        if hi > bound * 1.05 {
-            r.explain("The gap to the bound is the overlap's own cost: NCCL's all-reduce is a kernel that needs SMs, and while the backward holds them it gets fewer, so A grows when it overlaps C.");
+        let (gpus, ranks) = (self.ranks.local.len(), self.ranks.world());
+        let mib = fixed(self.ranks.local[0].params.len() as f64 * 4.0 / 1048576.0, 0);
+        let (x, off) = (fixed(m.speedup(), 2), format!("{:+.1}", (hi / bound - 1.0) * 100.0));
+        let (gap, slower, faster) = (hi > bound * 1.05, lo > hi * 1.02, many < hi);
+        let [c, a, seq, hi, lo, many, bound] =
+            [c, a, seq.time.median, hi, lo, many, bound].map(|v| fixed(v, 3));
+        r.explain(t!("allreduce.sequential", gpus, ranks, c, mib, a, seq));
+        r.explain(t!("allreduce.bucketed", b = b.to_string(), hi, x, off, bound));
+        if gap {
+            r.explain(t!("allreduce.gap"));
         }
-        let prio = if lo > hi * 1.02 {
-            format!("slower ({lo:.3} ms): the backward's blocks went first and the all-reduces waited for SMs")
-        } else {
-            format!("no slower ({lo:.3} ms): here the all-reduce found SMs either way")
-        };
-        r.explain(format!("With the communication stream at the least priority the same work was {prio}. DDP gives its communication stream a high priority for this reason."));
-        let more = if many < hi {
-            "faster: more of the all-reduce hides, and the last bucket is smaller"
-        } else {
-            "not faster: each small all-reduce pays NCCL's fixed cost, which outweighs the smaller last bucket"
-        };
-        r.explain(format!("With {} buckets: {many:.3} ms, {more}.", self.buckets[1].len()));
-        r.explain("The checks include the bug the seed warns about: the second rank issuing the same all-reduces in the opposite order. NCCL matches collectives by position, so with equal sizes it sums the wrong buckets and reports nothing; with unequal sizes it would hang.");
+        let prio = if slower { t!("allreduce.slower", lo) } else { t!("allreduce.no_slower", lo) };
+        r.explain(t!("allreduce.priority", prio));
+        let more = if faster { t!("allreduce.faster") } else { t!("allreduce.not_faster") };
+        r.explain(t!("allreduce.more_buckets", buckets = self.buckets[1].len(), many, more));
+        r.explain(t!("allreduce.order_bug"));
     }
 }
 

@@ -37,7 +37,7 @@ use serde::Serialize;
 
 use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::random_inputs;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::{copy_to_device_sync, copy_to_host_sync};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -208,26 +208,25 @@ impl Lesson for Basics {
 }
 
 /// Why the "host was free" claim cannot be asserted for these measurements, if it cannot.
-pub fn host_claim_not_asserted(m: &Measured) -> Option<String> {
+pub fn host_claim_not_asserted(m: &Measured) -> Option<Text> {
     let gpu_ms = m.with().time.median;
-    (gpu_ms < MIN_GPU_MS_FOR_CLAIM).then(|| {
-        format!("{gpu_ms:.3} ms of GPU work is too short (the claim needs >= {MIN_GPU_MS_FOR_CLAIM} ms; raise --iters)")
-    })
+    let min = MIN_GPU_MS_FOR_CLAIM.to_string();
+    (gpu_ms < MIN_GPU_MS_FOR_CLAIM).then(|| t!("basics.too_short", ms = fixed(gpu_ms, 3), min))
 }
 
 /// The lesson's claim: the asynchronous calls return well before the GPU is done (under half
 /// its time inside the calls) and the host gets more work done than when blocking.
-pub fn host_was_free(m: &Measured) -> Result<String> {
+pub fn host_was_free(m: &Measured) -> Result<Text> {
     if let Some(why) = host_claim_not_asserted(m) {
-        return Ok(format!("not asserted: {why}"));
+        return Ok(t!("check.not_asserted", why));
     }
     let (blocking, asynchronous) = (m.without(), m.with());
     let (in_calls, gpu_ms) = (asynchronous.part(IN_CALLS), asynchronous.time.median);
     let (units, blocking_units) = (asynchronous.part(UNITS), blocking.part(UNITS));
     if in_calls < 0.5 * gpu_ms && units > blocking_units {
-        Ok(format!(
-            "async calls took {in_calls:.3} ms of {gpu_ms:.3} ms GPU time; host work units {units:.0} (async) vs {blocking_units:.0} (blocking)"
-        ))
+        let ([calls, ms], [units, blocking]) =
+            ([in_calls, gpu_ms].map(|v| fixed(v, 3)), [units, blocking_units].map(|v| fixed(v, 0)));
+        Ok(t!("basics.free", calls, ms, units, blocking))
     } else {
         Err(Error::Verification(format!(
             "the async version did not free the host: {in_calls:.3} ms inside the calls for {gpu_ms:.3} ms of GPU time, {units:.0} host work units vs {blocking_units:.0} when blocking"
@@ -246,30 +245,24 @@ pub fn interpret(m: &Measured, r: &mut Report) {
         .figure("blocking: host work units done while the GPU ran", b.part(UNITS), "units")
         .figure("async: host work units done while the GPU ran", a.part(UNITS), "units");
     let not_asserted = host_claim_not_asserted(m);
+    let same_time = (1.0 / SAME_GPU_TIME..=SAME_GPU_TIME).contains(&ratio);
+    let ([b_ms, a_ms], ratio) = ([b_ms, a_ms].map(|v| fixed(v, 3)), fixed(ratio, 2));
     r.explain(if not_asserted.is_some() {
-        format!("The GPU does the same work either way ({b_ms:.3} ms blocking, {a_ms:.3} ms async), but so little that per-call costs weigh as much as the work itself.")
-    } else if (1.0 / SAME_GPU_TIME..=SAME_GPU_TIME).contains(&ratio) {
-        format!("The GPU does the same work either way in about the same time ({b_ms:.3} ms blocking, {a_ms:.3} ms async): copy in, compute, copy out, in order.")
+        t!("basics.gpu_tiny", b_ms, a_ms)
+    } else if same_time {
+        t!("basics.gpu_same", b_ms, a_ms)
     } else {
-        format!("The GPU does the same work either way, yet the times differ ({b_ms:.3} ms blocking, {a_ms:.3} ms async, {ratio:.2}x): the work does not explain that, so suspect clocks or other load on the GPU.")
+        t!("basics.gpu_differs", b_ms, a_ms, ratio)
     });
-    let figures = format!(
-        "blocking, {:.3} ms inside the calls and ~{:.0} units of host work done meanwhile; async, {:.3} ms and ~{:.0} units (about 1 µs each)",
-        b.part(IN_CALLS),
-        b.part(UNITS),
-        a.part(IN_CALLS),
-        a.part(UNITS)
-    );
+    let [b_calls, a_calls] = [b, a].map(|v| fixed(v.part(IN_CALLS), 3));
+    let [b_units, a_units] = [b, a].map(|v| fixed(v.part(UNITS), 0));
+    let figures = t!("basics.figures", b_calls, b_units, a_calls, a_units);
     r.explain(match not_asserted {
-        Some(why) => format!("Host: {figures}. Not a claim here: {why}."),
-        None if host_was_free(m).is_ok() => format!(
-            "Blocking, the host sits inside cudaMemcpy until the GPU is done; async, the calls only enqueue and the host works until the stop event completes: {figures}."
-        ),
-        None => format!(
-            "The async calls should return at once and leave the host free, but did not here ({figures}): see the check \"async calls freed the host\"."
-        ),
+        Some(why) => t!("basics.host_no_claim", figures, why),
+        None if host_was_free(m).is_ok() => t!("basics.host_free", figures),
+        None => t!("basics.host_held", figures),
     });
-    r.explain("Asynchrony needs pinned memory: from pageable memory the driver stages the copy and the call holds the host (see `streamlab run pinned-vs-pageable`).");
+    r.explain(t!("basics.pinned"));
 }
 
 #[cfg(test)]
@@ -332,7 +325,7 @@ mod tests {
         assert!(host_was_free(&measured(2.0, 0.03, 1500.0)).is_ok());
         assert!(host_was_free(&measured(2.0, 1.9, 1500.0)).is_err());
         assert!(host_was_free(&measured(2.0, 0.03, 0.0)).is_err());
-        let note = host_was_free(&measured(0.01, 0.03, 0.0)).unwrap();
+        let note = host_was_free(&measured(0.01, 0.03, 0.0)).unwrap().en();
         assert!(note.starts_with("not asserted"), "{note}");
     }
 

@@ -40,7 +40,7 @@ use crate::lab::host_pipeline::{
     HostEvent,
 };
 use crate::lab::stats::host_ms;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -277,16 +277,18 @@ pub fn interpret(m: &Measured, events: &[HostEvent], batches: usize, r: &mut Rep
         r.figure(&format!("at: {}", e.what), e.ms, "ms");
     }
     r.detail("events", events);
-    let speedup = m.speedup();
+    let (speedup, x) = (m.speedup(), fixed(m.speedup(), 2));
+    let [save, prep, work, seq, pipe, estimate] =
+        [(seq - estimate).max(0.0), prep, work, seq, pipe, estimate].map(|v| fixed(v, 3));
     r.explain(if batches == 1 {
-        format!("With one batch there is nothing to pipeline: the host prepares it ({prep:.3} ms), the GPU runs it ({work:.3} ms) and the host function wakes the host ({seq:.3} ms sequential, {pipe:.3} ms with the callback). Use --batches 2 or more.")
+        t!("callback.one_batch", prep, work, seq, pipe)
     } else if speedup >= CLEAR_SPEEDUP {
-        format!("Sequentially the host prepares ({prep:.3} ms a batch) while the GPU idles, then waits while the GPU works ({work:.3} ms): {seq:.3} ms for {batches} batches. Pipelined, the host prepares and queues the next batch before it sleeps until the host function rings: {pipe:.3} ms, {speedup:.2}x faster (perfect overlap: {estimate:.3} ms).")
+        t!("callback.faster", prep, work, seq, batches, pipe, x, estimate)
     } else {
-        format!("The pipeline gained nothing clear here ({pipe:.3} ms vs {seq:.3} ms sequential, {speedup:.2}x): host preparation takes {prep:.3} ms a batch and the GPU {work:.3} ms, and even a perfect overlap ({estimate:.3} ms) would save at most {:.3} ms.", (seq - estimate).max(0.0))
+        t!("callback.no_gain", pipe, seq, x, prep, work, estimate, save)
     });
     r.explain(order_line(events, batches));
-    r.explain("The host function runs on a driver thread: it must not call CUDA (that may deadlock or fail), and later work on its stream waits until it returns, so it only sends a message; the host thread does the rest.");
+    r.explain(t!("callback.driver_thread"));
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use serde::Serialize;
 use crate::lab::batches::{pipeline_estimate, total_elements};
 use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::data::{chunk_ranges, random_inputs};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 /// The most batches (each has three timing and two dependency events).
@@ -211,24 +211,23 @@ pub fn interpret(b: usize, m: &Measured, r: &mut Report) {
         .figure("copy-out, per batch", d, "ms")
         .figure("model h+c+d + (B-1) max(h+d, c)", model, "ms")
         .figure("measured / model", two / model, "x");
-    r.explain(if b == 1 {
-        format!("With one batch there is nothing to overlap: both versions run its copy-in, compute and copy-out in turn ({seq:.3} ms on one stream, {two:.3} ms on two). Use --batches 2 or more to let the next upload run during this compute.")
-    } else if speedup >= CLEAR_SPEEDUP {
-        format!("One stream runs each batch's copy-in, compute and copy-out back to back ({seq:.3} ms). With a transfer stream and a compute stream, later batches upload while earlier ones compute: {two:.3} ms, {speedup:.2}x faster.")
+    let (x, off) = (fixed(speedup, 2), fixed(two / model, 2));
+    let (pace, slower) = if h + d >= c {
+        (t!("compute_transfer.transfer_stream"), h + d)
     } else {
-        format!(
-            "Two streams gained little or nothing here ({two:.3} ms vs {seq:.3} ms on one stream, {speedup:.2}x): the best this arrangement allows is {model:.3} ms, at most {:.3} ms less than one stream; larger --elements or --iters give the overlap more to hide.",
-            (seq - model).max(0.0)
-        )
+        (t!("compute_transfer.compute_stream"), c)
+    };
+    let [save, seq, two, model, hd, c, slower] =
+        [(seq - model).max(0.0), seq, two, model, h + d, c, slower].map(|v| fixed(v, 3));
+    r.explain(if b == 1 {
+        t!("compute_transfer.one_batch", seq, two)
+    } else if speedup >= CLEAR_SPEEDUP {
+        t!("compute_transfer.faster", seq, two, x)
+    } else {
+        t!("compute_transfer.little", two, seq, x, model, save)
     });
-    let (pace, slower) =
-        if h + d >= c { ("the transfer stream", h + d) } else { ("the compute stream", c) };
-    r.explain(format!(
-        "Events are the only links: compute(i) waits for up(i), D2H(i) for done(i). Uploads and downloads share the transfer stream, so per batch it is busy h + d = {:.3} ms against c = {c:.3} ms of compute: {pace} ({slower:.3} ms a batch) bounds the pace (model {model:.3} ms; measured {:.2}x that).",
-        h + d,
-        two / model
-    ));
-    r.explain("Issue order is part of the design: H2D(i+1) is issued before D2H(i), which waits for compute(i); the other way round the upload would queue behind that wait.");
+    r.explain(t!("compute_transfer.links", hd, c, pace, slower, model, off));
+    r.explain(t!("compute_transfer.issue_order"));
 }
 
 #[cfg(test)]

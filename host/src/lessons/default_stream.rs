@@ -45,7 +45,7 @@ use serde::Serialize;
 
 use crate::lab::harness::VersionStats;
 use crate::lab::sleep::{gap_us, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{AsContext, Error, Gpu, Result, Stream, Worker};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -143,13 +143,10 @@ pub fn check_threads_overlapped(m: &Measured) -> Result<String> {
 
 /// The blocking pair never overlapped: in every repeat the second kernel started after the
 /// first ended (the smallest gap is not negative).
-pub fn check_blocking_waited(m: &Measured) -> Result<String> {
+pub fn check_blocking_waited(m: &Measured) -> Result<Text> {
     let gap = m.without().part_stats(GAP_US).map_or(f64::NAN, |s| s.min);
     if gap >= 0.0 {
-        Ok(format!(
-            "in all {} repeats the blocking stream's kernel started after the legacy one ended",
-            m.without().time.count
-        ))
+        Ok(t!("default_stream.waited", n = m.without().time.count))
     } else {
         Err(Error::Verification(format!("in some repeat the blocking stream's kernel started {:.1} µs before the legacy one ended", -gap)))
     }
@@ -157,10 +154,10 @@ pub fn check_blocking_waited(m: &Measured) -> Result<String> {
 
 /// The non-blocking pair always overlapped: in every repeat the second kernel started
 /// before the first ended (the largest gap is negative).
-pub fn check_non_blocking_overlapped(m: &Measured) -> Result<String> {
+pub fn check_non_blocking_overlapped(m: &Measured) -> Result<Text> {
     let gap = m.with().part_stats(GAP_US).map_or(f64::NAN, |s| s.max);
     if gap < 0.0 {
-        Ok(format!("in all {} repeats the non-blocking stream's kernel started before the legacy one ended", m.with().time.count))
+        Ok(t!("default_stream.overlapped", n = m.with().time.count))
     } else {
         Err(Error::Verification(format!("in some repeat the non-blocking stream's kernel waited {gap:.1} µs after the legacy one ended")))
     }
@@ -256,18 +253,19 @@ pub fn interpret(m: &Measured, r: &mut Report) {
             -non_blocking.part(GAP_US),
             "µs",
         );
+    let [serial, beside, kernel] = [serial, beside, kernel].map(|v| fixed(v, 3));
     r.explain(if check_blocking_waited(m).is_ok() {
-        format!("A kernel on the legacy default stream, then one on a blocking stream: the second waited for the first in every repeat ({serial:.3} ms for two {kernel:.3} ms kernels).")
+        t!("default_stream.serialized", serial, kernel)
     } else {
-        format!("A kernel on the legacy default stream, then one on a blocking stream: the second started before the first ended in some repeat ({serial:.3} ms for two {kernel:.3} ms kernels), which the legacy default stream should not allow: see the check.")
+        t!("default_stream.not_serialized", serial, kernel)
     });
     r.explain(if check_non_blocking_overlapped(m).is_ok() {
-        format!("With a non-blocking stream the second kernel started before the first ended in every repeat: they ran side by side ({beside:.3} ms in all, vs {serial:.3} ms with the blocking stream).")
+        t!("default_stream.side_by_side", beside, serial)
     } else {
-        format!("With a non-blocking stream the second kernel should start before the first ends, but it waited in some repeat ({beside:.3} ms in all): see the check.")
+        t!("default_stream.not_side_by_side", beside)
     });
-    r.explain("The legacy default stream (stream 0, what a launch without a stream uses) synchronizes with every blocking stream (cudaStreamCreate's default); cudaStreamNonBlocking opts a stream out.");
-    r.explain("Compiling with nvcc --default-stream per-thread (cudaStreamPerThread, CU_STREAM_PER_THREAD) makes stream 0 an ordinary per-thread stream instead, which removes this implicit serialization for code that never names a stream.");
+    r.explain(t!("default_stream.legacy"));
+    r.explain(t!("default_stream.per_thread"));
     interpret_threads(m, r);
 }
 

@@ -35,7 +35,7 @@ use crate::lab::race::{
     PRODUCER_FACTOR, STALE, STALE_READ, WRONG,
 };
 use crate::lab::stats::host_ms;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -242,23 +242,28 @@ pub fn interpret(m: &Measured, last: &[Mismatches; 2], r: &mut Report) {
         .figure("producer (stream A) finished at", producer, "ms")
         .figure("wrong elements without wait_event (last run)", wrong.wrong as f64, "elements")
         .figure("wrong elements with wait_event (last run)", right.wrong as f64, "elements");
-    r.explain(if overhead > 0.0 {
-        format!("Events time the kernel on the GPU itself: {event:.3} ms; the host clock around the launch and the synchronize reads {host:.3} ms, {overhead:.3} ms more: the launch and the wake-up from synchronize.")
+    let times =
+        [event, host, overhead, producer, right_consumer, wrong_consumer, unwaited_producer];
+    let [event, host, overhead, producer, right_consumer, wrong_consumer, unwaited_producer] =
+        times.map(|v| fixed(v, 3));
+    r.explain(if times[2] > 0.0 {
+        t!("events.timing_overhead", event, host, overhead)
     } else {
-        format!("Events time the kernel on the GPU itself: {event:.3} ms; the host clock around launch and synchronize reads {host:.3} ms, no more than the events within this run's noise.")
+        t!("events.timing_same", event, host)
     });
-    let example = wrong.example.map_or(String::new(), |(i, got, want)| {
-        format!("; e.g. element {i} is {got} instead of {want}")
+    let example = wrong.example.map_or(Text::Plain(String::new()), |(i, got, want)| {
+        t!("events.example", i, got = got.to_string(), want = want.to_string())
     });
+    let (wrong_n, stale) = (wrong.wrong, wrong.stale);
     r.explain(if check_race_observed(m.without(), n).is_ok() {
-        format!("Without wait_event the consumer on stream B did not wait for the producer on A (consumer done at {wrong_consumer:.3} ms, producer at {unwaited_producer:.3} ms) and read the stale buffer: {} of {n} elements wrong ({} of them exactly the stale value){example}. This is the bug the event prevents, shown on purpose.", wrong.wrong, wrong.stale)
+        t!("events.race", wrong_consumer, unwaited_producer, wrong = wrong_n, n, stale, example)
     } else {
-        format!("Without wait_event the consumer read correct data in at least one run (last run: {} of {n} elements wrong): the race this lesson sets up did not show; a longer --sleep-us gives the producer more of a head start to lose.", wrong.wrong)
+        t!("events.no_race", wrong = wrong_n, n)
     });
     r.explain(match (check_right(m.with(), n).is_ok(), check_ordering(m).is_ok()) {
-        (true, true) => format!("With B.wait_event(ready) the consumer ran only after the producer's event completed ({producer:.3} ms; consumer done at {right_consumer:.3} ms) and matched the CPU bit for bit; the host never blocked, and B waits for that one point of A, not for all of A's later work."),
-        (true, false) => format!("With B.wait_event(ready) the consumer matched the CPU bit for bit, but the finish times did not order as expected (producer {producer:.3} ms, consumer {right_consumer:.3} ms with the wait, {wrong_consumer:.3} ms without): see the checks."),
-        (false, _) => format!("With B.wait_event(ready) the consumer still differed from the CPU in at least one run ({} elements wrong in the last): the dependency did not hold; see the checks.", right.wrong),
+        (true, true) => t!("events.waited", producer, right_consumer),
+        (true, false) => t!("events.misordered", producer, right_consumer, wrong_consumer),
+        (false, _) => t!("events.still_wrong", wrong = right.wrong),
     });
 }
 

@@ -37,7 +37,7 @@ use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::{ensure_bitwise_equal, random_inputs};
 use crate::lab::replay::{interpret, Built, Rounds, Updated};
 use crate::lab::stats::host_ms;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::graph::{capture, CaptureMode, CaptureMode::Global, Graph, GraphExec};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -273,7 +273,7 @@ impl Lesson for GraphDag {
         let changed = ensure_bitwise_equal("", &before, &d.out_graph.read()?).is_err();
         let path = &updated.path;
         let same = format!("the output did not change after the update ({path})");
-        let moved = format!("the output changed with the scale ({old} -> {new})");
+        let moved = t!("graph.moved", old = old.to_string(), new = new.to_string());
         let outcome = changed.then_some(moved).ok_or(Error::Verification(same));
         checks.record("update changed the output", outcome);
         self.updated = Some(updated);

@@ -30,7 +30,7 @@ use crate::lab::sleep::{
     connections, max_concurrent, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US,
 };
 use crate::lab::stats::Stats;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Error, Gpu, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -175,12 +175,9 @@ fn every_repeat(m: &Measured, v: usize, name: &str, ok: impl Fn(f64) -> bool) ->
 }
 
 /// The control: on one stream no two kernels ever ran at once.
-pub fn check_one_at_a_time(m: &Measured) -> Result<String> {
+pub fn check_one_at_a_time(m: &Measured) -> Result<Text> {
     match every_repeat(m, 0, AT_ONCE, |n| n <= 1.0) {
-        None => Ok(format!(
-            "in all {} repeats the kernels on one stream ran one after another",
-            m.without().time.count
-        )),
+        None => Ok(t!("launch_order.one_at_a_time", n = m.without().time.count)),
         Some(n) => Err(Error::Verification(format!(
             "in some repeat {n:.0} kernels of one stream ran at once"
         ))),
@@ -188,11 +185,9 @@ pub fn check_one_at_a_time(m: &Measured) -> Result<String> {
 }
 
 /// Every repeat on K streams started its kernels in issue order.
-pub fn check_order(m: &Measured) -> Result<String> {
+pub fn check_order(m: &Measured) -> Result<Text> {
     match every_repeat(m, 1, OUT_OF_ORDER, |n| n == 0.0) {
-        None => {
-            Ok(format!("in all {} repeats the kernels started in issue order", m.with().time.count))
-        }
+        None => Ok(t!("launch_order.in_order", n = m.with().time.count)),
         Some(n) => Err(Error::Verification(format!(
             "in some repeat {n:.0} kernels started before one issued earlier"
         ))),
@@ -202,24 +197,19 @@ pub fn check_order(m: &Measured) -> Result<String> {
 impl Shape {
     /// Within the first `connections` streams (each with its own hardware queue) every
     /// kernel started before the previous one ended, in every repeat.
-    pub fn check_overlap(&self, m: &Measured) -> Result<String> {
+    pub fn check_overlap(&self, m: &Measured) -> Result<Text> {
         let (k, upto) = (self.streams, self.queued());
         if k < 2 {
-            return Ok("not asserted: one kernel has nothing to overlap".into());
+            return Ok(t!("check.not_asserted", why = t!("launch_order.one_kernel")));
         }
         if let Some(waited) = every_repeat(m, 1, WAITED, |n| n == 0.0) {
             return Err(Error::Verification(format!("in some repeat {waited:.0} of the first {upto} kernels started only after the one before ended")));
         }
-        let mut detail =
-            format!("each of the first {upto} kernels started before the previous one ended");
         if k > self.connections {
-            detail.push_str(&format!(
-                "; with {k} streams on {} hardware queues at most {:.0} kernels ran at once (median)",
-                self.connections,
-                m.with().part(AT_ONCE)
-            ));
+            let (queues, most) = (self.connections, fixed(m.with().part(AT_ONCE), 0));
+            return Ok(t!("launch_order.overlapped_shared", upto, k, queues, most));
         }
-        Ok(detail)
+        Ok(t!("launch_order.overlapped", upto))
     }
 
     /// The figures and what they mean.
@@ -238,39 +228,41 @@ impl Shape {
                 many.part(LAST_START_US),
                 "µs",
             );
+        let (ms, spread, most) = (fixed(duration, 3), fixed(spread_us, 1), fixed(concurrent, 0));
         r.explain(if k == 1 {
-            format!("One stream, one kernel ({duration:.3} ms): there is no order and no overlap to see; try --streams 8.")
+            t!("launch_order.one_kernel_line", ms)
         } else if check_order(m).is_ok() {
-            format!("Each kernel starts about {gap:.1} µs after the one issued before it: that is the host's launch cost, paid one launch at a time, so the GPU sees the work in issue order.")
+            t!("launch_order.gap", gap = fixed(gap, 1))
         } else {
-            "In some repeat a kernel started before one issued earlier (see the check): here the start order did not follow the issue order.".into()
+            t!("launch_order.out_of_order")
         });
         if k > 1 && self.check_overlap(m).is_ok() {
             let compared = if duration * 1e3 > spread_us {
-                format!("each lasts {duration:.3} ms, longer than the {spread_us:.1} µs over which they started")
+                t!("launch_order.longer", ms, spread)
             } else {
-                format!("their starts spread over {spread_us:.1} µs, but each started before the previous {duration:.3} ms kernel ended")
+                t!("launch_order.spread", spread, ms)
             };
-            r.explain(format!("The first {upto} kernels, one per hardware queue, ran side by side: {compared}. Streams give concurrency; the host's issue order gives the start order."));
+            r.explain(t!("launch_order.side_by_side", upto, compared));
         } else if k > 1 {
-            r.explain(format!("Not every kernel started before the one issued before it ended (see the check): at most {concurrent:.0} of {k} ran at once, so here the streams did not all run side by side."));
+            r.explain(t!("launch_order.not_side_by_side", most, k));
         }
         if k > 1 {
+            let (one, x) = (fixed(m.without().time.median, 3), fixed(m.speedup(), 2));
             r.explain(if check_one_at_a_time(m).is_ok() {
-                format!("On one stream the same {k} kernels ran one after another ({:.3} ms, {:.2}x the {k}-stream time): a stream runs its work in order.", m.without().time.median, m.speedup())
+                t!("launch_order.one_stream", k, one, x)
             } else {
-                "On one stream two kernels ran at once in some repeat, which a stream's order forbids: see the check.".into()
+                t!("launch_order.one_stream_broken")
             });
         }
         r.explain(if k > connections {
             let why = if concurrent <= connections as f64 {
-                "no more than the queues: a kernel waits for the one ahead of it in its queue, even though their streams are independent"
+                t!("launch_order.queue_bound")
             } else {
-                "more than the queue count: this driver did not map the streams onto that many queues"
+                t!("launch_order.more_than_queues")
             };
-            format!("With {k} streams on {connections} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) streams share queues; at most {concurrent:.0} kernels ran at once, {why}.")
+            t!("launch_order.shared", k, connections, most, why)
         } else {
-            format!("Up to {connections} streams (CUDA_DEVICE_MAX_CONNECTIONS) each get a hardware queue of their own; beyond that, streams share queues and a kernel waits for the one ahead of it in its queue: try --streams {}.", (connections + 8).min(MAX_STREAMS))
+            t!("launch_order.own_queue", connections, next = (connections + 8).min(MAX_STREAMS))
         });
     }
 }
@@ -328,7 +320,7 @@ mod tests {
         let bad = measured(&s, &BESIDE, &SERIAL);
         assert!(check_one_at_a_time(&bad).is_err() && s.check_overlap(&bad).is_err());
         let one = measured(&shape(1), &SERIAL[..1], &SERIAL[..1]);
-        assert!(shape(1).check_overlap(&one).unwrap().starts_with("not asserted"));
+        assert!(shape(1).check_overlap(&one).unwrap().en().starts_with("not asserted"));
         let out_of_order = measured(&shape(2), &SERIAL[..2], &[[200, 900], [100, 800]]);
         assert!(check_order(&out_of_order).is_err());
     }

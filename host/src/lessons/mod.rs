@@ -3,6 +3,23 @@
 //! each other: what two of them share lives in the lab or the runtime.
 //!
 //! Adding a lesson: write its file, and add one line to the list below.
+//!
+//! Adding a lesson's text: a lesson writes no sentence itself. Each line a learner reads
+//! after a run (`explain`, a check's detail, a "not asserted" reason) is a message of the
+//! catalogs, `host/src/lab/text/en.rs` and `zh.rs`, under keys `<lesson>.<what>`, with the
+//! same `{holes}` in both (a test checks it, and that every key the code names exists):
+//!
+//! ```text
+//! en.rs:  ("overlap.faster", "With {k} streams ...: {ms} ms, {x}x faster."),
+//! zh.rs:  ("overlap.faster", "用 {k} 个流时……：{ms} ms，快了 {x} 倍。"),
+//! lesson: r.explain(t!("overlap.faster", k, ms = fixed(many, 3), x = fixed(m.speedup(), 2)));
+//! ```
+//!
+//! The lesson formats its numbers (`fixed`, or a `String`); an argument may be another
+//! `t!(..)` (a clause that varies) or a `&'static str` name. A check's Ok detail is a `t!`
+//! too (`Result<Text>`); errors stay English. Check, figure and version names stay English
+//! (they are ids in JSON and in tests): give each its Chinese in `zh::LABELS`, with
+//! `{n}` for a number in it. A test renders every embedded recorded run in Chinese.
 use crate::lab::{entry, Entry};
 
 macro_rules! lessons {

@@ -25,7 +25,9 @@ use serde::Serialize;
 use crate::lab::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, random_inputs};
 use crate::lab::pipeline::{Bracket, Phases};
-use crate::lab::{args, span::named, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{
+    args, fixed, span::named, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel,
+};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -132,19 +134,19 @@ impl Lesson for Overlap {
     }
 
     fn explain(&self, m: &Measured, r: &mut Report) {
-        let (k, one, many) = (self.streams.len(), m.without(), m.with().time.median);
-        let phases = Phases::of(one);
-        let bound = phases.report(k, many, r);
-        r.explain(format!("One stream runs H, C and D back to back ({:.3} ms): each stage waits for the one before.", one.time.median));
+        let (k, phases, many) = (self.streams.len(), Phases::of(m.without()), m.with().time.median);
+        let off = format!("{:+.1}", (many / phases.report(k, many, r) - 1.0) * 100.0); // figures
+        let [one, ms, tk] = [m.without().time.median, many, phases.bound(k)].map(|v| fixed(v, 3));
+        r.explain(t!("overlap.serial", ms = one));
         if k == 1 {
-            r.explain("With --streams 1 there is nothing to overlap: both versions do the same work in the same order, and the bound is the plain sum. Try --streams 8.");
+            r.explain(t!("overlap.one_stream"));
         } else if m.speedup() > 1.0 {
-            r.explain(format!("With {k} streams the copy engines move chunk i+1 in and chunk i-1 out while chunk i computes: {many:.3} ms, {:.2}x faster.", m.speedup()));
-            r.explain(format!("The slowest stage ({}) sets the pace: the bound is one chunk's full trip plus {}/{k} of the slowest stage, {bound:.3} ms; the measured time is {:+.1}% from it.", phases.slowest(), k - 1, (many / bound - 1.0) * 100.0));
+            r.explain(t!("overlap.faster", k, ms, x = fixed(m.speedup(), 2)));
+            r.explain(t!("overlap.bound", stage = phases.slowest(), rest = k - 1, k, tk, off));
         } else {
-            r.explain(format!("Here {k} streams were not faster ({many:.3} ms against {:.3}): with chunks of about {} elements, each copy's and launch's fixed cost outweighs what overlap hides (bound {bound:.3} ms). Try more --elements or fewer --streams.", one.time.median, self.chunks[0].len()));
+            r.explain(t!("overlap.slower", k, ms, one, chunk = self.chunks[0].len(), tk));
         }
-        r.explain("`streamlab run stream-sweep` measures this for K = 1, 2, 4, ... 64 and finds the best K.");
+        r.explain(t!("overlap.sweep"));
     }
 }
 

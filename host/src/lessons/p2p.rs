@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::lab::data::random_inputs;
 use crate::lab::devices;
 use crate::lab::pipeline::Bracket;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::copy_to_device_sync;
 use crate::runtime::peer::{self, Link};
 use crate::runtime::{AsContext, DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
@@ -203,25 +203,26 @@ impl Lesson for P2p {
         r.figure("peer copies both ways, GB/s (sum)", 2.0 * gbs(both), "GB/s");
         r.figure("bound of the staged path (its two copies back to back)", down + up, "ms");
         let link = &self.links[0];
-        r.explain(format!(
-            "GPU 0 to GPU 1: {}; peer access {}; the driver ranks this link {} (0 is its best).",
-            link.kind(),
-            if link.access { "supported and on" } else { "NOT supported" },
-            link.performance_rank
-        ));
-        r.explain(format!("Staged, the bytes cross the host link twice: {down:.3} ms down to pinned memory, {up:.3} ms up to GPU 1, {:.1} GB/s overall; the copies cannot overlap, since the second needs the first's bytes.", gbs(staged.time.median)));
+        let (kind, rank) = (Text::label(link.kind()), link.performance_rank);
+        let access = if link.access { t!("p2p.access_on") } else { t!("p2p.no_access") };
+        r.explain(t!("p2p.link", kind, access, rank));
+        let (staged, [down, up]) =
+            (fixed(gbs(staged.time.median), 1), [down, up].map(|v| fixed(v, 3)));
+        r.explain(t!("p2p.staged", down, up, staged));
         if !link.access {
-            r.explain("Without peer access `cuMemcpyPeerAsync` is staged by the driver too: on this machine only the staged path exists, and the 'peer' versions measure the driver's staging.");
+            r.explain(t!("p2p.driver_staged"));
         } else {
-            r.explain(format!("A peer copy goes over the link once: {one:.3} ms, {:.1} GB/s, {:.1}x the staged path.", gbs(one), m.speedup()));
+            let (gb, x) = (fixed(gbs(one), 1), fixed(m.speedup(), 1));
+            r.explain(t!("p2p.peer", ms = fixed(one, 3), gb, x));
             let ratio = 2.0 * gbs(both) / gbs(one);
-            if ratio > 1.5 {
-                r.explain(format!("Both ways at once move {:.1} GB/s in all, {ratio:.2}x one way: the link is full-duplex, each direction has its own lanes.", 2.0 * gbs(both)));
+            let (sum, x) = (fixed(2.0 * gbs(both), 1), fixed(ratio, 2));
+            r.explain(if ratio > 1.5 {
+                t!("p2p.duplex", sum, x)
             } else {
-                r.explain(format!("Both ways at once move {:.1} GB/s in all, only {ratio:.2}x one way: here the directions share what limits the copy.", 2.0 * gbs(both)));
-            }
+                t!("p2p.shared", sum, x)
+            });
         }
-        r.explain("Training across GPUs leans on this link: `run allreduce-overlap` and `run pipeline-parallel` send gradients and activations over it.");
+        r.explain(t!("p2p.training"));
     }
 }
 

@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::{ensure_bitwise_equal, random_inputs};
 use crate::lab::plot::{Bar, Plot};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -107,13 +107,13 @@ pub fn gb_per_s(bytes: usize, ms: f64) -> f64 {
 }
 
 /// "2.3x faster", "1.5x slower" or "about as fast", for a pinned/pageable bandwidth ratio.
-pub fn compare(ratio: f64) -> String {
+pub fn compare(ratio: f64) -> Text {
     if ratio >= FASTER {
-        format!("{ratio:.1}x faster")
+        t!("pinned.faster", x = fixed(ratio, 1))
     } else if ratio > 0.0 && ratio <= 1.0 / FASTER {
-        format!("{:.1}x slower", 1.0 / ratio)
+        t!("pinned.slower", x = fixed(1.0 / ratio, 1))
     } else {
-        format!("about as fast ({ratio:.2}x)")
+        t!("pinned.as_fast", x = fixed(ratio, 2))
     }
 }
 
@@ -175,7 +175,7 @@ impl Lesson for PinnedVsPageable {
         };
         let outcome = intact(&self.pinned, "pinned H2D then D2H vs input")
             .and_then(|()| intact(&self.pageable, "pageable H2D then D2H vs input"))
-            .map(|()| format!("all {} bytes intact through all four copies", self.bytes));
+            .map(|()| t!("pinned.intact", bytes = self.bytes));
         checks.record("data intact in all four copies, bit for bit", outcome);
         let claim = check_claim(m, self.bytes);
         checks.concurrency("pinned returns at once, pageable holds the host", claim);
@@ -209,9 +209,10 @@ pub fn held_fraction(m: &Measured, v: usize) -> f64 {
 /// The lesson's claim: a pinned async copy returns at once (under half its GPU time inside
 /// the call), a pageable one holds the host (over half). Asserted from
 /// [`MIN_BYTES_FOR_CLAIM`] up.
-pub fn check_claim(m: &Measured, bytes: usize) -> Result<String> {
+pub fn check_claim(m: &Measured, bytes: usize) -> Result<Text> {
     if bytes < MIN_BYTES_FOR_CLAIM {
-        return Ok(format!("not asserted: {bytes} bytes is too small for call overhead not to matter (>= {MIN_BYTES_FOR_CLAIM} needed)"));
+        let why = t!("pinned.too_small", bytes, min = MIN_BYTES_FOR_CLAIM);
+        return Ok(t!("check.not_asserted", why));
     }
     let held = |v: usize| held_fraction(m, v);
     let wrong: Vec<String> = (0..KINDS.len())
@@ -222,9 +223,9 @@ pub fn check_claim(m: &Measured, bytes: usize) -> Result<String> {
         })
         .collect();
     if wrong.is_empty() {
-        let each: Vec<String> =
-            (0..KINDS.len()).map(|v| format!("{} {:.0}%", KINDS[v].0, held(v) * 100.0)).collect();
-        Ok(format!("host held for: {}", each.join(", ")))
+        let each = (0..KINDS.len()).map(|v| (KINDS[v].0, fixed(held(v) * 100.0, 0)));
+        let each = Text::List(each.map(|(kind, pct)| t!("pinned.held_item", kind, pct)).collect());
+        Ok(t!("pinned.held_for", each))
     } else {
         Err(Error::Verification(format!(
             "expected pinned calls to return at once and pageable ones to hold the host; {}",
@@ -252,36 +253,28 @@ pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
     );
     let big_enough = bytes >= MIN_BYTES_FOR_CLAIM;
     if big_enough {
-        let why = if h2d >= FASTER || d2h >= FASTER {
-            ": the copy engine reads and writes it by DMA, while pageable data goes through the driver's staging buffer with a CPU memcpy."
-        } else {
-            ": here the CPU's staging through the driver's pinned buffer kept up with the copy engine."
-        };
-        r.explain(format!(
-            "Pinned memory is {} host-to-device and {} device-to-host{why}",
-            compare(h2d),
-            compare(d2h)
-        ));
+        let faster = h2d >= FASTER || d2h >= FASTER;
+        let (h2d, d2h) = (compare(h2d), compare(d2h));
+        r.explain(if faster { t!("pinned.dma", h2d, d2h) } else { t!("pinned.kept_up", h2d, d2h) });
     } else {
-        r.explain(format!(
-            "At {bytes} bytes a copy's fixed set-up cost (microseconds) outweighs the transfer, so the bandwidths (pinned/pageable {h2d:.1}x H2D, {d2h:.1}x D2H) say little; bandwidth shows from about {} MiB up (--elements {}).",
-            MIN_BYTES_FOR_CLAIM >> 20,
-            MIN_BYTES_FOR_CLAIM / std::mem::size_of::<f32>()
-        ));
+        let (h2d, d2h, mib) = (fixed(h2d, 1), fixed(d2h, 1), MIN_BYTES_FOR_CLAIM >> 20);
+        let elements = MIN_BYTES_FOR_CLAIM / std::mem::size_of::<f32>();
+        r.explain(t!("pinned.tiny", bytes, h2d, d2h, mib, elements));
     }
     let held = |v: usize| {
         let k = &m.versions[v];
-        format!("{:.3} ms inside the call for a {:.3} ms copy", k.part(IN_CALL), k.time.median)
+        let (call, copy) = (fixed(k.part(IN_CALL), 3), fixed(k.time.median, 3));
+        t!("pinned.held", call, copy)
     };
     let (pinned, pageable) = (held(1), held(0));
     r.explain(if !big_enough {
-        format!("Host time for the H2D copies: pinned {pinned}, pageable {pageable}; at this size the call overhead dominates, so whether a call holds the host is not asserted.")
+        t!("pinned.not_asserted", pinned, pageable)
     } else if check_claim(m, bytes).is_ok() {
-        format!("From pinned memory cudaMemcpyAsync only enqueues (H2D: {pinned}); from pageable memory it returns only after staging (H2D) or completion (D2H) (H2D: {pageable}), so it is not asynchronous at all.")
+        t!("pinned.claim", pinned, pageable)
     } else {
-        format!("Expected pinned calls to only enqueue and pageable ones to hold the host, but not here (H2D pinned: {pinned}; pageable: {pageable}): see the check \"pinned returns at once, pageable holds the host\".")
+        t!("pinned.claim_failed", pinned, pageable)
     });
-    r.explain("So overlap needs pinned buffers, but pinning is slow to allocate and takes RAM from the OS: pin the buffers you stream through and reuse them.");
+    r.explain(t!("pinned.reuse"));
 }
 
 #[cfg(test)]
@@ -310,10 +303,10 @@ mod tests {
 
     #[test]
     fn comparisons_follow_the_ratio() {
-        assert_eq!(compare(2.34), "2.3x faster");
-        assert_eq!(compare(0.2), "5.0x slower");
-        assert!(compare(1.0).starts_with("about as fast"));
-        assert!(compare(f64::NAN).starts_with("about as fast"));
+        assert_eq!(compare(2.34).en(), "2.3x faster");
+        assert_eq!(compare(0.2).en(), "5.0x slower");
+        assert!(compare(1.0).en().starts_with("about as fast"));
+        assert!(compare(f64::NAN).en().starts_with("about as fast"));
     }
 
     #[test]
@@ -340,7 +333,7 @@ mod tests {
         let pageable_free = [GOOD[0], GOOD[1], (0.1, 6.5), GOOD[3]];
         assert!(check_claim(&measured(pageable_free), 64 << 20).is_err());
         // Too small to assert anything: passes with a note.
-        let note = check_claim(&measured(pinned_blocked), 1024).unwrap();
+        let note = check_claim(&measured(pinned_blocked), 1024).unwrap().en();
         assert!(note.starts_with("not asserted"), "{note}");
     }
 

@@ -36,7 +36,7 @@ use crate::lab::data::{chunk_ranges, random_inputs};
 use crate::lab::devices;
 use crate::lab::pipeline::{pipeline_bound, Bracket};
 use crate::lab::span::named;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{peer, AsContext, DeviceBuffer, Event, Gpu, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -242,20 +242,23 @@ impl Lesson for PipelineParallel {
         let (t0, tc, t1) = (naive.part(STAGE0), naive.part(COPY), naive.part(STAGE1));
         let bound = pipeline_bound(t0, tc, t1, k);
         r.figure("bound t0 + tc + t1 + (M-1)·max", bound, "ms");
-        r.explain(format!("One micro-batch at a time, each GPU waits for the other: {:.3} ms for {k} micro-batches (stage 0 {t0:.3} ms, copies {tc:.3} ms, stage 1 {t1:.3} ms in all).", naive.time.median));
+        let slowest = if tc >= t0.max(t1) {
+            t!("pipeline_parallel.the_copy")
+        } else if t0 >= t1 {
+            t!("pipeline_parallel.stage0")
+        } else {
+            t!("pipeline_parallel.stage1")
+        };
+        let (x, off) = (fixed(m.speedup(), 2), format!("{:+.1}", (piped / bound - 1.0) * 100.0));
+        let [naive, t0, tc, t1, piped, bound] =
+            [naive.time.median, t0, tc, t1, piped, bound].map(|v| fixed(v, 3));
+        r.explain(t!("pipeline_parallel.naive", naive, k, t0, tc, t1));
         if k == 1 {
-            r.explain("With one micro-batch there is nothing to pipeline: both versions do the same. Try --micro-batches 8.");
+            r.explain(t!("pipeline_parallel.one"));
             return;
         }
-        r.explain(format!("Pipelined, GPU 0 starts micro-batch m+1 while GPU 1 works on m: {piped:.3} ms, {:.2}x, {:+.1}% from the bound {bound:.3} ms.", m.speedup(), (piped / bound - 1.0) * 100.0));
-        let slowest = if tc >= t0.max(t1) {
-            "the copy"
-        } else if t0 >= t1 {
-            "stage 0"
-        } else {
-            "stage 1"
-        };
-        r.explain(format!("The fill (GPU 1 idle before the first micro-batch arrives) and the drain (GPU 0 idle after the last) cost one micro-batch's trip; the other {} micro-batches go at the pace of the slowest step, {slowest}. More micro-batches make the fill and drain a smaller share.", k - 1));
+        r.explain(t!("pipeline_parallel.piped", piped, x, off, bound));
+        r.explain(t!("pipeline_parallel.fill", rest = k - 1, slowest));
     }
 }
 

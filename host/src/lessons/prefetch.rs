@@ -36,7 +36,7 @@ use serde::Serialize;
 use crate::lab::batches::{pipeline_estimate, total_elements};
 use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::data::{random_inputs, sample_indices, ABS_TOLERANCE, REL_TOLERANCE};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 /// The most batches (each has two timing events).
@@ -232,7 +232,7 @@ pub fn reference_element(input: &[f32], n: usize, iters: u32, j: usize) -> (f32,
 /// from the CPU's by `REL_TOLERANCE` of itself (lab/data.rs explains that bound), so a sum by
 /// `REL_TOLERANCE` of the sum of the terms' magnitudes (the sum itself can be near zero when
 /// terms cancel), plus `ABS_TOLERANCE`.
-pub fn check_accumulator(acc: &[f32], input: &[f32], iters: u32, samples: usize) -> Result<String> {
+pub fn check_accumulator(acc: &[f32], input: &[f32], iters: u32, samples: usize) -> Result<Text> {
     for &j in &sample_indices(acc.len(), samples) {
         let (expected, magnitude) = reference_element(input, acc.len(), iters, j);
         let tolerance = REL_TOLERANCE * magnitude + ABS_TOLERANCE;
@@ -244,7 +244,7 @@ pub fn check_accumulator(acc: &[f32], input: &[f32], iters: u32, samples: usize)
         }
     }
     let checked = samples.min(acc.len());
-    Ok(format!("{checked} sampled elements within tolerance"))
+    Ok(t!("check.approx", n = checked))
 }
 
 /// The figures and interpretation for `batches` batches, from the measurements alone.
@@ -256,25 +256,32 @@ pub fn interpret(batches: usize, m: &Measured, r: &mut Report) {
     r.figure("upload, per batch", upload, "ms")
         .figure("training step, per batch", step, "ms")
         .figure("model u + s + (B-1) max(u, s)", model, "ms");
-    let (slower, faster) =
-        if upload >= step { ("the upload", "the step") } else { ("the step", "the upload") };
-    let hideable = upload.min(step);
-    r.explain(if batches == 1 {
-        format!("With one batch there is no next batch to prefetch: both versions upload, then step ({serial:.3} ms without the second buffer, {prefetch:.3} ms with it). Use --batches 2 or more.")
-    } else if speedup >= CLEAR_SPEEDUP {
-        format!("Without prefetch each step waits for its own upload: {batches} x (upload {upload:.3} + step {step:.3} ms) = {serial:.3} ms measured. With two buffers, later batches upload on the copy stream while earlier steps run: {prefetch:.3} ms, {speedup:.2}x faster.")
+    let (slower, faster) = if upload >= step {
+        (t!("prefetch.the_upload"), t!("prefetch.the_step"))
     } else {
-        format!(
-            "Prefetching gained little or nothing here ({prefetch:.3} ms vs {serial:.3} ms without, {speedup:.2}x): {faster} takes {hideable:.3} ms a batch against {:.3} ms for {slower}, and even a perfect overlap ({model:.3} ms) would save at most {:.3} ms.",
-            upload.max(step),
-            (serial - model).max(0.0)
-        )
+        (t!("prefetch.the_step"), t!("prefetch.the_upload"))
+    };
+    let (x, off) = (fixed(speedup, 2), fixed(prefetch / model, 2));
+    let [hideable, longest, save, upload, step, serial, prefetch, model] = [
+        upload.min(step),
+        upload.max(step),
+        (serial - model).max(0.0),
+        upload,
+        step,
+        serial,
+        prefetch,
+        model,
+    ]
+    .map(|v| fixed(v, 3));
+    r.explain(if batches == 1 {
+        t!("prefetch.one_batch", serial, prefetch)
+    } else if speedup >= CLEAR_SPEEDUP {
+        t!("prefetch.faster", batches, upload, step, serial, prefetch, x)
+    } else {
+        t!("prefetch.little", prefetch, serial, x, faster, hideable, longest, slower, model, save)
     });
-    r.explain("Two events per buffer guard it: the step waits for its upload (uploaded[s]), and the upload of batch i+2 waits for step i to finish reading the same buffer (consumed[s]); without the second the copy engine could overwrite a batch still in use.");
-    r.explain(format!(
-        "Here {slower} is the slower stage and sets the pace (model {model:.3} ms, measured {:.2}x that); prefetching can hide at most {faster} ({hideable:.3} ms a batch), so it pays most when the two are about equal.",
-        prefetch / model
-    ));
+    r.explain(t!("prefetch.two_events"));
+    r.explain(t!("prefetch.pace", slower, model, off, faster, hideable));
 }
 
 #[cfg(test)]

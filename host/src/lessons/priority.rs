@@ -27,7 +27,7 @@
 use serde::Serialize;
 
 use crate::lab::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Error, Event, Gpu, LaunchConfig, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -169,10 +169,10 @@ impl Lesson for Priority {
 }
 
 /// The control: at equal priority the kernel launched second finished last in every repeat.
-pub fn check_equal_in_order(m: &Measured) -> Result<String> {
+pub fn check_equal_in_order(m: &Measured) -> Result<Text> {
     let v = m.without();
     match v.part_stats(SHORT_MINUS_LONG).map(|s| s.min) {
-        Some(d) if d >= 0.0 => Ok(format!("in all {} repeats the second kernel finished after the first", v.time.count)),
+        Some(d) if d >= 0.0 => Ok(t!("priority.equal_in_order", n = v.time.count)),
         _ => Err(Error::Verification(format!(
             "in some repeat, at equal priority, the second kernel finished before the first (median {:.3} ms vs {:.3} ms)",
             v.time.median,
@@ -185,24 +185,24 @@ impl Shape {
     /// Why "the high-priority kernel finishes first" cannot be claimed, if it cannot: a
     /// device with one priority level, or a long kernel of one wave (all its blocks are
     /// running when the urgent kernel arrives, and priority never preempts).
-    pub fn not_asserted(&self) -> Option<&'static str> {
+    pub fn not_asserted(&self) -> Option<Text> {
         if self.range.0 == self.range.1 {
-            Some("this device has a single stream priority")
+            Some(t!("priority.single_priority"))
         } else if self.waves < 2 {
-            Some("with one wave every low-priority block is already running when the high-priority kernel arrives, and priority does not preempt")
+            Some(t!("priority.one_wave"))
         } else {
             None
         }
     }
 
     /// The high-priority kernel finished first in every repeat, where that can be claimed.
-    pub fn check_high_first(&self, m: &Measured) -> Result<String> {
+    pub fn check_high_first(&self, m: &Measured) -> Result<Text> {
         if let Some(why) = self.not_asserted() {
-            return Ok(format!("not asserted: {why}"));
+            return Ok(t!("check.not_asserted", why));
         }
         let v = m.with();
         match v.part_stats(SHORT_MINUS_LONG).map(|s| s.max) {
-            Some(d) if d < 0.0 => Ok(format!("in all {} repeats the high-priority kernel finished first", v.time.count)),
+            Some(d) if d < 0.0 => Ok(t!("priority.high_first", n = v.time.count)),
             _ => Err(Error::Verification(format!(
                 "in some repeat the high-priority kernel finished after the low-priority one (median {:.3} ms vs {:.3} ms)",
                 v.time.median,
@@ -225,24 +225,24 @@ impl Shape {
             .figure("prioritized: short high-priority kernel done at", high, "ms")
             .figure("equal priority: long kernel (1st) done at", first, "ms")
             .figure("equal priority: short kernel (2nd) done at", second, "ms");
-        r.explain(format!(
-            "The long kernel ({} blocks, {waves} waves of {} µs) fills every SM; the short one ({} blocks, one wave) is launched right after on a stream of priority {greatest} (greatest) vs {least} (least).",
-            self.low_blocks, self.sleep_us, self.high_blocks
-        ));
-        let order = if high < low { "before" } else { "after" };
+        let (low_blocks, high_blocks, sleep) = (self.low_blocks, self.high_blocks, self.sleep_us);
+        let sleep = sleep.to_string();
+        r.explain(t!("priority.setup", low_blocks, waves, sleep, high_blocks, greatest, least));
+        let order = if high < low { t!("priority.before") } else { t!("priority.after") };
+        let equal_order = if second > first { t!("priority.after") } else { t!("priority.before") };
+        let [high, low, first, second] = [high, low, first, second].map(|v| fixed(v, 3));
         r.explain(match self.not_asserted() {
-            Some(why) => format!(
-                "Not a claim here ({why}): the short kernel is done at {high:.3} ms, {order} the long one at {low:.3} ms.{}",
-                if waves < 2 { " Try --waves 2 or more." } else { "" }
-            ),
-            None if self.check_high_first(m).is_ok() => format!("With priorities, the short kernel is done at {high:.3} ms, before the long one at {low:.3} ms: as soon as the first wave's blocks retire, the scheduler hands the free slots to the high-priority kernel's pending blocks before the low-priority ones."),
-            None => format!("With priorities the short kernel should be done first, but not in every repeat (median {high:.3} ms, {order} the long one at {low:.3} ms): see the check."),
+            Some(why) => {
+                let hint = if waves < 2 { t!("priority.try_waves") } else { "".to_string().into() };
+                t!("priority.no_claim", why, high, order, low, hint)
+            }
+            None if self.check_high_first(m).is_ok() => t!("priority.high_done_first", high, low),
+            None => t!("priority.not_every_repeat", high, order, low),
         });
-        let equal_order = if second > first { "after" } else { "before" };
         r.explain(if check_equal_in_order(m).is_ok() {
-            format!("At equal priority the short kernel's blocks queue behind all of the long kernel's and it is done last ({second:.3} ms vs {first:.3} ms). Priority reorders pending blocks only: it never preempts a running block.")
+            t!("priority.equal_last", second, first)
         } else {
-            format!("At equal priority the short kernel finished first in some repeat (median {second:.3} ms, {equal_order} the long one at {first:.3} ms): the blocks were not handed out in launch order here; see the check.")
+            t!("priority.equal_first", second, equal_order, first)
         });
     }
 }
@@ -318,9 +318,9 @@ mod tests {
         assert!(s.check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST])).is_ok());
         assert!(s.check_high_first(&measured(&[IN_ORDER], &[HIGH_FIRST, IN_ORDER])).is_err());
         let single = shape(8, (0, 0)).check_high_first(&measured(&[IN_ORDER], &[IN_ORDER]));
-        assert!(single.unwrap().starts_with("not asserted"));
+        assert!(single.unwrap().en().starts_with("not asserted"));
         let one_wave = shape(1, (0, -5)).check_high_first(&measured(&[IN_ORDER], &[IN_ORDER]));
-        assert!(one_wave.unwrap().starts_with("not asserted"));
+        assert!(one_wave.unwrap().en().starts_with("not asserted"));
         assert!(check_equal_in_order(&measured(&[IN_ORDER], &[HIGH_FIRST])).is_ok());
         assert!(check_equal_in_order(&measured(&[IN_ORDER, HIGH_FIRST], &[HIGH_FIRST])).is_err());
     }

@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::lab::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
 use crate::lab::sleep::{connections, serial_ms, sleep_share, waves};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, LaunchConfig, Result, Stream};
 
@@ -204,7 +204,7 @@ impl Lesson for SleepStreams {
         let round_trips = outs.zip(&m.versions).try_for_each(|(out, v)| {
             ensure_bitwise_equal(&format!("{} output vs input", v.name), &out.read()?, &input)
         });
-        let all = format!("all {} elements identical in every version", input.len());
+        let all = t!("sleep_streams.round_trip", n = input.len());
         checks.record("copies round-trip bit for bit", round_trips.map(|()| all));
         let claim = self.shape.check_claim(m);
         checks.concurrency("small grid overlaps across streams", claim);
@@ -218,25 +218,26 @@ impl Lesson for SleepStreams {
 
 impl Shape {
     /// Why the small-grid claim cannot be asserted for these measurements, if it cannot.
-    pub fn claim_not_asserted(&self, m: &Measured) -> Option<String> {
+    pub fn claim_not_asserted(&self, m: &Measured) -> Option<Text> {
         if self.streams < 2 {
-            return Some("one stream has nothing to run beside".into());
+            return Some(t!("sleep_streams.one_stream"));
         }
         let pct = 100.0 * sleep_share(self.streams as f64, self.sleep_ms, one_stream_ms(m, SMALL));
-        let why = format!("the sleeps are only {pct:.0}% of the one-stream time (copies dominate; raise --sleep-us)");
+        let why = t!("sleep_streams.copies_dominate", pct = fixed(pct, 0));
         (pct < 100.0 * MIN_SLEEP_SHARE).then_some(why)
     }
 
     /// The lesson's claim: one-block kernels on K streams run side by side (above
     /// [`small_grid_claim`]) and gain more than full-grid ones, where it can be asserted.
-    pub fn check_claim(&self, m: &Measured) -> Result<String> {
+    pub fn check_claim(&self, m: &Measured) -> Result<Text> {
         if let Some(why) = self.claim_not_asserted(m) {
-            return Ok(format!("not asserted: {why}"));
+            return Ok(t!("check.not_asserted", why));
         }
         let threshold = small_grid_claim(self.streams, self.connections).unwrap_or(1.0);
         let (small, full) = (speedup(m, SMALL), speedup(m, FULL));
         if small > threshold && small > full {
-            Ok(format!("small grid {small:.2}x > {threshold:.2}x and > full grid {full:.2}x"))
+            let [small, threshold, full] = [small, threshold, full].map(|v| fixed(v, 2));
+            Ok(t!("sleep_streams.claim", small, threshold, full))
         } else {
             Err(Error::Verification(format!(
                 "expected the small grid to gain more than {threshold:.2}x and more than the full grid; got small {small:.2}x, full {full:.2}x"
@@ -257,33 +258,30 @@ impl Shape {
         let sleeps = k as f64 * waves.ceil();
         let full_share = sleep_share(sleeps, self.sleep_ms, one_stream_ms(m, FULL));
         let (per_sm, all) = (self.blocks_per_sm, sms.max(1) as u32 * self.blocks_per_sm);
-        let resident = format!("{all} resident blocks ({sms} SMs x {per_sm})");
+        let resident = t!("sleep_streams.resident", all, sms, per_sm);
+        let (waves_n, full_n, pct) = (waves, full, fixed(full_share * 100.0, 0));
+        let [waves, small, full] = [(waves, 1), (small, 2), (full, 2)].map(|(v, d)| fixed(v, d));
         r.explain(if k < 2 {
-            format!("Full grid: 4096 blocks of 256 threads are {waves:.1} waves of {resident}; with one stream there is no other kernel to fill its gaps.")
+            t!("sleep_streams.full_one_stream", waves, resident)
         } else if full_share < MIN_SLEEP_SHARE {
-            format!("Full grid: the sleeps are only {:.0}% of the one-stream time, so copies and launches set the pace and its {full:.2}x says little about kernels; raise --sleep-us.", full_share * 100.0)
-        } else if waves < 1.0 {
-            format!("Full grid: this GPU holds all 4096 blocks at once ({resident}), so even full-grid kernels on different streams can run side by side: {full:.2}x.")
-        } else if full < 1.25 {
-            format!("Full grid: 4096 blocks of 256 threads are {waves:.1} waves of {resident}: every SM is busy, so another stream's kernel only fills the last wave's gaps ({full:.2}x).")
+            t!("sleep_streams.full_copies", pct, full)
+        } else if waves_n < 1.0 {
+            t!("sleep_streams.full_fits", resident, full)
+        } else if full_n < 1.25 {
+            t!("sleep_streams.full_busy", waves, resident, full)
         } else {
-            format!("Full grid: 4096 blocks of 256 threads are {waves:.1} waves of {resident}, yet streams gained {full:.2}x: the next stream's blocks take SMs as soon as the last wave frees them.")
+            t!("sleep_streams.full_gained", waves, resident, full)
         });
-        let ideal = k.min(connections);
+        let (ideal, idle) = (k.min(connections), sms - 1);
         r.explain(match self.claim_not_asserted(m) {
-            Some(why) => format!("Small grid: {small:.2}x, not a claim here: {why}."),
-            None if self.check_claim(m).is_ok() => format!(
-                "Small grid: one block occupies one SM and leaves {} idle, so {k} one-block kernels on {k} streams run side by side: {small:.2}x of an ideal {ideal}x.",
-                sms - 1
-            ),
-            None => format!(
-                "Small grid: one-block kernels on {k} streams should run side by side (ideal {ideal}x), but gained only {small:.2}x here (full grid {full:.2}x): see the check \"small grid overlaps across streams\"."
-            ),
+            Some(why) => t!("sleep_streams.small_no_claim", small, why),
+            None if self.check_claim(m).is_ok() => t!("sleep_streams.small", idle, k, small, ideal),
+            None => t!("sleep_streams.small_failed", k, ideal, small, full),
         });
         r.explain(if k > connections {
-            format!("Here {k} streams share {connections} hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): streams on one queue serialize again, so the ideal is {connections}x, not {k}x. Streams give concurrency only where the GPU has free resources and free queues.")
+            t!("sleep_streams.shared_queues", k, connections)
         } else {
-            format!("Streams give concurrency only where the GPU has free resources; beyond {connections} streams (CUDA_DEVICE_MAX_CONNECTIONS hardware queues) streams share queues and serialize again.")
+            t!("sleep_streams.queues", connections)
         });
     }
 }
@@ -369,9 +367,9 @@ mod tests {
         let no_overlap = measured((8.1, 7.9), (32.0, 31.0));
         assert!(shape(4, 2000.0).check_claim(&no_overlap).is_err());
         // 4 sleeps of 0.01 ms in 8 ms: the copies dominate, nothing is claimed.
-        let note = shape(4, 10.0).check_claim(&no_overlap).unwrap();
+        let note = shape(4, 10.0).check_claim(&no_overlap).unwrap().en();
         assert!(note.starts_with("not asserted"), "{note}");
-        let one = shape(1, 2000.0).check_claim(&no_overlap).unwrap();
+        let one = shape(1, 2000.0).check_claim(&no_overlap).unwrap().en();
         assert!(one.starts_with("not asserted"), "{one}");
     }
 

@@ -37,7 +37,7 @@ use serde::Serialize;
 use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::random_inputs;
 use crate::lab::pipeline::Bracket;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::DeviceView;
 use crate::runtime::{AsContext, DeviceBuffer, Error, Gpu, HostBuffer, MemPool, Result, Stream};
 
@@ -156,15 +156,17 @@ impl Drop for StreamOrderedAlloc {
 
 /// The claim: with the pool the streams overlap, so version 1 is clearly faster than
 /// version 0. Asserted where the bound shows the allocations in the loop cost something.
-pub fn check_pool_faster(m: &Measured) -> Result<String> {
+pub fn check_pool_faster(m: &Measured) -> Result<Text> {
     let t = |v: usize| m.versions[v].time.median;
-    let (sync, pool, bound) = (t(0), t(1), t(3));
+    let ([sync, pool, bound], ms) = ([0, 1, 3].map(t), |v: f64| fixed(v, 3));
     if sync / bound < WORTH_ASSERTING {
-        return Ok(format!("not asserted: even with buffers allocated once ({bound:.3} ms) the loop is not {:.0}% faster than with cuMemAlloc/cuMemFree ({sync:.3} ms), so there is little to win", (WORTH_ASSERTING - 1.0) * 100.0));
+        let (pct, [bound, sync]) =
+            (fixed((WORTH_ASSERTING - 1.0) * 100.0, 0), [bound, sync].map(ms));
+        return Ok(t!("check.not_asserted", why = t!("soa.little_to_win", bound, pct, sync)));
     }
     let speedup = sync / pool;
     if speedup >= CLEAR_SPEEDUP {
-        Ok(format!("{pool:.3} ms against {sync:.3} ms: {speedup:.2}x faster"))
+        Ok(t!("soa.faster_check", pool = ms(pool), sync = ms(sync), x = fixed(speedup, 2)))
     } else {
         Err(Error::Verification(format!("cuMemAllocAsync/cuMemFreeAsync took {pool:.3} ms against {sync:.3} ms with cuMemAlloc/cuMemFree ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though buffers allocated once take {bound:.3} ms")))
     }
@@ -172,11 +174,11 @@ pub fn check_pool_faster(m: &Measured) -> Result<String> {
 
 /// With the threshold at `u64::MAX`, every run ends with at least one buffer of `bytes`
 /// still in the pool: the synchronize gave nothing back.
-pub fn check_pool_kept(m: &Measured, bytes: usize) -> Result<String> {
+pub fn check_pool_kept(m: &Measured, bytes: usize) -> Result<Text> {
     let kept = m.versions[1].part_stats(KEPT_MIB).map_or(f64::NAN, |s| s.min);
     let need = bytes as f64 / 1048576.0;
     if kept >= need {
-        Ok(format!("after every run the pool still held {kept:.2} MiB (a buffer is {need:.2} MiB)"))
+        Ok(t!("soa.kept_check", kept = fixed(kept, 2), need = fixed(need, 2)))
     } else {
         Err(Error::Verification(format!("after some run the pool held {kept:.2} MiB, less than one {need:.2} MiB buffer: it gave memory back despite the threshold")))
     }
@@ -263,8 +265,8 @@ impl Lesson for StreamOrderedAlloc {
 
 /// The figures and what they mean for `k` streams, from the measurements alone.
 pub fn interpret(k: usize, m: &Measured, r: &mut Report) {
-    let t = |v: usize| m.versions[v].time.median;
-    let (sync, pool, zero, bound) = (t(0), t(1), t(2), t(3));
+    let [sync, pool, zero, bound] = [0, 1, 2, 3].map(|v| m.versions[v].time.median);
+    let (ms, off) = (|v: f64| fixed(v, 3), format!("{:+.1}", (pool / bound - 1.0) * 100.0));
     let (held, kept, kept_zero) =
         (m.versions[0].part(HOST_MS), m.versions[1].part(KEPT_MIB), m.versions[2].part(KEPT_MIB));
     r.figure("allocations' cost, cuMemAlloc/cuMemFree", sync - bound, "ms")
@@ -274,26 +276,26 @@ pub fn interpret(k: usize, m: &Measured, r: &mut Report) {
         .figure("pool kept after a run, threshold 0", kept_zero, "MiB")
         .figure("host enqueueing, cuMemAlloc/cuMemFree", held, "ms");
     r.explain(if held >= 0.5 * sync {
-        format!("cuMemFree waits for the whole device: with cuMemAlloc/cuMemFree in the loop, enqueueing held the host {held:.3} of the {sync:.3} ms, and the {k} streams' chunks could not overlap.")
+        t!("soa.held", held = ms(held), sync = ms(sync), k)
     } else {
-        format!("cuMemFree waits for the whole device, yet with cuMemAlloc/cuMemFree in the loop enqueueing held the host only {held:.3} of the {sync:.3} ms here: cuMemFree returned before the work queued ahead of it was done.")
+        t!("soa.held_briefly", held = ms(held), sync = ms(sync))
     });
     r.explain(if m.speedup() >= CLEAR_SPEEDUP {
-        format!("cuMemAllocAsync/cuMemFreeAsync are operations in each stream's queue, so no stream waits for another: {pool:.3} ms, {:.2}x faster, {:+.1}% from allocating once in setup ({bound:.3} ms).", m.speedup(), (pool / bound - 1.0) * 100.0)
+        t!("soa.faster", pool = ms(pool), x = fixed(m.speedup(), 2), off, bound = ms(bound))
     } else if sync / bound < WORTH_ASSERTING {
-        format!("The pool was not clearly faster ({pool:.3} ms against {sync:.3}), and neither was allocating once in setup ({bound:.3} ms): here the allocations cost little next to the work. Try a smaller --elements or more --streams.")
+        t!("soa.little", pool = ms(pool), sync = ms(sync), bound = ms(bound))
     } else {
-        format!("The pool was not clearly faster ({pool:.3} ms against {sync:.3}) although allocating once in setup was ({bound:.3} ms): see the check.")
+        t!("soa.not_faster", pool = ms(pool), sync = ms(sync), bound = ms(bound))
     });
-    let threshold = format!("The release threshold decides what a synchronize does with freed memory: at u64::MAX the pool kept {kept:.1} MiB after each run, at 0 (the default) {kept_zero:.1} MiB");
+    let threshold = t!("soa.threshold", kept = fixed(kept, 1), kept_zero = fixed(kept_zero, 1));
     r.explain(if kept_zero >= kept {
-        format!("{threshold}: here threshold 0 gave nothing back, and the runs took {zero:.3} ms against {pool:.3}.")
+        t!("soa.nothing_back", threshold, zero = ms(zero), pool = ms(pool))
     } else if zero > pool {
-        format!("{threshold}, so each run at 0 had to map its first buffers again: {zero:.3} ms against {pool:.3}, {:.3} ms more.", zero - pool)
+        t!("soa.map_again", threshold, zero = ms(zero), pool = ms(pool), more = ms(zero - pool))
     } else {
-        format!("{threshold}; mapping the first buffers again at 0 did not show in the GPU time here ({zero:.3} ms against {pool:.3}).")
+        t!("soa.map_hidden", threshold, zero = ms(zero), pool = ms(pool))
     });
-    r.explain("Within a run, each stream's next allocation reuses the memory its last free gave back, whatever the threshold: the pool hands it over in stream order without the driver.");
+    r.explain(t!("soa.reuse"));
 }
 
 #[cfg(test)]
@@ -353,7 +355,7 @@ mod tests {
     #[test]
     fn checks_and_interpretation_follow_the_data() {
         let good = measured([10.0, 4.2, 4.5, 4.0], 9.5, [8.0, 0.0]);
-        assert!(check_pool_faster(&good).unwrap().contains("2.38x faster"));
+        assert!(check_pool_faster(&good).unwrap().en().contains("2.38x faster"));
         assert!(check_pool_kept(&good, 2 << 20).is_ok());
         let text = told(&good);
         assert!(text.contains("could not overlap") && text.contains("2.38x faster"), "{text}");
@@ -369,7 +371,7 @@ mod tests {
 
         // Nothing to win: not asserted, and not claimed.
         let flat = measured([5.0, 4.9, 4.9, 4.8], 1.0, [8.0, 0.0]);
-        assert!(check_pool_faster(&flat).unwrap().starts_with("not asserted"));
+        assert!(check_pool_faster(&flat).unwrap().en().starts_with("not asserted"));
         let text = told(&flat);
         assert!(text.contains("the allocations cost little") && text.contains("did not show"));
     }

@@ -35,7 +35,7 @@ use crate::lab::budget::{ensure_a_chunk_per_stream, CLEAR_SPEEDUP, MAX_ELEMENTS,
 use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
 use crate::lab::pipeline::pipeline_bound;
 use crate::lab::plot::{Plot, Series};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -174,7 +174,7 @@ impl Lesson for StreamSweep {
             });
         }
         let (k_versions, n) = (self.chunks.len() - 1, self.input.len());
-        let detail = format!("{k_versions} K-stream versions: all {n} elements as on one stream");
+        let detail = t!("stream_sweep.same", k_versions, n);
         checks.record("every K == one stream, bit for bit", same.map(|()| detail));
         let (one, input) = (self.out_one.read()?, self.input.read()?);
         checks.approx("GPU vs CPU reference (approx)", &one, 4096, |i| {
@@ -258,43 +258,37 @@ pub fn interpret(ks: &[usize], n: usize, m: &Measured, r: &mut Report) {
     r.figure("best K", top.streams as f64, "streams")
         .figure("best time", top.ms, "ms")
         .detail("rows", &rows);
-    let one = first.ms;
-    let gain = one / top.ms;
+    let (one, gain) = (first.ms, first.ms / top.ms);
     let clear = top.streams > 1 && gain >= CLEAR_SPEEDUP;
+    let (best, last_k, best_x, last_x) = (
+        top.streams,
+        last.streams,
+        fixed(top.measured_over_bound, 2),
+        fixed(last.measured_over_bound, 2),
+    );
+    let [one, best_ms, last_ms, last_bound, k_code] =
+        [one, top.ms, last.ms, last.bound_ms, m.with().time.median].map(|v| fixed(v, 3));
     if rows.len() == 1 {
-        r.explain(format!(
-            "With --streams 1 there is no sweep: only K = 1 ran ({one:.3} ms, {:.2}x its bound, the plain sum H + C + D; {:.3} ms through the K-stream code, which has no events between the phases). Use --streams 2 or more (default 64) to compare stream counts.",
-            top.measured_over_bound,
-            m.with().time.median
-        ));
+        r.explain(t!("stream_sweep.no_sweep", one, x = best_x, k_code));
     } else if !clear {
-        r.explain(format!(
-            "More streams did not help here: one stream took {one:.3} ms and the fastest K ({}) {:.3} ms, although the bound falls to {:.3} ms at K = {}: what the bound leaves out (each chunk's fixed copy and launch costs, or copies that do not overlap kernels on this GPU) outweighs the overlap at this size.",
-            top.streams, top.ms, last.bound_ms, last.streams
-        ));
-        r.explain(format!(
-            "No K beat one stream by {:.0}% or more, so no best K is claimed at this size (the best figure above may be noise).",
-            (CLEAR_SPEEDUP - 1.0) * 100.0
-        ));
+        r.explain(t!("stream_sweep.no_help", one, best, best_ms, last_bound, last_k));
+        r.explain(t!("stream_sweep.no_best", pct = fixed((CLEAR_SPEEDUP - 1.0) * 100.0, 0)));
     } else {
-        r.explain(format!(
-            "The bound falls with K towards the slowest stage; measured, K = {} was fastest: {:.3} ms against {one:.3} ms on one stream ({gain:.2}x), {:.2}x its bound.",
-            top.streams, top.ms, top.measured_over_bound
+        r.explain(t!(
+            "stream_sweep.fastest",
+            best,
+            best_ms,
+            one,
+            gain = fixed(gain, 2),
+            x = best_x
         ));
         r.explain(if top.streams == last.streams {
-            format!(
-                "The time was still falling at the largest K tried ({}): chunks of {} elements are still large enough that each copy's and launch's fixed cost stays small; smaller --elements or more streams show where it turns.",
-                last.streams,
-                n / last.streams
-            )
+            t!("stream_sweep.still_falling", last_k, chunk = n / last.streams)
         } else {
-            format!(
-                "Beyond K = {} more streams did not pay: at K = {} the time is {:.3} ms (best {:.3} ms), {:.2}x its bound; smaller chunks pay each copy's and launch's fixed cost more often.",
-                top.streams, last.streams, last.ms, top.ms, last.measured_over_bound
-            )
+            t!("stream_sweep.turned", best, last_k, last_ms, best_ms, x = last_x)
         });
     }
-    r.explain("The best K depends on the size, the iteration count and the GPU: rerun with other --elements and --iters to see it move.");
+    r.explain(t!("stream_sweep.depends"));
 }
 
 #[cfg(test)]

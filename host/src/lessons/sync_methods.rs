@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use crate::lab::sleep::serial_ms;
 use crate::lab::stats::host_ms;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Error, Event, Gpu, LaunchConfig, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -141,7 +141,7 @@ impl Method {
 /// Whether a method's measured wait fits what it waits for: at least 90% of the kernel it
 /// waits for (the sleep kernels count clock ticks at the rated clock, so they never run
 /// shorter), and, for the short ones, under half the long kernel.
-pub fn check_wait(method: Method, measured_ms: f64, long_ms: f64) -> Result<String> {
+pub fn check_wait(method: Method, measured_ms: f64, long_ms: f64) -> Result<Text> {
     let (floor, what) = if method.waits_for_long() {
         (0.9 * long_ms, "the long kernel")
     } else {
@@ -159,7 +159,7 @@ pub fn check_wait(method: Method, measured_ms: f64, long_ms: f64) -> Result<Stri
             method.name()
         )));
     }
-    Ok(format!("{measured_ms:.3} ms: waited for {what}"))
+    Ok(t!("sync_methods.waited", ms = fixed(measured_ms, 3), what))
 }
 
 impl Lesson for SyncMethods {
@@ -244,22 +244,24 @@ pub fn interpret(long_us: f64, m: &Measured, r: &mut Report) {
         .figure("event polling: polls until complete", polls, "polls");
     let (device, stream_b) =
         (median(Method::DeviceSynchronize), median(Method::StreamShortSynchronize));
+    let (event, polling) = (median(Method::EventSynchronize), median(Method::EventPolling));
+    let [device, stream_b, long_ms, short_ms, event, polling] =
+        [device, stream_b, long_ms, short_ms, event, polling].map(|v| fixed(v, 3));
+    let polls = fixed(polls, 0);
     r.explain(if fits(Method::DeviceSynchronize) && fits(Method::StreamShortSynchronize) {
-        format!("A device synchronize held the host until every stream was idle ({device:.3} ms, the long kernel), though only stream B's result was needed; stream B's synchronize returned after B's short kernel ({stream_b:.3} ms).")
+        t!("sync_methods.device", device, stream_b)
     } else {
-        format!("The device and stream-B waits did not match what they cover ({device:.3} ms and {stream_b:.3} ms against a {long_ms:.3} ms kernel on A and a {short_ms:.3} ms one on B): see the checks.")
+        t!("sync_methods.device_mismatch", device, stream_b, long_ms, short_ms)
     });
-    let event = median(Method::EventSynchronize);
     r.explain(if fits(Method::EventSynchronize) {
-        format!("An event marks one point in a stream: synchronizing on the event recorded after B's kernel returned at that point ({event:.3} ms), not at the end of A's. Created with BLOCKING_SYNC, the host thread sleeps in the driver instead of spinning.")
+        t!("sync_methods.event", event)
     } else {
-        format!("The event synchronize held the host {event:.3} ms, not the short kernel's {short_ms:.3} ms that its event follows: see the checks.")
+        t!("sync_methods.event_mismatch", event, short_ms)
     });
-    let polling = median(Method::EventPolling);
     r.explain(if fits(Method::EventPolling) {
-        format!("Polling is_complete() also returned after B's kernel ({polling:.3} ms) but kept a CPU core busy the whole time ({polls:.0} polls); it pays off only when the host has other work to do between polls.")
+        t!("sync_methods.polling", polling, polls)
     } else {
-        format!("Polling is_complete() returned after {polling:.3} ms ({polls:.0} polls), not at the point after B's kernel: see the checks.")
+        t!("sync_methods.polling_mismatch", polling, polls)
     });
 }
 

@@ -1,0 +1,694 @@
+//! The words a learner reads after a run, in English and in Chinese, kept in one place per
+//! language: [`en`] and [`zh`]. A lesson never writes a sentence itself; it names one and
+//! passes its arguments, with the numbers already formatted:
+//!
+//! ```text
+//! r.explain(t!("overlap.serial", ms = fixed(one.time.median, 3)));
+//! ```
+//!
+//! The line is kept as a [`Text`] (its key and arguments) and rendered when it is printed, in
+//! the language `--lang` picked ([`Lang`]). The report's JSON keeps the English rendering in
+//! its old fields, so scripts and tests see the same ids and lines as before, and the keys
+//! beside them.
+//!
+//! Names that are ids in JSON (check names, figure names, version names, lesson summaries)
+//! stay English in the lesson; [`zh::LABELS`] translates them for display, with `{x}` holes
+//! for the parts that vary (`"{k} streams"`).
+pub mod en;
+pub mod zh;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The language of the text a learner reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lang {
+    #[default]
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// The values `--lang` takes.
+    pub const NAMES: [&'static str; 2] = ["en", "zh"];
+
+    /// `en` or `zh`.
+    pub fn parse(name: &str) -> Option<Lang> {
+        match name {
+            "en" => Some(Lang::En),
+            "zh" => Some(Lang::Zh),
+            _ => None,
+        }
+    }
+
+    /// The language of a locale's settings, in POSIX order: the first of `LC_ALL`,
+    /// `LC_MESSAGES` and `LANG` that is set and not empty decides; Chinese when it starts
+    /// with `zh` (`zh_CN.UTF-8`, `zh_TW`), else English (`C`, `en_US.UTF-8`, unset).
+    pub fn from_locale(
+        lc_all: Option<&str>,
+        lc_messages: Option<&str>,
+        lang: Option<&str>,
+    ) -> Lang {
+        let first = [lc_all, lc_messages, lang].into_iter().flatten().find(|v| !v.is_empty());
+        match first {
+            Some(v) if v.to_ascii_lowercase().starts_with("zh") => Lang::Zh,
+            _ => Lang::En,
+        }
+    }
+
+    /// [`Lang::from_locale`] of this process's environment.
+    pub fn from_env() -> Lang {
+        let var = |name| std::env::var(name).ok();
+        let (all, messages, lang) = (var("LC_ALL"), var("LC_MESSAGES"), var("LANG"));
+        Lang::from_locale(all.as_deref(), messages.as_deref(), lang.as_deref())
+    }
+
+    fn messages(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Lang::En => en::MESSAGES,
+            Lang::Zh => zh::MESSAGES,
+        }
+    }
+}
+
+/// A line or a part of one, kept so that it can be rendered in any language.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Text {
+    /// A sentence of the catalogs: its key and its arguments by name.
+    Message {
+        key: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        args: BTreeMap<String, Text>,
+    },
+    /// An English name that is an id (a version, a stage), translated by [`zh::LABELS`].
+    Label { label: String },
+    /// Shown as it is in every language: a number, a flag, a path.
+    Plain(String),
+    /// Items shown one after the other, separated by commas.
+    List(Vec<Text>),
+}
+
+impl Text {
+    /// What [`t!`](crate::t) builds.
+    pub fn message(key: &str, args: Vec<(&str, Text)>) -> Text {
+        let args = args.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        Text::Message { key: key.into(), args }
+    }
+
+    /// An id shown translated where [`zh::LABELS`] has it.
+    pub fn label(english: impl Into<String>) -> Text {
+        Text::Label { label: english.into() }
+    }
+
+    /// The text in `lang`. A key missing from `lang` falls back to English, then to the key.
+    pub fn render(&self, lang: Lang) -> String {
+        match self {
+            Text::Plain(s) => s.clone(),
+            Text::Label { label: l } => label(lang, l),
+            Text::List(items) => {
+                items.iter().map(|i| i.render(lang)).collect::<Vec<_>>().join(", ")
+            }
+            Text::Message { key, args } => {
+                let template = find(lang.messages(), key)
+                    .or_else(|| find(en::MESSAGES, key))
+                    .unwrap_or(key.as_str());
+                fill(template, |name| args.get(name).map(|a| a.render(lang)))
+            }
+        }
+    }
+
+    /// The key of a message.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Text::Message { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
+    /// The text in English: what the JSON report and the tests read.
+    pub fn en(&self) -> String {
+        self.render(Lang::En)
+    }
+
+    /// Whether a catalog holds this text (a message, or a label `zh` translates), as
+    /// opposed to English passed through untranslated.
+    pub fn is_translated(&self) -> bool {
+        match self {
+            Text::Plain(_) => false,
+            Text::List(items) => items.iter().all(Text::is_translated),
+            Text::Label { label: l } => {
+                best_match(label_patterns(), l, Holes::LabelHoles).is_some()
+            }
+            Text::Message { key, .. } => find(zh::MESSAGES, key).is_some(),
+        }
+    }
+
+    /// The message `english` is a rendering of, found by matching it against every English
+    /// template (its arguments recovered the same way, else as labels); `Plain` when none
+    /// matches. This renders reports that kept only their English lines (runs recorded
+    /// before the keys were stored) in another language.
+    pub fn recover(english: &str) -> Text {
+        recover(english, true)
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text::Plain(s)
+    }
+}
+
+/// A `&'static str` is a name in the program (a stage, a version, a literal): a label,
+/// translated where [`zh::LABELS`] has it. Text made at run time comes as a `String`.
+impl From<&'static str> for Text {
+    fn from(s: &'static str) -> Text {
+        Text::label(s)
+    }
+}
+
+impl From<&String> for Text {
+    fn from(s: &String) -> Text {
+        Text::Plain(s.clone())
+    }
+}
+
+macro_rules! plain_from_display {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Text {
+            fn from(v: $t) -> Text {
+                Text::Plain(v.to_string())
+            }
+        }
+    )*};
+}
+plain_from_display!(usize, u32, u64, i32, i64);
+
+/// What [`t!`](crate::t) takes as an argument, by reference (so one value can fill holes in
+/// several messages): a [`Text`], a `String` (plain), a `&'static str` (a label), an integer.
+pub trait Arg {
+    fn arg(&self) -> Text;
+}
+
+impl Arg for Text {
+    fn arg(&self) -> Text {
+        self.clone()
+    }
+}
+
+impl Arg for String {
+    fn arg(&self) -> Text {
+        Text::Plain(self.clone())
+    }
+}
+
+impl Arg for &'static str {
+    fn arg(&self) -> Text {
+        Text::label(*self)
+    }
+}
+
+macro_rules! plain_arg {
+    ($($t:ty),*) => {$(
+        impl Arg for $t {
+            fn arg(&self) -> Text {
+                Text::Plain(self.to_string())
+            }
+        }
+    )*};
+}
+plain_arg!(usize, u32, u64, i32, i64);
+
+/// `value` with `decimals` digits after the point: how a lesson formats a figure it passes.
+pub fn fixed(value: f64, decimals: usize) -> Text {
+    Text::Plain(format!("{value:.decimals$}"))
+}
+
+/// A message of the catalogs: `t!("key", name = value, other)` where each value is an
+/// [`Arg`] (a `String` or an integer is shown as it is; `other` alone means `other = other`).
+#[macro_export]
+macro_rules! t {
+    ($key:literal $(, $name:ident $(= $value:expr)?)* $(,)?) => {
+        $crate::lab::text::Text::message(
+            $key,
+            vec![$((stringify!($name), $crate::t!(@arg $name $(= $value)?))),*],
+        )
+    };
+    (@arg $name:ident = $value:expr) => {
+        $crate::lab::text::Arg::arg(&$value)
+    };
+    (@arg $name:ident) => {
+        $crate::lab::text::Arg::arg(&$name)
+    };
+}
+
+fn find(catalog: &'static [(&'static str, &'static str)], key: &str) -> Option<&'static str> {
+    catalog.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+}
+
+/// A template's pieces: literal text and `{name}` holes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Piece<'a> {
+    Literal(&'a str),
+    Hole(&'a str),
+}
+
+/// `template` cut into its pieces.
+pub fn pieces(template: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else { break };
+        let name = &rest[open + 1..close];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            out.push(Piece::Literal(&rest[..=open]));
+            rest = &rest[open + 1..];
+            continue;
+        }
+        if open > 0 {
+            out.push(Piece::Literal(&rest[..open]));
+        }
+        out.push(Piece::Hole(name));
+        rest = &rest[close + 1..];
+    }
+    if !rest.is_empty() {
+        out.push(Piece::Literal(rest));
+    }
+    out
+}
+
+/// The names of a template's holes, sorted.
+pub fn holes(template: &str) -> Vec<&str> {
+    let mut names: Vec<&str> = pieces(template)
+        .into_iter()
+        .filter_map(|p| match p {
+            Piece::Hole(n) => Some(n),
+            Piece::Literal(_) => None,
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// `template` with each hole replaced by `arg(name)` (left as `{name}` when it has none).
+fn fill(template: &str, arg: impl Fn(&str) -> Option<String>) -> String {
+    pieces(template)
+        .into_iter()
+        .map(|p| match p {
+            Piece::Literal(s) => s.to_string(),
+            Piece::Hole(n) => arg(n).unwrap_or_else(|| format!("{{{n}}}")),
+        })
+        .collect()
+}
+
+/// What a hole may hold: anything in a message; in a label, a number unless the hole's name
+/// starts with `name` (a nested label), so that `"{n} streams"` never swallows
+/// `"legacy streams"`.
+#[derive(Clone, Copy)]
+enum Holes {
+    Anything,
+    LabelHoles,
+}
+
+impl Holes {
+    fn accept(self, hole: &str, value: &str) -> bool {
+        match self {
+            Holes::Anything => true,
+            Holes::LabelHoles => {
+                hole.starts_with("name")
+                    || (value.bytes().any(|b| b.is_ascii_digit())
+                        && value.bytes().all(|b| b.is_ascii_digit() || b"., +-x%".contains(&b)))
+            }
+        }
+    }
+}
+
+/// Every way `text` is `pattern` filled in: the holes' values, each accepted by `holes`
+/// (a label's are never empty), the shortest first.
+fn captures<'t>(pattern: &[Piece<'_>], text: &'t str, holes: Holes) -> Vec<Vec<&'t str>> {
+    match pattern.split_first() {
+        None if text.is_empty() => vec![Vec::new()],
+        None => Vec::new(),
+        Some((Piece::Literal(l), rest)) => {
+            text.strip_prefix(l).map_or_else(Vec::new, |t| captures(rest, t, holes))
+        }
+        Some((Piece::Hole(hole), rest)) => {
+            let ends: Vec<usize> = match rest.first() {
+                None => vec![text.len()],
+                Some(Piece::Literal(l)) => text.match_indices(l).map(|(i, _)| i).collect(),
+                Some(Piece::Hole(_)) => return Vec::new(),
+            };
+            let may_be_empty = matches!(holes, Holes::Anything);
+            let ends = ends.into_iter().filter(|&end| end > 0 || may_be_empty);
+            ends.filter(|&end| holes.accept(hole, &text[..end]))
+                .flat_map(|end| {
+                    captures(rest, &text[end..], holes).into_iter().map(move |mut found| {
+                        found.insert(0, &text[..end]);
+                        found
+                    })
+                })
+                .collect()
+        }
+    }
+}
+
+/// Whether a hole's value reads as one thing: a number, a message or a label of the catalogs.
+fn reads_whole(value: &str) -> bool {
+    let numeric = value.bytes().any(|b| b.is_ascii_digit())
+        && value.bytes().all(|b| b.is_ascii_digit() || b"., +-x%e".contains(&b));
+    numeric
+        || best_match(recoverable(), value, Holes::Anything).is_some()
+        || best_match(label_patterns(), value, Holes::LabelHoles).is_some()
+}
+
+/// The way `text` fills `pattern` whose holes read best (the most of them [`reads_whole`];
+/// the shortest first among equals).
+fn capture<'t>(pattern: &[Piece<'_>], text: &'t str, holes: Holes) -> Option<Vec<&'t str>> {
+    let mut all = captures(pattern, text, holes);
+    if all.len() > 1 {
+        let score = |c: &Vec<&str>| c.iter().filter(|v| reads_whole(v)).count();
+        let most = all.iter().map(score).max().unwrap_or(0);
+        all.retain(|c| score(c) == most);
+    }
+    all.into_iter().next()
+}
+
+/// A pattern's key and its holes' names and values.
+type Match<'p, 't> = (&'p str, Vec<(&'p str, &'t str)>);
+
+/// The best match of `text` among `patterns`: the one with the most literal text.
+fn best_match<'p, 't>(
+    patterns: impl Iterator<Item = (&'p str, &'p str)>,
+    text: &'t str,
+    holes: Holes,
+) -> Option<Match<'p, 't>> {
+    let mut best: Option<(usize, Match<'p, 't>)> = None;
+    for (key, pattern) in patterns {
+        let pieces = pieces(pattern);
+        let literal: usize = pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Literal(l) => l.len(),
+                Piece::Hole(_) => 0,
+            })
+            .sum();
+        if literal == 0 || best.as_ref().is_some_and(|b| b.0 >= literal) {
+            continue;
+        }
+        if let Some(values) = capture(&pieces, text, holes) {
+            let names = pieces.iter().filter_map(|p| match p {
+                Piece::Hole(n) => Some(*n),
+                Piece::Literal(_) => None,
+            });
+            best = Some((literal, (key, names.zip(values).collect())));
+        }
+    }
+    best.map(|(_, found)| found)
+}
+
+/// The English messages a line of a report can be: all but the report's own frame
+/// (`report.check` would read any "a: b" as a check line).
+fn recoverable() -> impl Iterator<Item = (&'static str, &'static str)> {
+    en::MESSAGES.iter().copied().filter(|(key, _)| !key.starts_with("report."))
+}
+
+/// [`zh::LABELS`]' English patterns, as [`best_match`] takes them.
+fn label_patterns() -> impl Iterator<Item = (&'static str, &'static str)> {
+    zh::LABELS.iter().map(|(en, _)| (*en, *en))
+}
+
+fn recover(english: &str, whole_line: bool) -> Text {
+    let messages = recoverable;
+    // An argument that is a name (a version, a stage) stays one.
+    if !whole_line && best_match(label_patterns(), english, Holes::LabelHoles).is_some() {
+        return Text::label(english);
+    }
+    // A list of messages ("prepared 0 (2.16), enqueued 0 (2.19)") before one message.
+    let items: Vec<&str> = english.split(", ").collect();
+    let all_items = items.iter().all(|i| best_match(messages(), i, Holes::Anything).is_some());
+    if !whole_line && items.len() > 1 && all_items {
+        return Text::List(items.into_iter().map(|i| recover(i, false)).collect());
+    }
+    match best_match(messages(), english, Holes::Anything) {
+        Some((key, args)) => Text::Message {
+            key: key.into(),
+            args: args.into_iter().map(|(n, v)| (n.to_string(), recover(v, false))).collect(),
+        },
+        None if whole_line => Text::Plain(english.into()),
+        None => Text::label(english),
+    }
+}
+
+/// `english` (a check, figure or version name, a unit, a summary) in `lang`: the
+/// [`zh::LABELS`] entry it matches, its holes translated the same way; else unchanged.
+pub fn label(lang: Lang, english: &str) -> String {
+    if lang == Lang::En {
+        return english.into();
+    }
+    match best_match(label_patterns(), english, Holes::LabelHoles) {
+        Some((pattern, args)) => {
+            let zh = find(zh::LABELS, pattern).unwrap_or(pattern);
+            fill(zh, |name| args.iter().find(|(n, _)| *n == name).map(|(_, v)| label(lang, v)))
+        }
+        None => english.into(),
+    }
+}
+
+/// Whether `s` holds Chinese: a CJK ideograph or Chinese punctuation.
+pub fn has_chinese(s: &str) -> bool {
+    s.chars().any(|c| matches!(c, '\u{4e00}'..='\u{9fff}' | '\u{3000}'..='\u{303f}' | '\u{ff00}'..='\u{ffef}'))
+}
+
+/// The first run of four or more English words in `s` outside `code spans`, if any: what a
+/// line rendered in Chinese must not hold (names, units, flags and API calls are one or two
+/// words).
+pub fn english_sentence(s: &str) -> Option<String> {
+    let prose: String = s.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+    let is_word = |w: &str| w.len() > 1 && w.chars().all(|c| c.is_ascii_alphabetic() || c == '\'');
+    let words: Vec<&str> = prose.split(' ').collect();
+    let mut run: Vec<&str> = Vec::new();
+    for w in words {
+        if is_word(w.trim_end_matches([',', '.', ';', ':'])) {
+            run.push(w);
+            if run.len() >= 4 {
+                return Some(run.join(" "));
+            }
+        } else {
+            run.clear();
+        }
+    }
+    None
+}
+
+/// Columns a terminal gives `s`: two for each wide (CJK, full-width) character.
+pub fn width(s: &str) -> usize {
+    s.chars()
+        .map(|c| {
+            let wide = matches!(c as u32,
+                0x1100..=0x115F | 0x2E80..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF
+                | 0xFE30..=0xFE4F | 0xFF00..=0xFF60 | 0xFFE0..=0xFFE6);
+            if wide {
+                2
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+/// `s` padded with spaces to `columns` terminal columns.
+pub fn pad(s: &str, columns: usize) -> String {
+    format!("{s}{}", " ".repeat(columns.saturating_sub(width(s))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::lab::text::has_chinese as has_cjk;
+
+    fn keys(catalog: &[(&str, &str)]) -> Vec<String> {
+        let mut k: Vec<String> = catalog.iter().map(|(k, _)| k.to_string()).collect();
+        k.sort();
+        k
+    }
+
+    #[test]
+    fn every_key_is_in_both_languages_with_the_same_holes() {
+        assert_eq!(keys(en::MESSAGES), keys(zh::MESSAGES), "the two catalogs' keys differ");
+        let mut seen = std::collections::BTreeSet::new();
+        for (key, english) in en::MESSAGES {
+            assert!(seen.insert(key), "{key}: twice in en.rs");
+            let chinese = find(zh::MESSAGES, key).unwrap();
+            assert_eq!(holes(english), holes(chinese), "{key}: the holes differ");
+            assert!(has_cjk(chinese) || chinese == *english, "{key}: not Chinese: {chinese}");
+            for template in [english, chinese] {
+                let p = pieces(template);
+                let adjacent = p.windows(2).any(|w| matches!(w, [Piece::Hole(_), Piece::Hole(_)]));
+                assert!(!adjacent, "{key}: two holes side by side cannot be told apart");
+                assert!(!template.contains('{') || !holes(template).is_empty(), "{key}: a brace");
+            }
+        }
+        for (english, chinese) in zh::LABELS {
+            assert_eq!(holes(english), holes(chinese), "label {english:?}: the holes differ");
+            assert!(has_cjk(chinese) || chinese == english, "label {english:?}: {chinese}");
+        }
+    }
+
+    #[test]
+    fn the_checks_above_can_fail() {
+        assert_ne!(holes("{a} and {b}"), holes("{a} and {c}"));
+        let adjacent = pieces("{a}{b}");
+        assert!(matches!(adjacent[..], [Piece::Hole("a"), Piece::Hole("b")]));
+        assert!(!has_cjk("plain English") && has_cjk("流"));
+    }
+
+    #[test]
+    fn a_message_renders_in_each_language_and_falls_back_to_english() {
+        let line = t!("overlap.faster", k = 8usize, ms = fixed(2.9074, 3), x = fixed(1.7258, 2));
+        assert_eq!(
+            line.en(),
+            "With 8 streams the copy engines move chunk i+1 in and chunk i-1 out while chunk i computes: 2.907 ms, 1.73x faster."
+        );
+        let zh = line.render(Lang::Zh);
+        assert!(has_cjk(&zh) && zh.contains("2.907") && zh.contains("1.73"), "{zh}");
+        // A key only English has is shown in English; an unknown key as itself.
+        assert_eq!(Text::message("no.such.key", vec![]).render(Lang::Zh), "no.such.key");
+        // Nested messages and labels render in the same language.
+        let nested = t!("check.not_asserted", why = t!("launch_order.one_kernel"));
+        assert_eq!(nested.en(), "not asserted: one kernel has nothing to overlap");
+        assert!(has_cjk(&nested.render(Lang::Zh)));
+        assert_eq!(Text::label("8 streams").render(Lang::Zh), "8 个流");
+        assert_eq!(Text::label("legacy streams").render(Lang::Zh), "legacy streams");
+        assert_eq!(Text::from("4.5".to_string()).render(Lang::Zh), "4.5");
+    }
+
+    #[test]
+    fn the_locale_decides_unless_the_flag_does() {
+        assert_eq!(Lang::from_locale(None, None, None), Lang::En);
+        assert_eq!(Lang::from_locale(None, None, Some("zh_CN.UTF-8")), Lang::Zh);
+        assert_eq!(Lang::from_locale(None, None, Some("zh_TW")), Lang::Zh);
+        assert_eq!(Lang::from_locale(None, None, Some("en_US.UTF-8")), Lang::En);
+        // POSIX order: LC_ALL, then LC_MESSAGES, then LANG; an empty value is unset.
+        assert_eq!(Lang::from_locale(Some("C"), None, Some("zh_CN.UTF-8")), Lang::En);
+        assert_eq!(Lang::from_locale(Some(""), Some("zh_CN"), Some("en_US")), Lang::Zh);
+        assert_eq!(Lang::from_locale(None, Some("en_GB"), Some("zh_CN")), Lang::En);
+        assert_eq!(Lang::from_locale(Some("zh_HK.UTF-8"), Some("C"), None), Lang::Zh);
+        assert_eq!(
+            (Lang::parse("zh"), Lang::parse("en"), Lang::parse("xx")),
+            (Some(Lang::Zh), Some(Lang::En), None)
+        );
+    }
+
+    /// Every English template, filled with distinct values, is recognized as itself: how a
+    /// report that kept only its English lines is rendered in Chinese.
+    #[test]
+    fn every_english_line_is_recovered_as_its_own_message() {
+        for (key, english) in recoverable() {
+            let args = holes(english)
+                .into_iter()
+                .enumerate()
+                .map(|(i, h)| (h, Text::Plain(format!("<{i}>"))))
+                .collect();
+            let line = Text::message(key, args);
+            let found = Text::recover(&line.en());
+            assert_eq!(found.key(), Some(key), "{key}: recovered as another message");
+            let (zh, want) = (found.render(Lang::Zh), line.render(Lang::Zh));
+            assert_eq!(zh, want, "{key}: its arguments were not recovered");
+        }
+        // A line no template has stays as it is, in every language.
+        let unknown = Text::recover("Nothing in the catalogs reads like this.");
+        assert_eq!(unknown, Text::Plain("Nothing in the catalogs reads like this.".into()));
+    }
+
+    #[test]
+    fn recovered_arguments_keep_their_labels_and_numbers() {
+        let line = "recording cost: 8 streams 2.911 ms with the recorder off, 2.927 ms on (+0.5%, medians of 10 interleaved runs)";
+        let found = Text::recover(line);
+        assert_eq!(found.key(), Some("timeline.cost"));
+        let zh = found.render(Lang::Zh);
+        assert!(zh.contains("8 个流") && zh.contains("2.911") && zh.contains("+0.5%"), "{zh}");
+        let list = Text::recover("Order of events in the last pipelined run (ms): prepared 0 (2.16), enqueued 0 (2.19) ... : one batch, so no preparation could overlap GPU work.");
+        let zh = list.render(Lang::Zh);
+        assert!(zh.contains("准备 0 (2.16), 入队 0 (2.19)"), "{zh}");
+    }
+
+    #[test]
+    fn display_width_counts_wide_characters_twice() {
+        assert_eq!(width("ms"), 2);
+        assert_eq!(width("流"), 2);
+        assert_eq!(pad("流", 4), "流  ");
+    }
+
+    #[test]
+    fn an_english_sentence_is_found_outside_code() {
+        assert_eq!(
+            english_sentence("see the check before it ends").as_deref(),
+            Some("see the check before")
+        );
+        assert_eq!(english_sentence("见 `streamlab run stream-sweep and more`。"), None);
+        assert_eq!(english_sentence("H2D 可分页 100%, D2H pinned 0%"), None);
+        assert!(english_sentence("the copy engine, reads it.").is_some());
+    }
+
+    /// Every `t!("key", ..)` in the code names a key both catalogs have (a missing key would
+    /// print as the key itself), and lesson files write no sentence of their own.
+    #[test]
+    fn every_key_the_code_names_is_in_both_catalogs_and_lessons_write_no_sentences() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    sources(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let mut named = 0;
+        for file in files.iter().filter(|f| !f.starts_with(src.join("lab/text"))) {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+            let code: String = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for (at, _) in code.match_indices("t!(") {
+                let before = code[..at].chars().next_back().unwrap_or(' ');
+                if before.is_alphanumeric() || before == '_' {
+                    continue; // format!(, assert!(
+                }
+                let rest = code[at + 3..].trim_start();
+                let Some(rest) = rest.strip_prefix('"') else { continue };
+                let key = &rest[..rest.find('"').unwrap()];
+                assert!(
+                    find(en::MESSAGES, key).is_some(),
+                    "{}: {key} is not in en.rs",
+                    file.display()
+                );
+                assert!(
+                    find(zh::MESSAGES, key).is_some(),
+                    "{}: {key} is not in zh.rs",
+                    file.display()
+                );
+                named += 1;
+            }
+            if file.starts_with(src.join("lessons")) {
+                for bad in [".explain(format!(", ".explain(\"", "Ok(format!("] {
+                    assert!(
+                        !code.contains(bad),
+                        "{}: `{bad}` writes a sentence outside the catalogs",
+                        file.display()
+                    );
+                }
+            }
+        }
+        assert!(named > 150, "only {named} keys found: the scan is broken");
+    }
+}

@@ -1,0 +1,108 @@
+//! `--lang` and the locale, as a learner and a script see them, on any machine (through the
+//! recorded runs the binary embeds): Chinese where asked for, English by default, the flag
+//! before the locale, JSON unchanged, and `--lang xx` refused in one line.
+use std::process::{Command, Output};
+
+use streamlab::lab::text::{english_sentence, has_chinese};
+
+/// The binary with `args`, under exactly the locale variables given (the rest removed).
+fn streamlab(args: &[&str], locale: &[(&str, &str)]) -> Output {
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    let mut command = Command::new(bin);
+    for var in ["LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"] {
+        command.env_remove(var);
+    }
+    command.envs(locale.iter().copied()).args(args).output().expect("run streamlab")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The interpretation lines of a text report.
+fn interpretation(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with("  > ")).collect()
+}
+
+const RECORDED_OVERLAP: &[&str] = &["run", "overlap", "--recorded"];
+
+#[test]
+fn lang_zh_explains_in_chinese() {
+    let o = streamlab(&[RECORDED_OVERLAP, &["--lang", "zh"]].concat(), &[]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let said = interpretation(&text);
+    assert!(said.len() >= 3, "{text}");
+    for line in
+        said.iter().chain(text.lines().filter(|l| l.starts_with("  [")).collect::<Vec<_>>().iter())
+    {
+        assert!(has_chinese(line), "not Chinese: {line}");
+        assert_eq!(english_sentence(line), None, "English left in: {line}");
+    }
+    assert!(text.contains("设备：") && text.contains("单个流，中位数"), "{text}");
+}
+
+#[test]
+fn english_by_default_and_from_a_locale_that_is_not_chinese() {
+    for locale in [&[][..], &[("LANG", "en_US.UTF-8")], &[("LC_ALL", "C"), ("LANG", "zh_CN.UTF-8")]]
+    {
+        let text = stdout(&streamlab(RECORDED_OVERLAP, locale));
+        let said = interpretation(&text);
+        assert!(!said.is_empty() && said.iter().all(|l| !has_chinese(l)), "{locale:?}:\n{text}");
+        assert!(said[0].contains("One stream runs H, C and D back to back"), "{text}");
+    }
+}
+
+#[test]
+fn a_chinese_locale_picks_chinese_and_the_flag_beats_it() {
+    for locale in
+        [&[("LANG", "zh_CN.UTF-8")][..], &[("LC_MESSAGES", "zh_TW.UTF-8")], &[("LC_ALL", "zh_CN")]]
+    {
+        let text = stdout(&streamlab(RECORDED_OVERLAP, locale));
+        assert!(interpretation(&text).iter().all(|l| has_chinese(l)), "{locale:?}:\n{text}");
+        let text = stdout(&streamlab(&[RECORDED_OVERLAP, &["--lang", "en"]].concat(), locale));
+        let said = interpretation(&text);
+        assert!(!said.is_empty() && said.iter().all(|l| !has_chinese(l)), "{locale:?}:\n{text}");
+    }
+}
+
+#[test]
+fn json_stays_english_in_every_language() {
+    let plain = streamlab(&[RECORDED_OVERLAP, &["--json"]].concat(), &[]);
+    let zh = streamlab(&[RECORDED_OVERLAP, &["--json", "--lang", "zh"]].concat(), &[]);
+    let (plain, zh) = (stdout(&plain), stdout(&zh));
+    assert_eq!(plain, zh, "--lang changed the JSON");
+    let report: serde_json::Value = serde_json::from_str(&zh).unwrap();
+    let first = report["interpretation"][0].as_str().unwrap();
+    assert!(first.starts_with("One stream runs H, C and D"), "{first}");
+    assert_eq!(report["checks"][0]["name"], "async == sync, bit for bit");
+    assert!(!has_chinese(&zh));
+}
+
+#[test]
+fn an_unknown_language_is_refused_in_one_line() {
+    for args in [
+        &["run", "overlap", "--lang", "xx"][..],
+        &["run", "all", "--recorded", "--lang", "fr"],
+        &["list", "--lang", "zh-CN"],
+    ] {
+        let o = streamlab(args, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("streamlab: invalid value") && err.contains("--lang"), "{err}");
+        assert!(err.contains("[possible values: en, zh]"), "{err}");
+        assert!(o.stdout.is_empty(), "{args:?}: printed before refusing");
+    }
+}
+
+#[test]
+fn help_and_list_know_the_flag() {
+    let help = stdout(&streamlab(&["run", "--help"], &[]));
+    assert!(help.contains("--lang <LANG>") && help.contains("LC_MESSAGES"), "{help}");
+    let list = stdout(&streamlab(&["list", "--lang", "zh"], &[]));
+    assert!(list.lines().next().is_some_and(has_chinese), "{list}");
+    let list = stdout(&streamlab(&["list"], &[]));
+    assert!(!has_chinese(&list), "{list}");
+}
