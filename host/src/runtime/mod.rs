@@ -29,6 +29,7 @@ pub mod stream;
 pub use context::{AsContext, Context, DeviceInfo};
 pub use error::{Error, Result};
 pub use gpu::Gpu;
+pub use kernels::HalfFormat;
 pub use memory::{DeviceBuffer, HostBuffer};
 pub use op::{LaunchConfig, Op, OpKind};
 pub use pool::{MemPool, StreamBuffer};
