@@ -25,6 +25,7 @@ lessons! {
     sync_methods::SyncMethods,
     compute_transfer::ComputeTransfer,
     prefetch::Prefetch,
+    mixed_precision::MixedPrecision,
     stream_ordered_alloc::StreamOrderedAlloc,
     stream_sweep::StreamSweep,
     launch_order::LaunchOrder,
