@@ -11,7 +11,7 @@
 //! ```text
 //! cast<<<g, 256, 0, compute>>>(master, w16[0], n);                  // weights of step 0
 //! for (int i = 0; i < B; ++i) {
-//!   if (i >= 2) cudaStreamWaitEvent(compute, cast_done[(i - 1) % 2]); // weights i-1 are cast
+//!   if (i >= 2) cudaStreamWaitEvent(compute, cast_done[(i - 1) % 2]); // step i's weights cast
 //!   layer<<<g, 256, 0, compute>>>(w16[max(i - 1, 0) % 2], x[i], grad[i % 2], n, iters);
 //!   cudaEventRecord(computed[i % 2], compute);
 //!   if (i >= 1) {                       // gradient i-1, while step i computes
@@ -280,7 +280,7 @@ pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut R
     } else if speedup >= CLEAR_SPEEDUP {
         format!("On one stream each step's update and cast wait their turn: {steps} x (layer {c:.3} + update and cast {u:.3} ms) = {serial:.3} ms measured. On the side stream they ran while the next layer step computed: {side:.3} ms, {speedup:.2}x faster, {:.2}x the bound ({bound:.3} ms).", side / bound)
     } else if serial > CLEAR_SPEEDUP * bound {
-        format!("The side stream gained little ({side:.3} ms against {serial:.3} ms, {speedup:.2}x) though a perfect overlap would take {bound:.3} ms: the layer kernel launched {}% of the blocks the GPU holds at once, and the update and cast ran only where it left SMs free. Try a smaller --layer-share.", a.layer_share)
+        format!("The side stream gained little ({side:.3} ms against {serial:.3} ms, {speedup:.2}x) though a perfect overlap would take {bound:.3} ms. The update and cast can only use the SMs the layer kernel leaves free, and it launched {}% of the blocks the GPU holds at once: --timeline shows whether they ran beside it; try a smaller --layer-share.", a.layer_share)
     } else {
         format!("Little to hide here ({side:.3} ms against {serial:.3} ms, {speedup:.2}x): the update and cast take {u:.3} ms a step against {c:.3} ms for the layer, so even a perfect overlap ({bound:.3} ms) saves at most {:.3} ms.", (serial - bound).max(0.0))
     });
