@@ -33,6 +33,21 @@ unsafe fn compute_slice(data: *mut f32, n: u32, iters: u32) {
     });
 }
 
+/// The mixed-precision layer on one format: see [`math::layer_gradient`].
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn half_layer_slice<H: math::HalfFormat>(
+    weights: *const u16,
+    input: *const f32,
+    gradient: *mut u16,
+    n: u32,
+    iters: u32,
+) {
+    for_each_index(n, |k| {
+        *gradient.add(k) = math::layer_gradient::<H>(*weights.add(k), *input.add(k), iters)
+    });
+}
+
 crate::kernels! {
     /// Spins until `cycles` clock ticks of this multiprocessor have passed (the tutorials'
     /// SleepKernel). Occupies its block without touching memory.
@@ -99,6 +114,49 @@ crate::kernels! {
         while clock64().wrapping_sub(start) < cycles {}
         for_each_index(n, |k| {
             *output.add(k) = math::scale_element(*input.add(k), factor, 0.0)
+        });
+    }
+
+    /// One mixed-precision layer step: `gradient[i] = layer_gradient(weights[i], input[i],
+    /// iters)`, computed in bfloat16 (`format` 0) or binary16 (1), weights and gradient as
+    /// 16-bit patterns.
+    pub fn half_layer_kernel(
+        weights: *const u16,
+        input: *const f32,
+        gradient: *mut u16,
+        n: u32,
+        iters: u32,
+        format: u32,
+    ) {
+        if format == math::FORMAT_F16 {
+            half_layer_slice::<math::F16>(weights, input, gradient, n, iters);
+        } else {
+            half_layer_slice::<math::Bf16>(weights, input, gradient, n, iters);
+        }
+    }
+
+    /// The FP32 master copy's SGD step: `master[i] -= lr * gradient[i]` (gradient in `format`).
+    pub fn master_update_kernel(master: *mut f32, gradient: *const u16, n: u32, lr: f32, format: u32) {
+        for_each_index(n, |k| {
+            let (p, g) = (master.add(k), *gradient.add(k));
+            *p = if format == math::FORMAT_F16 {
+                math::master_update::<math::F16>(*p, g, lr)
+            } else {
+                math::master_update::<math::Bf16>(*p, g, lr)
+            };
+        });
+    }
+
+    /// The cast the compute stream waits for: `weights[i] = master[i]` rounded to `format`.
+    pub fn cast_to_half_kernel(master: *const f32, weights: *mut u16, n: u32, format: u32) {
+        use math::HalfFormat;
+        for_each_index(n, |k| {
+            let x = *master.add(k);
+            *weights.add(k) = if format == math::FORMAT_F16 {
+                math::F16::from_f32(x)
+            } else {
+                math::Bf16::from_f32(x)
+            };
         });
     }
 

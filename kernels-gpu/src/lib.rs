@@ -13,7 +13,10 @@
 //! `thread::thread_idx_x()`, …) so code reads the same as its examples.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx, link_llvm_intrinsics))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_ptx, stdarch_nvptx, link_llvm_intrinsics, asm_experimental_arch)
+)]
 
 pub mod math;
 

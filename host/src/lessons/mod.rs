@@ -43,6 +43,7 @@ lessons! {
     compute_transfer::ComputeTransfer,
     prefetch::Prefetch,
     unified_memory::UnifiedMemory,
+    mixed_precision::MixedPrecision,
     stream_ordered_alloc::StreamOrderedAlloc,
     stream_sweep::StreamSweep,
     launch_order::LaunchOrder,

@@ -12,6 +12,7 @@ use std::ffi::CString;
 use std::ops::Range;
 use std::path::Path;
 
+use bytemuck::Pod;
 use cudarc::driver::sys as cu;
 use kernels_gpu::kernels::signatures as sig;
 use kernels_gpu::Signature;
@@ -160,12 +161,49 @@ fn same_len(lens: &[usize], what: &str) -> Result<()> {
     }
 }
 
-fn mut_ptr(view: &DeviceView<'_, f32>) -> *mut f32 {
-    view.device_ptr() as *mut f32
+fn mut_ptr<T: Pod>(view: &DeviceView<'_, T>) -> *mut T {
+    view.device_ptr() as *mut T
 }
 
-fn const_ptr(view: &DeviceView<'_, f32>) -> *const f32 {
-    view.device_ptr() as *const f32
+fn const_ptr<T: Pod>(view: &DeviceView<'_, T>) -> *const T {
+    view.device_ptr() as *const T
+}
+
+/// The 16-bit format a half-precision kernel computes in: its `format` parameter (also a
+/// lesson flag's value, hence the clap and serde derives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HalfFormat {
+    /// bfloat16 (`__nv_bfloat16`): f32's range, 8 significant bits.
+    Bf16,
+    /// IEEE binary16 (`__half`): up to 65504, 11 significant bits.
+    F16,
+}
+
+impl HalfFormat {
+    /// Its name: `bf16` or `f16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HalfFormat::Bf16 => "bf16",
+            HalfFormat::F16 => "f16",
+        }
+    }
+
+    /// A value of this format (its bits) as f32, exactly, on the host.
+    pub fn widen(self, bits: u16) -> f32 {
+        match self {
+            HalfFormat::Bf16 => kernels_gpu::math::f32_from_bf16_bits(bits),
+            HalfFormat::F16 => kernels_gpu::math::f32_from_f16_bits(bits),
+        }
+    }
+
+    /// The code the kernels take (`kernels_gpu::math::FORMAT_BF16`, `FORMAT_F16`).
+    pub fn code(self) -> u32 {
+        match self {
+            HalfFormat::Bf16 => kernels_gpu::math::FORMAT_BF16,
+            HalfFormat::F16 => kernels_gpu::math::FORMAT_F16,
+        }
+    }
 }
 
 /// One safe launcher per kernel.
@@ -314,6 +352,68 @@ impl Kernels {
         let args = (const_ptr(&input), mut_ptr(&output), n, factor, cycles);
         // SAFETY: both views hold n elements.
         unsafe { self.launch::<sig::slow_scale_kernel>(stream, config, args) }
+    }
+
+    /// `half_layer_kernel`: `gradient = layer_gradient(weights, input, iters)` in `format`,
+    /// on a grid of `blocks` blocks of 256 threads (0: one thread per element); the kernel's
+    /// grid-stride loop covers every element with any grid.
+    #[allow(clippy::too_many_arguments)]
+    pub fn half_layer<'a, 'b, 'c>(
+        &self,
+        stream: &Stream,
+        weights: impl Into<DeviceView<'a, u16>>,
+        input: impl Into<DeviceView<'b, f32>>,
+        gradient: impl Into<DeviceView<'c, u16>>,
+        iters: u32,
+        format: HalfFormat,
+        blocks: u32,
+    ) -> Result<()> {
+        let (weights, input, gradient) = (weights.into(), input.into(), gradient.into());
+        same_len(&[weights.len(), input.len(), gradient.len()], "half_layer")?;
+        let n = element_count(input.len(), "half_layer")?;
+        let config = match blocks {
+            0 => LaunchConfig::for_elements(input.len()),
+            b => LaunchConfig::new((b, 1, 1), (256, 1, 1)),
+        };
+        let args =
+            (const_ptr(&weights), const_ptr(&input), mut_ptr(&gradient), n, iters, format.code());
+        // SAFETY: all three views hold n elements.
+        unsafe { self.launch::<sig::half_layer_kernel>(stream, config, args) }
+    }
+
+    /// `master_update_kernel`: `master -= lr * gradient`, the gradient in `format`.
+    pub fn master_update<'a, 'b>(
+        &self,
+        stream: &Stream,
+        master: impl Into<DeviceView<'a, f32>>,
+        gradient: impl Into<DeviceView<'b, u16>>,
+        lr: f32,
+        format: HalfFormat,
+    ) -> Result<()> {
+        let (master, gradient) = (master.into(), gradient.into());
+        same_len(&[master.len(), gradient.len()], "master_update")?;
+        let n = element_count(master.len(), "master_update")?;
+        let config = LaunchConfig::for_elements(master.len());
+        let args = (mut_ptr(&master), const_ptr(&gradient), n, lr, format.code());
+        // SAFETY: both views hold n elements.
+        unsafe { self.launch::<sig::master_update_kernel>(stream, config, args) }
+    }
+
+    /// `cast_to_half_kernel`: `weights = master` rounded to `format` (to nearest, ties to even).
+    pub fn cast_to_half<'a, 'b>(
+        &self,
+        stream: &Stream,
+        master: impl Into<DeviceView<'a, f32>>,
+        weights: impl Into<DeviceView<'b, u16>>,
+        format: HalfFormat,
+    ) -> Result<()> {
+        let (master, weights) = (master.into(), weights.into());
+        same_len(&[master.len(), weights.len()], "cast_to_half")?;
+        let n = element_count(master.len(), "cast_to_half")?;
+        let config = LaunchConfig::for_elements(master.len());
+        let args = (const_ptr(&master), mut_ptr(&weights), n, format.code());
+        // SAFETY: both views hold n elements.
+        unsafe { self.launch::<sig::cast_to_half_kernel>(stream, config, args) }
     }
 
     /// `empty_kernel` on one block of one thread: the launch and nothing else.

@@ -38,6 +38,7 @@ pub mod worker;
 pub use context::{AsContext, Context, DeviceInfo};
 pub use error::{Error, Result};
 pub use gpu::Gpu;
+pub use kernels::HalfFormat;
 pub use managed::{Advice, Location, ManagedBuffer};
 pub use memory::{DeviceBuffer, HostBuffer};
 pub use op::{LaunchConfig, Op, OpKind};

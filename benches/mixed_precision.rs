@@ -1,0 +1,40 @@
+//! The mixed-precision lesson's two versions side by side, at its defaults (8 micro-batches of
+//! 4,194,304 weights, 8 cell steps, the layer kernel on 50% of the GPU), in bf16 and in f16:
+//! the FP32 update and cast on the compute stream between layer steps, and on a side stream
+//! behind the next step. GPU time is measured with events by the lesson's own code, fed to
+//! criterion through `iter_custom`. Afterwards both versions run once more and the lesson's
+//! checks run (side stream against one stream bit for bit, both against the CPU reference);
+//! the bench exits 1 if one fails.
+use criterion::{BenchmarkId, Criterion};
+use streamlab::lab::Lesson;
+use streamlab::lessons::mixed_precision::MixedPrecision;
+use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::{gpu_for_bench, set_up};
+
+const BENCH: &str = "mixed-precision";
+
+fn main() {
+    let Some(gpu) = gpu_for_bench(BENCH) else {
+        return;
+    };
+    let mut c = Criterion::default().configure_from_args();
+    for format in ["bf16", "f16"] {
+        let flags = ["--format", format];
+        let mut m: MixedPrecision = set_up(&gpu, &flags, 1).unwrap_or_else(|e| fail(BENCH, e));
+        let mut group = quick_group(&mut c, "mixed_precision");
+        let mut failure = None;
+        let size = format!("{format} 8 x 4M x 8");
+        gpu_timed(&mut group, BenchmarkId::new("sync_one_stream", &size), &mut failure, || {
+            m.without(&gpu).map(|s| s.ms)
+        });
+        gpu_timed(&mut group, BenchmarkId::new("async_side_stream", &size), &mut failure, || {
+            m.with(&gpu).map(|s| s.ms)
+        });
+        group.finish();
+        if let Some(e) = failure {
+            fail(BENCH, e);
+        }
+        verify(&gpu, &mut m, 2);
+    }
+    c.final_summary();
+}

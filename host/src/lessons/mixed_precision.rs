@@ -1,0 +1,365 @@
+//! # Mixed precision: 16-bit compute on one stream, the FP32 master copy on another
+//!
+//! Mixed-precision training computes each layer in 16 bits (bfloat16 or binary16) and keeps an
+//! f32 master copy of the weights, where updates too small for a 16-bit weight still add up.
+//! Each step's update of the master copy and its cast back to 16 bits can run on a second
+//! stream while the compute stream works on the next micro-batch; events link the two.
+//!
+//! The seed technique (one stream computes in FP16/BF16, another keeps the FP32 master weights
+//! and hides the conversion), in CUDA C++ with `cuda_bf16.h`:
+//!
+//! ```text
+//! cast<<<g, 256, 0, compute>>>(master, w16[0], n);                  // weights of step 0
+//! for (int i = 0; i < B; ++i) {
+//!   if (i >= 2) cudaStreamWaitEvent(compute, cast_done[(i - 1) % 2]); // step i's weights cast
+//!   layer<<<g, 256, 0, compute>>>(w16[max(i - 1, 0) % 2], x[i], grad[i % 2], n, iters);
+//!   cudaEventRecord(computed[i % 2], compute);
+//!   if (i >= 1) {                       // gradient i-1, while step i computes
+//!     cudaStreamWaitEvent(side, computed[(i - 1) % 2]);
+//!     update<<<g, 256, 0, side>>>(master, grad[(i - 1) % 2], n, lr);  // master -= lr * g
+//!     cast<<<g, 256, 0, side>>>(master, w16[i % 2], n);                // __float2bfloat16_rn
+//!     cudaEventRecord(cast_done[i % 2], side);
+//!   }
+//! }                                     // then the last update and cast, and a join
+//! ```
+//!
+//! In Rust: `gpu.half_layer(&compute, ..)`, `side.wait_event(&computed[s])`,
+//! `gpu.master_update(&side, &master, &grad[s], lr, format)`, `gpu.cast_to_half(&side, ..)`.
+//!
+//! Step i uses the weights updated up to gradient i-2: a one-step delay, without which step i
+//! would wait for update i-1 and nothing could overlap. 16-bit values live in `u16` (Rust's
+//! `f16` is unstable, and there is no `bf16`): bf16 rounds by integer arithmetic on the bits,
+//! f16 by PTX `cvt.rn.f16.f32` (inline assembly); `kernels_gpu::math` holds both and their CPU
+//! twins, so the CPU reference rounds exactly as the GPU does.
+//!
+//! The bound: one stream takes `B * (c + u)` (c: one layer step, u: update and cast); two take
+//! at best `c + (B-1) * max(c, u) + u`, if the two kernels can share the GPU.
+use kernels_gpu::math::train_delayed_as;
+use serde::Serialize;
+
+use crate::lab::batches::{pipeline_estimate, total_elements};
+use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
+use crate::lab::data::{random_inputs, sample_indices};
+use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::{DeviceBuffer, Event, Gpu, HalfFormat, HostBuffer, Result, Stream};
+
+/// The learning rate, 2^-12: a power of two, so `lr * g` is exact and GPU and CPU agree.
+pub const LEARNING_RATE: f32 = 1.0 / 4096.0;
+/// The CPU reference's budget: sampled elements x steps x iters at most this (under a second).
+pub const REFERENCE_WORK: usize = 1 << 26;
+
+#[derive(clap::Args, Debug, Clone, Serialize)]
+pub struct Args {
+    /// Micro-batches, one layer step each [1..=1024]. Try 1: nothing to overlap.
+    #[arg(long, default_value_t = 8, value_parser = args::whole(1usize..=1024))]
+    pub batches: usize,
+    /// Weights = floats per micro-batch [1..=4294967295]; all micro-batches at most 268435456.
+    #[arg(long, default_value_t = 1 << 22, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
+    pub elements: usize,
+    /// Cell steps per element in the layer [1..=10000]: the layer's compute. Try 1 or 64.
+    #[arg(long, default_value_t = 8, value_parser = args::whole(1u32..=10_000))]
+    pub iters: u32,
+    /// The 16-bit format the layer computes in.
+    #[arg(long, value_enum, default_value_t = HalfFormat::Bf16)]
+    pub format: HalfFormat,
+    /// The layer's grid, in % of the 256-thread blocks the GPU holds at once [1..=100]. Try 100.
+    #[arg(long, default_value_t = 50, value_parser = args::whole(1u32..=100))]
+    pub layer_share: u32,
+}
+
+pub struct MixedPrecision {
+    a: Args,
+    blocks: u32,
+    input: Vec<f32>,
+    initial: DeviceBuffer<f32>,
+    batches: DeviceBuffer<f32>,
+    master: DeviceBuffer<f32>,
+    w16: [DeviceBuffer<u16>; 2],
+    grad: [DeviceBuffer<u16>; 2],
+    /// Per version: the final master copy and the final 16-bit weights.
+    masters: [HostBuffer<f32>; 2],
+    weights: [HostBuffer<u16>; 2],
+    compute: Stream,
+    side: Stream,
+    computed: [Event; 2],
+    cast_done: [Event; 2],
+    /// marks[0] start, marks[2i+1] after layer step i, marks[2i+2] after the update and cast.
+    marks: Vec<Event>,
+    lost: Option<(usize, usize)>, // (lost, all) sampled updates, from `verify` for `explain`
+}
+
+impl MixedPrecision {
+    /// The initial weights: the input generator's [-π, π) scaled by 1/8 (exact), |w| < 0.4.
+    pub fn initial_weights(n: usize, seed: u64) -> Vec<f32> {
+        random_inputs(n, seed ^ 0xA5A5).into_iter().map(|x| x * 0.125).collect()
+    }
+
+    /// Version `v`'s final master copy and 16-bit weights.
+    pub fn output(&self, v: usize) -> Result<(Vec<f32>, Vec<u16>)> {
+        Ok((self.masters[v].to_vec()?, self.weights[v].to_vec()?))
+    }
+
+    /// Layer step i on the compute stream, with the weights of gradient i-2 (see the doc).
+    fn layer(&self, gpu: &Gpu, i: usize) -> Result<()> {
+        let batch = self.batches.slice(i * self.a.elements..(i + 1) * self.a.elements)?;
+        let (w, g) = (&self.w16[i.saturating_sub(1) % 2], &self.grad[i % 2]);
+        gpu.half_layer(&self.compute, w, batch, g, self.a.iters, self.a.format, self.blocks)
+    }
+
+    /// The FP32 update with gradient k, then the cast of the weights of step k + 2.
+    fn update_and_cast(&self, gpu: &Gpu, s: &Stream, k: usize) -> Result<()> {
+        let format = self.a.format;
+        gpu.master_update(s, &self.master, &self.grad[k % 2], LEARNING_RATE, format)?;
+        gpu.cast_to_half(s, &self.master, &self.w16[(k + 1) % 2], format)
+    }
+
+    /// Resets and casts the master copy (untimed), runs `run`, keeps the results as version `v`'s.
+    fn around(&self, gpu: &Gpu, v: usize, run: impl FnOnce() -> Result<Sample>) -> Result<Sample> {
+        self.compute.copy_on_device(&self.initial, &self.master)?;
+        gpu.cast_to_half(&self.compute, &self.master, &self.w16[0], self.a.format)?;
+        let sample = run()?;
+        self.compute.copy_to_host(&self.master, &self.masters[v])?;
+        self.compute.copy_to_host(&self.w16[self.a.batches % 2], &self.weights[v])?;
+        Ok(sample)
+    }
+}
+
+impl Lesson for MixedPrecision {
+    const NAME: &'static str = "mixed-precision";
+    const SUMMARY: &'static str = "16-bit layer steps on one stream; the FP32 master update and the cast on another, hidden behind the next step";
+    type Args = Args;
+
+    fn versions(_: &Args) -> Vec<String> {
+        vec!["one stream".into(), "update and cast on a side stream".into()]
+    }
+
+    fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
+        let (n, b) = (a.elements, a.batches);
+        let total = total_elements(b, n, "floats of micro-batches on the device")?;
+        let layer = model.compute_ms(n, a.iters) * 100.0 / a.layer_share as f64;
+        let work = 2.0 * b as f64 * (layer + 2.0 * model.elementwise_ms(n));
+        Ok(Plan::new()
+            .host::<f32>(total + 3 * n, 1)?
+            .host::<u16>(n, 2)?
+            .device::<f32>(total + 2 * n, 1)?
+            .device::<u16>(n, 4)?
+            .work(work, "--batches x --elements x --iters / --layer-share"))
+    }
+
+    fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<MixedPrecision> {
+        let n = a.elements;
+        let input = random_inputs(a.batches * n, seed);
+        let resident =
+            gpu.info.multiprocessors.max(1) as u32 * gpu.info.resident_blocks_per_sm(256);
+        let blocks = (resident * a.layer_share / 100).clamp(1, n.div_ceil(256) as u32);
+        let (f32s, u16s) = (|| HostBuffer::pinned(gpu, n), || DeviceBuffer::zeroed(gpu, n));
+        let event = || Event::without_timing(gpu);
+        Ok(MixedPrecision {
+            a: a.clone(),
+            blocks,
+            initial: DeviceBuffer::from_slice(gpu, &Self::initial_weights(n, seed))?,
+            batches: DeviceBuffer::from_slice(gpu, &input)?,
+            input,
+            master: DeviceBuffer::zeroed(gpu, n)?,
+            w16: [u16s()?, u16s()?],
+            grad: [u16s()?, u16s()?],
+            masters: [f32s()?, f32s()?],
+            weights: [HostBuffer::pinned(gpu, n)?, HostBuffer::pinned(gpu, n)?],
+            compute: Stream::new(gpu, "compute")?,
+            side: Stream::new(gpu, "master-copy")?,
+            computed: [event()?, event()?],
+            cast_done: [event()?, event()?],
+            marks: (0..2 * a.batches + 2).map(|_| Event::new(gpu)).collect::<Result<_>>()?,
+            lost: None,
+        })
+    }
+
+    /// Layer step, then the update and cast it allows, on one stream; parts: their times a step.
+    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (s, m, b) = (&self.compute, &self.marks, self.a.batches);
+        self.around(gpu, 0, || {
+            m[0].record(s)?;
+            for i in 0..b {
+                self.layer(gpu, i)?;
+                m[2 * i + 1].record(s)?;
+                if i >= 1 {
+                    self.update_and_cast(gpu, s, i - 1)?;
+                }
+                m[2 * i + 2].record(s)?;
+            }
+            self.update_and_cast(gpu, s, b - 1)?;
+            m[2 * b + 1].record(s)?;
+            m[2 * b + 1].synchronize()?;
+            // The layer steps' spans; the rest of the total is update and cast.
+            let layer: f64 =
+                (0..b).map(|i| m[2 * i + 1].elapsed_ms(&m[2 * i])).sum::<Result<_>>()?;
+            let total = m[2 * b + 1].elapsed_ms(&m[0])?;
+            let bf = b as f64;
+            Ok(Sample::ms(total).part("layer", layer / bf).part("update", (total - layer) / bf))
+        })
+    }
+
+    /// Layer steps on the compute stream, each update and cast on the side stream, with events.
+    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (compute, side, b) = (&self.compute, &self.side, self.a.batches);
+        let (start, stop) = (&self.marks[0], &self.marks[2 * b + 1]);
+        self.around(gpu, 1, || {
+            start.record(compute)?;
+            side.wait_event(start)?;
+            for i in 0..b {
+                if i >= 2 {
+                    compute.wait_event(&self.cast_done[(i - 1) % 2])?;
+                }
+                self.layer(gpu, i)?;
+                self.computed[i % 2].record(compute)?;
+                if i >= 1 {
+                    side.wait_event(&self.computed[(i - 1) % 2])?;
+                    self.update_and_cast(gpu, side, i - 1)?;
+                    self.cast_done[i % 2].record(side)?;
+                }
+            }
+            side.wait_event(&self.computed[(b - 1) % 2])?;
+            self.update_and_cast(gpu, side, b - 1)?;
+            self.cast_done[b % 2].record(side)?;
+            compute.wait_event(&self.cast_done[b % 2])?;
+            stop.record(compute)?;
+            stop.synchronize()?;
+            Ok(Sample::ms(stop.elapsed_ms(start)?))
+        })
+    }
+
+    fn streams(&self) -> Vec<&Stream> {
+        vec![&self.compute, &self.side]
+    }
+
+    fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
+        let ((master0, w0), (master1, w1)) = (self.output(0)?, self.output(1)?);
+        let widen = |w: &[u16]| w.iter().map(|&b| self.a.format.widen(b)).collect::<Vec<_>>();
+        checks.bitwise("master copy, bit for bit: side stream == one stream", &master1, &master0);
+        checks.bitwise(
+            "16-bit weights, bit for bit: side stream == one stream",
+            &widen(&w1),
+            &widen(&w0),
+        );
+        // The CPU trains sampled elements with the kernels' own rounding: the same bits are due.
+        let (initial, f) = (self.initial.to_vec()?, self.a.format);
+        let limit = (REFERENCE_WORK / (self.a.batches * self.a.iters as usize)).clamp(16, 4096);
+        let (mut gpu, mut cpu, mut lost) = (Vec::new(), Vec::new(), (0, 0));
+        for j in sample_indices(self.a.elements, limit) {
+            let column = self.input.iter().skip(j).step_by(self.a.elements).copied();
+            let t = train_delayed_as(f.code(), initial[j], column, self.a.iters, LEARNING_RATE);
+            gpu.extend([master1[j], f.widen(w1[j])]);
+            cpu.extend([t.master, f.widen(t.weight)]);
+            lost = (lost.0 + t.lost, lost.1 + t.updates);
+        }
+        let name = "GPU vs CPU reference, master and 16-bit weight, bit for bit";
+        checks.bitwise(name, &gpu, &cpu);
+        checks.approx("GPU vs CPU reference (approx)", &gpu, usize::MAX, |k| cpu[k]);
+        self.lost = Some(lost);
+        Ok(())
+    }
+
+    fn explain(&self, m: &Measured, r: &mut Report) {
+        interpret(&self.a, self.lost, m, r);
+    }
+}
+
+/// The figures and interpretation for flags `a`, from the measurements and the sampled CPU
+/// training (`lost`: updates below half an ulp of the 16-bit weight, of all updates) alone.
+pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut Report) {
+    let (one, steps, name) = (m.without(), a.batches, a.format.name());
+    let (c, u) = (one.part("layer"), one.part("update"));
+    let bound = pipeline_estimate(c, u, steps);
+    let (serial, side, speedup) = (one.time.median, m.with().time.median, m.speedup());
+    r.figure(&format!("layer step in {name}, per micro-batch"), c, "ms")
+        .figure("FP32 update + cast, per micro-batch", u, "ms")
+        .figure("bound c + (B-1) max(c, u) + u", bound, "ms")
+        .figure("measured / bound", side / bound, "x");
+    r.explain(if steps == 1 {
+        format!("With one micro-batch the only update waits for the only layer step, and no next step can hide it: both versions run the same chain ({serial:.3} ms on one stream, {side:.3} ms with the side stream). Use --batches 2 or more.")
+    } else if speedup >= CLEAR_SPEEDUP {
+        format!("On one stream each step's update and cast wait their turn: {steps} x (layer {c:.3} + update and cast {u:.3} ms) = {serial:.3} ms measured. On the side stream they ran while the next layer step computed: {side:.3} ms, {speedup:.2}x faster, {:.2}x the bound ({bound:.3} ms).", side / bound)
+    } else if serial > CLEAR_SPEEDUP * bound {
+        format!("The side stream gained little ({side:.3} ms against {serial:.3} ms, {speedup:.2}x) though a perfect overlap would take {bound:.3} ms. The update and cast can only use the SMs the layer kernel leaves free, and it launched {}% of the blocks the GPU holds at once: --timeline shows whether they ran beside it; try a smaller --layer-share.", a.layer_share)
+    } else {
+        format!("Little to hide here ({side:.3} ms against {serial:.3} ms, {speedup:.2}x): the update and cast take {u:.3} ms a step against {c:.3} ms for the layer, so even a perfect overlap ({bound:.3} ms) saves at most {:.3} ms.", (serial - bound).max(0.0))
+    });
+    r.explain("Step i computes with the weights updated up to gradient i-2 (a one-step delay): that is what lets gradient i-1's update and cast run beside step i. Two events per slot order the rest: the update waits for the layer step that wrote its gradient (computed), step i+1 for its weights (cast_done).");
+    if let Some((lost, updates)) = lost.filter(|&(_, u)| u > 0) {
+        let pct = 100.0 * lost as f64 / updates as f64;
+        r.figure(&format!("updates below half a {name} ulp (sampled)"), pct, "%");
+        let so = if lost * 2 >= updates {
+            "applied to the 16-bit weights they would have vanished, while the master copy adds them up until the cast moves the weight"
+        } else {
+            "most updates would have survived on the 16-bit weights alone, so the master copy matters less here than with fewer significant bits (bf16 has 8, f16 11)"
+        };
+        r.explain(format!("Why the FP32 master copy: with lr = 2^-12, {pct:.1}% of the sampled updates were below half a unit in the last place of the {name} weight: {so}."));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::harness::args_from;
+
+    fn args(flags: &[&str]) -> Args {
+        args_from::<MixedPrecision>(flags).unwrap()
+    }
+
+    #[test]
+    fn the_plan_counts_every_buffer_and_refuses_too_much() {
+        let p = MixedPrecision::plan(&args(&[]), &WorkModel::H100).unwrap();
+        let n = 1usize << 22;
+        // Host: 8 micro-batches, initial weights, two masters (f32); two weight copies (u16).
+        assert_eq!(p.host_bytes, (8 * n + 3 * n) * 4 + 2 * n * 2);
+        assert_eq!(p.device_bytes, (8 * n + 2 * n) * 4 + 4 * n * 2);
+        let plan =
+            |flags: &[&str]| MixedPrecision::plan(&args(flags), &WorkModel::H100)?.admit(None);
+        let e = plan(&["--batches", "1024", "--elements", "1000000"]).unwrap_err().to_string();
+        assert!(e.contains("--batches 1024 x --elements 1000000"), "{e}");
+        let e = plan(&[
+            "--elements",
+            "268435456",
+            "--batches",
+            "1",
+            "--iters",
+            "10000",
+            "--layer-share",
+            "1",
+        ]);
+        assert!(e.unwrap_err().to_string().contains("per repeat"));
+    }
+
+    fn measured(serial: f64, side: f64, layer: f64, update: f64) -> Measured {
+        let one = Sample::ms(serial).part("layer", layer).part("update", update);
+        let names = MixedPrecision::versions(&args(&[]));
+        Measured::from_samples(names, vec![vec![one], vec![Sample::ms(side)]])
+    }
+
+    fn told(flags: &[&str], lost: Option<(usize, usize)>, m: &Measured) -> Report {
+        let mut r = Report::new("t", "t", "t");
+        interpret(&args(flags), lost, m, &mut r);
+        r
+    }
+
+    #[test]
+    fn interpretation_follows_the_data() {
+        // One step: nothing to hide, whatever the times say.
+        let r = told(&["--batches", "1"], None, &measured(2.0, 1.0, 1.0, 1.0));
+        assert!(r.interpretation[0].contains("no next step"), "{:?}", r.interpretation);
+        assert!(!r.interpretation.iter().any(|l| l.contains("x faster")));
+        // A clear gain: 8 x (1 + 1) against the bound 1 + 7 + 1.
+        let r = told(&[], Some((90, 100)), &measured(16.0, 9.5, 1.0, 1.0));
+        assert!(r.interpretation[0].contains("1.68x faster"), "{:?}", r.interpretation);
+        assert_eq!(r.value("bound c + (B-1) max(c, u) + u"), Some(9.0));
+        assert!(r.interpretation[2].contains("90.0%") && r.interpretation[2].contains("vanished"));
+        // Room to gain but none taken: the layer's share of the GPU is named.
+        let r = told(&["--layer-share", "100"], Some((1, 100)), &measured(16.0, 15.5, 1.0, 1.0));
+        assert!(r.interpretation[0].contains("100% of the blocks"), "{:?}", r.interpretation);
+        assert!(r.interpretation[2].contains("would have survived"), "{:?}", r.interpretation);
+        // Nothing worth hiding: the update is tiny next to the layer.
+        let r = told(&[], Some((0, 0)), &measured(8.8, 8.7, 1.0, 0.1));
+        assert!(r.interpretation[0].starts_with("Little to hide"), "{:?}", r.interpretation);
+        assert_eq!(r.interpretation.len(), 2, "no updates: no claim about them");
+    }
+}
