@@ -15,6 +15,7 @@ pub mod batches;
 pub mod budget;
 pub mod checks;
 pub mod data;
+pub mod graph_sweep;
 pub mod harness;
 pub mod host_pipeline;
 pub mod output;
