@@ -1,14 +1,17 @@
 //! CUDA graphs against the streams they replace, with the graph lesson's own versions: its
 //! 3-stream DAG (65,536 floats per input) issued with streams and events versus replayed as
 //! one executable graph, one replay per iteration, and 100 empty kernels launched one by one
-//! versus one graph holding them. GPU time is measured with events by the lesson's code, fed
-//! to criterion through `iter_custom`.
+//! versus one graph holding them. Group `graph_crossover` lengthens each side of the DAG to
+//! chains of 1, 4, 16 and 64 kernels (same size, memcpy nodes): where the graph starts to
+//! win. GPU time is measured with events by the lesson's code, fed to criterion through
+//! `iter_custom`.
 //!
 //! Afterwards every version runs once more (a criterion filter may have skipped a group) and
 //! the lesson's checks run, the update of the graph included; the bench exits 1 on a failed
 //! check, a CUDA error, or a launch-overhead graph without its 100 kernels.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::{Lesson, Sample};
+use streamlab::lab::graph_sweep::{Copies, Shape, Sweep};
+use streamlab::lab::{Checks, Lesson, Sample};
 use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS};
 use testkit::bench::{fail, gpu_timed, quick_group, verify};
 use testkit::{gpu_for_bench, set_up};
@@ -46,8 +49,27 @@ fn main() {
         });
     }
     group.finish();
+
+    let shapes =
+        [1, 4, 16, 64].map(|chain| Shape { elements: 65536, chain, copies: Copies::Memcpy });
+    let sweep = Sweep::new(&gpu, shapes.to_vec(), 1, 1).unwrap_or_else(|e| fail(BENCH, e));
+    let mut group = quick_group(&mut c, "graph_crossover");
+    for (k, shape) in shapes.iter().enumerate() {
+        let size = format!("64K x {} kernels per side", shape.chain);
+        for (name, v) in [("streams_events", 2 * k), ("graph", 2 * k + 1)] {
+            gpu_timed(&mut group, BenchmarkId::new(name, &size), &mut failure, || {
+                sweep.run(&gpu, v).map(gpu_ms)
+            });
+        }
+    }
+    group.finish();
     if let Some(e) = failure {
         fail(BENCH, e);
+    }
+    let mut checks = Checks::default();
+    sweep.verify(&gpu, &mut checks).unwrap_or_else(|e| fail(BENCH, e));
+    if let Some(c) = checks.items.iter().find(|c| !c.passed()) {
+        fail(BENCH, streamlab::Error::Verification(format!("{}: {}", c.name, c.detail)));
     }
     // Empty kernels have no output to verify; their graph's node count is the check.
     if dag.empty_built.nodes.kernels != EMPTY_KERNELS {

@@ -5,7 +5,9 @@
 //! through the same host code, in the same process. GPU time comes from CUDA events around
 //! each launch; the input is restored before every launch (outside the timed span), so each
 //! one starts from the same random values. Afterwards every build's output is compared with
-//! the Rust kernel's bit for bit (libdevice's sinf/cosf are nvcc's), and with the CPU.
+//! the Rust kernel's bit for bit (libdevice's sinf/cosf are nvcc's), and with the CPU; so is
+//! one iteration on arguments far outside [-π, π] (the slow path of the argument reduction,
+//! infinities, NaN, subnormals), where a sincosf could differ from separate sinf and cosf.
 use criterion::{BenchmarkId, Criterion};
 use streamlab::lab::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
 use streamlab::math::compute_element;
@@ -53,8 +55,35 @@ impl ComputeBench {
     }
 }
 
-/// Benches one build of the kernels and returns its output for the checks.
-fn bench_build(c: &mut Criterion, label: &str, gpu: &Gpu, input: &[f32]) -> Result<Vec<f32>> {
+/// Arguments that take every path of sin and cos: random values scaled by 10^-40 to 10^38
+/// (the reduction's slow path starts at 105615), the path's edge, ±0, ±inf and NaN.
+fn wide_inputs() -> Vec<f32> {
+    let mut v = random_inputs(4096, 7);
+    for (i, x) in v.iter_mut().enumerate() {
+        *x *= 10f32.powi((i % 79) as i32 - 40);
+    }
+    v.extend([0.0, -0.0, 105614.9, 105615.0, 105615.1, f32::INFINITY, f32::NEG_INFINITY]);
+    v.extend([f32::NAN, f32::MAX, f32::MIN_POSITIVE, 1e-45]);
+    v
+}
+
+/// One iteration of the compute kernel on [`wide_inputs`].
+fn wide_output(gpu: &Gpu) -> Result<Vec<f32>> {
+    let data = DeviceBuffer::from_slice(gpu, &wide_inputs())?;
+    let stream = Stream::new(gpu, "wide")?;
+    gpu.compute(&stream, &data, 1)?;
+    stream.synchronize()?;
+    data.to_vec()
+}
+
+/// Benches one build of the kernels and returns its outputs for the checks: the benched
+/// one, and [`wide_output`].
+fn bench_build(
+    c: &mut Criterion,
+    label: &str,
+    gpu: &Gpu,
+    input: &[f32],
+) -> Result<(Vec<f32>, Vec<f32>)> {
     let bench = ComputeBench::new(gpu, input)?;
     let mut group = c.benchmark_group("compute_kernel");
     group.throughput(criterion::Throughput::Elements(N as u64));
@@ -62,7 +91,7 @@ fn bench_build(c: &mut Criterion, label: &str, gpu: &Gpu, input: &[f32]) -> Resu
     gpu_timed(&mut group, BenchmarkId::new(label, "4M x 100"), &mut failure, || bench.once(gpu));
     group.finish();
     failure.map_or(Ok(()), Err)?;
-    bench.output(gpu)
+    Ok((bench.output(gpu)?, wide_output(gpu)?))
 }
 
 fn main() {
@@ -71,7 +100,7 @@ fn main() {
     };
     let input = random_inputs(N, 1);
     let mut c = Criterion::default().configure_from_args();
-    let rust =
+    let (rust, rust_wide) =
         bench_build(&mut c, "rust", &gpu, &input).unwrap_or_else(|e| fail("kernels (rust)", e));
     let reference = ensure_close_to_reference("Rust kernel vs CPU", &rust, 4096, |i| {
         compute_element(input[i], ITERS)
@@ -97,12 +126,15 @@ fn main() {
     for (label, path) in builds {
         let outcome = Gpu::with_kernels_from(0, std::path::Path::new(&path))
             .and_then(|g| bench_build(&mut c, &label, &g, &input))
-            .and_then(|out| {
-                ensure_bitwise_equal(&format!("{label} kernel vs Rust kernel"), &out, &rust)
+            .and_then(|(out, wide)| {
+                ensure_bitwise_equal(&format!("{label} kernel vs Rust kernel"), &out, &rust)?;
+                let what = format!("{label} kernel vs Rust kernel, wide arguments");
+                ensure_bitwise_equal(&what, &wide, &rust_wide)
             });
         match outcome {
             Ok(_) => println!(
-                "compute_kernel/{label}: output identical to the Rust kernel's, bit for bit"
+                "compute_kernel/{label}: output identical to the Rust kernel's, bit for bit (and on {} wide arguments)",
+                rust_wide.len()
             ),
             Err(e) => fail(&format!("kernels ({label})"), e),
         }

@@ -1,5 +1,6 @@
 // CUDA C++ twins of kernels-gpu/src/kernels.rs: same names, same signatures, same math.
-// nvcc -cubin -O3 -arch=sm_90 kernels.cu -o kernels.cubin, then
+// nvcc -cubin -O3 -arch=sm_90 kernels.cu -o kernels.cubin (and with -DSTREAMLAB_SINCOSF
+// for the sincosf form of the compute kernels), then
 // `Gpu::with_kernels_from(0, "kernels.cubin")` runs streamlab's host code on nvcc's machine
 // code (benches/kernels.rs compares the two compute kernels in one criterion group).
 #include <cstdint>
@@ -25,10 +26,23 @@ extern "C" __global__ void sleep_stamped_kernel(unsigned long long cycles, unsig
   if (first) stamps[1] = globaltimer();
 }
 
+// x = sinf(x) * cosf(x), as the tutorials write it. -DSTREAMLAB_SINCOSF takes sin and cos
+// from one sincosf call instead, as kernels-gpu does (the same bits, one argument reduction
+// instead of two); benches/kernels.rs times both builds beside the Rust kernel.
+__device__ __forceinline__ float sin_cos(float x) {
+#ifdef STREAMLAB_SINCOSF
+  float s, c;
+  sincosf(x, &s, &c);
+  return s * c;
+#else
+  return sinf(x) * cosf(x);
+#endif
+}
+
 __device__ __forceinline__ void compute_slice(float* data, unsigned n, unsigned iters) {
   for (unsigned i = index_1d(); i < n; i += grid_size_1d()) {
     float x = data[i];
-    for (unsigned k = 0; k < iters; ++k) x = sinf(x) * cosf(x);
+    for (unsigned k = 0; k < iters; ++k) x = sin_cos(x);
     data[i] = x;
   }
 }
@@ -60,6 +74,10 @@ extern "C" __global__ void slow_scale_kernel(const float* in, float* out, unsign
   long long start = clock64();
   while ((unsigned long long)(clock64() - start) < cycles) {}
   for (unsigned i = index_1d(); i < n; i += grid_size_1d()) out[i] = in[i] * factor;
+}
+
+extern "C" __global__ void copy_kernel(const float* src, float* dst, unsigned n) {
+  for (unsigned i = index_1d(); i < n; i += grid_size_1d()) dst[i] = src[i];
 }
 
 extern "C" __global__ void empty_kernel() {}

@@ -39,7 +39,12 @@ __global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     float x = data[i];
-    for (unsigned k = 0; k < iters; ++k) x = sinf(x) * cosf(x);
+    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
+    for (unsigned k = 0; k < iters; ++k) {
+      float s, c;
+      sincosf(x, &s, &c);
+      x = s * c;
+    }
     data[i] = x;
   }
 }

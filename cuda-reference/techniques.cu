@@ -37,7 +37,12 @@ __global__ void sleep_kernel(unsigned long long cycles) {
 __global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     float x = data[i];
-    for (unsigned k = 0; k < iters; ++k) x = sinf(x) * cosf(x);
+    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
+    for (unsigned k = 0; k < iters; ++k) {
+      float s, c;
+      sincosf(x, &s, &c);
+      x = s * c;
+    }
     data[i] = x;
   }
 }

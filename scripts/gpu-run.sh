@@ -19,7 +19,8 @@ if has info; then
 fi
 if has refs && command -v nvcc >/dev/null; then
   (cd "$G/cuda-reference" && for f in *.cu; do
-     if [[ $f == kernels.cu ]]; then nvcc -O3 -arch=sm_90 -cubin kernels.cu -o "$G/ref/kernels.cubin"
+     if [[ $f == kernels.cu ]]; then nvcc -O3 -arch=sm_90 -cubin kernels.cu -o "$G/ref/kernels.cubin" &&
+       nvcc -O3 -arch=sm_90 -cubin -DSTREAMLAB_SINCOSF kernels.cu -o "$G/ref/kernels-sincosf.cubin"
      else nvcc -O3 -arch=sm_90 "$f" -o "$G/ref/${f%.cu}"; fi || echo "nvcc failed on $f"
    done) 2>&1 | tee "$LOGS/nvcc.txt"
   for exe in "$G"/ref/*; do
@@ -77,6 +78,7 @@ if has tests; then
 fi
 if has benches; then
   export STREAMLAB_NVCC_KERNELS=${STREAMLAB_NVCC_KERNELS:-$G/ref/kernels.cubin}
+  export STREAMLAB_EXTRA_KERNELS=${STREAMLAB_EXTRA_KERNELS:-nvcc-sincosf=$G/ref/kernels-sincosf.cubin}
   for b in ${BENCHES:-$(ls "$G/benches")}; do
     "$G/benches/$b" --bench ${BENCH_ARGS:-} >"$LOGS/bench-$b.txt" 2>&1
     rc=$?; note "bench $b: exit $rc"; [[ $rc == 0 ]] || status=1

@@ -18,6 +18,8 @@
 # A few lessons get flags of their own (lesson_flags below) to keep their recorded run small:
 #   graph  --iters 20   each replay of the DAG is recorded; 1000 (the default) made 8.5 MB
 #   unified-memory  --chunks 8   half the default chunks: each stream's row stays legible
+#          --sweep      every DAG shape, for docs/img/graph-plot.svg (graph over streams time
+#                       against the size, by chain length); it adds about 10 s to the run
 # LESSON_ARGS wins where it names the same flag (clap refuses a flag given twice).
 set -uo pipefail
 G=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +34,12 @@ given() { [[ " ${LESSON_ARGS:-} " =~ [[:space:]]$1[[:space:]=] ]]; }
 # The flags lesson $1 gets of its own (see the header).
 lesson_flags() {
   case $1 in
-    graph) given --iters || echo "--iters 20" ;;
+    graph)
+      local f=""
+      given --iters || f="--iters 20"
+      given --sweep || f="$f --sweep"
+      echo $f
+      ;;
     unified-memory) given --chunks || echo "--chunks 8" ;;
   esac
 }

@@ -3,11 +3,13 @@
 use approx::assert_relative_eq;
 use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::graph_sweep::{build, Copies, Shape, Sweep};
 use streamlab::lab::{Lesson, Measured, Sample};
 use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS, SCALE, UPDATED_SCALE};
 use streamlab::math::{combine_element, produce_element, scale_element};
 use streamlab::runtime::graph::{
-    capture, capture_status, update_refusal_reason, CaptureMode, CaptureStatus, UpdatePath,
+    capture, capture_status, update_refusal_reason, CaptureMode, CaptureStatus, Instantiate,
+    UpdatePath,
 };
 use streamlab::runtime::memory::copy_to_device_sync;
 use streamlab::runtime::stream::{fork, join};
@@ -327,7 +329,8 @@ fn launch_overhead_graph_holds_every_kernel_and_is_cheaper_to_issue() {
     // One cuGraphLaunch costs the host less than 100 cuLaunchKernel calls on any GPU.
     assert!(graph.part("issue") < by_stream.part("issue"), "{:?}", m.versions);
     assert!(by_stream.part("gpu") > 0.0 && graph.part("gpu") > 0.0);
-    assert!(dag.other(&gpu, 4).is_err(), "graph has only four versions");
+    // Four versions of its own, then the 7 chain lengths of the sweep, two versions each.
+    assert!(dag.other(&gpu, 4 + 2 * 7).is_err(), "graph has only 18 versions");
 }
 
 #[test]
@@ -356,6 +359,58 @@ fn the_lesson_passes_its_checks_and_the_graph_issues_faster() {
     assert!(figure("host issue saved / iteration") > 0.0, "{text}");
     assert!(figure("update of the executable graph") > 0.0, "{text}");
     assert!(o.lesson.updated.is_some());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn copy_kernels_move_pinned_memory_both_ways_and_refuse_pageable() {
+    let test_gpu = gpu();
+    let gpu: &Gpu = &test_gpu;
+    let s = Stream::non_blocking(gpu, "copy kernels").unwrap();
+    let input = random_inputs(100_003, 5);
+    let host = HostBuffer::pinned_from(gpu, &input).unwrap();
+    let dev = DeviceBuffer::<f32>::zeroed(gpu, input.len()).unwrap();
+    let back = HostBuffer::<f32>::pinned(gpu, input.len()).unwrap();
+    gpu.copy_kernel_to_device(&s, &host, &dev).unwrap();
+    gpu.copy_kernel_to_host(&s, &dev, &back).unwrap();
+    // `read` waits for the stream the copy kernel was launched on.
+    let back = back.to_vec().unwrap();
+    let differ = input.iter().zip(&back).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+    assert_eq!(differ, 0, "{differ} elements differ after the round trip");
+    let pageable = HostBuffer::pageable_from_vec(gpu, input.clone());
+    let e = gpu.copy_kernel_to_device(&s, &pageable, &dev).unwrap_err();
+    assert!(matches!(e, Error::InvalidInput(_)) && e.to_string().contains("pageable"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_sweep_shape_replays_as_by_stream_and_node_priority_instantiates() {
+    let gpu = gpu();
+    let mut shapes = Vec::new();
+    for copies in [Copies::Memcpy, Copies::Kernels, Copies::None] {
+        for (elements, chain) in [(1, 1), (4097, 3), (100_000, 2)] {
+            shapes.push(Shape { elements, chain, copies });
+        }
+    }
+    let sweep = Sweep::new(&gpu, shapes.clone(), 3, 11).unwrap();
+    for (shape, built) in shapes.iter().zip(&sweep.built) {
+        let copies = if shape.copies == Copies::None { 0 } else { 3 };
+        let (memcpys, kernels) = match shape.copies {
+            Copies::Memcpy => (copies, 2 * shape.chain + 1),
+            _ => (0, 2 * shape.chain + 1 + copies),
+        };
+        assert_eq!((built.nodes.memcpys, built.nodes.kernels), (memcpys, kernels), "{shape:?}");
+    }
+    let mut checks = streamlab::lab::Checks::default();
+    sweep.verify(&gpu, &mut checks).unwrap();
+    assert!(checks.passed(), "{:?}", checks.items);
+    assert_eq!(checks.items.len(), 2);
+    // The flag changes how nodes take priorities, not what they compute.
+    let c = sweep.launch_stream();
+    let (exec, _) =
+        build(c, Instantiate::UseNodePriority, false, || sweep.capture(&gpu, 4)).unwrap();
+    let sample = sweep.time(&exec, 2).unwrap();
+    assert!(sample.ms > 0.0 && sample.value("gpu") > 0.0, "{sample:?}");
 }
 
 /// The flag checks need no GPU: they run before `cuInit`, so nothing is allocated.

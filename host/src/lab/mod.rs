@@ -17,6 +17,7 @@ pub mod checks;
 pub mod collective;
 pub mod data;
 pub mod devices;
+pub mod graph_sweep;
 pub mod harness;
 pub mod host_pipeline;
 pub mod launch;

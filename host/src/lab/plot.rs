@@ -16,6 +16,9 @@ pub struct Series {
     /// A bound or model rather than a measurement: drawn dashed, without markers.
     #[serde(default)]
     pub model: bool,
+    /// Points to mark (where something starts or ends), not a line: drawn as big markers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub marks: bool,
 }
 
 /// One bar: its group on the x axis ("host to device"), its name within the group ("pinned").
@@ -48,12 +51,17 @@ pub enum Plot {
 impl Series {
     /// A measured line: solid, a marker at each point.
     pub fn measured(name: &str, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points, model: false }
+        Series { name: name.into(), points, model: false, marks: false }
     }
 
     /// A bound or model: dashed, without markers.
     pub fn model(name: &str, points: Vec<(f64, f64)>) -> Series {
-        Series { name: name.into(), points, model: true }
+        Series { name: name.into(), points, model: true, marks: false }
+    }
+
+    /// Marked points, not joined by a line (a crossover, say).
+    pub fn marks(name: &str, points: Vec<(f64, f64)>) -> Series {
+        Series { name: name.into(), points, model: false, marks: true }
     }
 }
 
@@ -191,6 +199,43 @@ fn tick_text(v: &f64) -> String {
     }
 }
 
+/// The corner of a line plot whose quarter holds the fewest points (the upper right on a
+/// tie), where the legend hides the least.
+fn legend_corner(
+    series: &[Series],
+    xs: (f64, f64),
+    ys: (f64, f64),
+    (log_x, log_y): (bool, bool),
+) -> SeriesLabelPosition {
+    // Where `v` lies between `lo` and `hi`, 0 to 1, on the axis's scale.
+    let at = |v: f64, (lo, hi): (f64, f64), log: bool| {
+        if log {
+            (v.ln() - lo.ln()) / (hi.ln() - lo.ln())
+        } else {
+            (v - lo) / (hi - lo)
+        }
+    };
+    let points: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .map(|&(x, y)| (at(x, xs, log_x), at(y, ys, log_y)))
+        .collect();
+    let corners = [
+        (SeriesLabelPosition::UpperRight, true, true),
+        (SeriesLabelPosition::LowerRight, true, false),
+        (SeriesLabelPosition::UpperLeft, false, true),
+        (SeriesLabelPosition::LowerLeft, false, false),
+    ];
+    let inside = |right: bool, upper: bool| {
+        let near = |v: f64, high: bool| if high { v >= 0.5 } else { v <= 0.5 };
+        points.iter().filter(|(x, y)| near(*x, right) && near(*y, upper)).count()
+    };
+    corners
+        .into_iter()
+        .min_by_key(|&(_, right, upper)| inside(right, upper))
+        .map_or(SeriesLabelPosition::UpperRight, |(corner, _, _)| corner)
+}
+
 fn lines(
     area: &Area<'_>,
     title: &str,
@@ -237,6 +282,17 @@ fn lines(
                     .copied()
                     .filter(|p| (!log_x || p.0 > 0.0) && (!log_y || p.1 > 0.0))
                     .collect();
+                if s.marks {
+                    // Black, whatever its place: marks sit on the other lines.
+                    let colour = BLACK;
+                    let mark = |p: &(f64, f64)| TriangleMarker::new(*p, 9, colour.filled());
+                    chart
+                        .draw_series(points.iter().map(mark))
+                        .map_err(err)?
+                        .label(s.name.as_str())
+                        .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 7, colour.filled()));
+                    continue;
+                }
                 let drawn = if s.model {
                     chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, style))
                 } else {
@@ -253,6 +309,7 @@ fn lines(
             }
             chart
                 .configure_series_labels()
+                .position(legend_corner(series, xs, ys, (log_x, log_y)))
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK.mix(0.3))
                 .label_font(("sans-serif", 14))
@@ -384,11 +441,13 @@ mod tests {
                     name: "measured".into(),
                     points: ks.iter().copied().zip(measured).collect(),
                     model: false,
+                    marks: false,
                 },
                 Series {
                     name: "bound T(K)".into(),
                     points: ks.iter().map(|k| (*k, 2.5 + 2.5 / k)).collect(),
                     model: true,
+                    marks: false,
                 },
             ],
         };

@@ -29,15 +29,19 @@
 //!
 //! The bound: a graph removes host work, not GPU work. Per replay it saves at most the
 //! stream version's issue time less one `cuGraphLaunch`, and the wall time shows that only
-//! where the host, not the GPU, is the slower of the two.
+//! where the host, not the GPU, is the slower of the two. Where it starts to win is measured
+//! on longer chains of kernels per side ([`graph_sweep`]; `--sweep`: sizes and copies too).
 use kernels_gpu::math::{combine_element, produce_element};
 use serde::Serialize;
 
 use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::{ensure_bitwise_equal, random_inputs};
+use crate::lab::graph_sweep::{self, build, shapes, Sweep};
+use crate::lab::plot::Plot;
 use crate::lab::replay::{interpret, Built, Rounds, Updated};
 use crate::lab::stats::host_ms;
 use crate::lab::{args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::graph::Instantiate::Plain;
 use crate::runtime::graph::{capture, CaptureMode, CaptureMode::Global, Graph, GraphExec};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -50,6 +54,10 @@ pub struct Args {
     /// Replays of the DAG per repeat, each version [1..=1000000]. Try 10 to see the noise.
     #[arg(long, default_value_t = 1000, value_parser = args::whole(1u32..=1_000_000))]
     pub iters: u32,
+    /// Where does the graph win? Without: chains of 1 to 64 kernels per side at --elements.
+    /// With: 1K to 16M elements x chains of 1 to 256 x memcpy, copy kernels or no copies.
+    #[arg(long)]
+    pub sweep: bool,
 }
 
 /// The producers' scale before and after the update. Both below 1, so `scale * sin(x) + 1`
@@ -103,18 +111,6 @@ impl Dag {
     }
 }
 
-/// The graph `captured` returns, instantiated and uploaded to `on` (so that the first launch
-/// costs what every later one does).
-fn build(on: &Stream, captured: impl FnOnce() -> Result<Graph>) -> Result<(GraphExec, Built)> {
-    let (graph, capture_ms) = host_ms(captured);
-    let graph = graph?;
-    let (exec, instantiate_ms) = host_ms(|| graph.instantiate());
-    let (exec, nodes) = (exec?, graph.node_counts()?);
-    exec.upload(on)?;
-    let built = Built { nodes, capture_ms, instantiate_ms };
-    Ok((exec, built))
-}
-
 pub struct GraphDag {
     iters: u32,
     /// The scale the stream version uses and the graph was last captured with.
@@ -128,6 +124,8 @@ pub struct GraphDag {
     empty_exec: GraphExec,
     pub empty_built: Built,
     rounds: Rounds,
+    /// The DAG's other shapes: versions 4 and up.
+    pub sweep: Sweep,
 }
 
 impl GraphDag {
@@ -146,7 +144,7 @@ impl GraphDag {
     /// Captures the DAG again in `mode` at the current scale, in place of its graph.
     pub fn rebuild(&mut self, gpu: &Gpu, mode: CaptureMode) -> Result<()> {
         let (d, scale) = (&self.dag, self.scale);
-        (self.exec, self.built) = build(&d.c, || d.capture(gpu, mode, scale))?;
+        (self.exec, self.built) = build(&d.c, Plain, true, || d.capture(gpu, mode, scale))?;
         Ok(())
     }
 
@@ -177,11 +175,12 @@ impl Lesson for GraphDag {
     const SUMMARY: &'static str = "a multi-stream DAG replayed with streams+events vs a captured CUDA graph; update in place; launch overhead";
     type Args = Args;
 
-    fn versions(_: &Args) -> Vec<String> {
+    fn versions(a: &Args) -> Vec<String> {
         let k = EMPTY_KERNELS;
         let by_stream = format!("{k} empty kernels by stream");
         let graph = format!("graph of {k} empty kernels");
-        vec!["streams+events".into(), "graph".into(), by_stream, graph]
+        let mine = ["streams+events".into(), "graph".into(), by_stream, graph];
+        mine.into_iter().chain(graph_sweep::names(&shapes(a.sweep, a.elements))).collect()
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
@@ -189,11 +188,14 @@ impl Lesson for GraphDag {
         // A replay with nothing overlapping: three copies and three light kernels.
         let replay = 3.0 * (model.copy_ms(n) + model.elementwise_ms(n));
         let empty = 2.0 * EMPTY_KERNELS as f64 * model.op_us * 1e-3;
-        let ms = 2.0 * f64::from(a.iters) * replay + empty;
+        let (most, sweep_ms) = graph_sweep::plan(&shapes(a.sweep, a.elements), a.iters, model);
+        let ms = 2.0 * f64::from(a.iters) * replay + empty + sweep_ms;
         Ok(Plan::new()
-            // Two pinned inputs, two pinned outputs, the output kept across the update.
+            // Pinned: inputs, outputs, the output kept across the update; then the sweep's.
             .host::<f32>(n, 5)?
+            .host::<f32>(most, 4)?
             .device::<f32>(n, 5)?
+            .device::<f32>(most, 5)?
             .work(ms, "--elements x --iters"))
     }
 
@@ -206,7 +208,8 @@ impl Lesson for GraphDag {
         // The launch-overhead graph first, as its C++ twin builds it before anything else.
         let empty = stream("launch-overhead")?;
         let kernels = |s: &Stream| (0..EMPTY_KERNELS).try_for_each(|_| gpu.empty(s));
-        let (empty_exec, empty_built) = build(&empty, || capture(&empty, Global, kernels))?;
+        let (empty_exec, empty_built) =
+            build(&empty, Plain, true, || capture(&empty, Global, kernels))?;
         let dag = Dag {
             sides: [stream("dag-a")?, stream("dag-b")?],
             c: stream("dag-c")?,
@@ -219,7 +222,7 @@ impl Lesson for GraphDag {
             fork: event()?,
             joins: [event()?, event()?],
         };
-        let (exec, built) = build(&dag.c, || dag.capture(gpu, Global, SCALE))?;
+        let (exec, built) = build(&dag.c, Plain, true, || dag.capture(gpu, Global, SCALE))?;
         Ok(GraphDag {
             iters: a.iters,
             scale: SCALE,
@@ -231,6 +234,7 @@ impl Lesson for GraphDag {
             empty_exec,
             empty_built,
             rounds: Rounds::new(gpu)?,
+            sweep: Sweep::new(gpu, shapes(a.sweep, a.elements), a.iters, seed)?,
         })
     }
 
@@ -247,13 +251,13 @@ impl Lesson for GraphDag {
         self.rounds.run(self.iters, c, || exec.launch(c))
     }
 
-    /// 100 empty kernels launched one by one (2) or as one graph (3).
+    /// 100 empty kernels launched one by one (2) or as one graph (3); then the sweep's.
     fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
         let (s, rounds) = (&self.empty, &self.rounds);
         match index {
             2 => rounds.run(1, s, || (0..EMPTY_KERNELS).try_for_each(|_| gpu.empty(s))),
             3 => rounds.run(1, s, || self.empty_exec.launch(s)),
-            _ => Err(Error::Internal(format!("graph has no version {index}"))),
+            _ => self.sweep.run(gpu, index - 4),
         }
     }
 
@@ -277,13 +281,19 @@ impl Lesson for GraphDag {
         let outcome = changed.then_some(moved).ok_or(Error::Verification(same));
         checks.record("update changed the output", outcome);
         self.updated = Some(updated);
-        self.check_outputs(checks, "after update: ")
+        self.check_outputs(checks, "after update: ")?;
+        self.sweep.verify(gpu, checks)
     }
 
     fn explain(&self, m: &Measured, r: &mut Report) {
         r.detail("launch_overhead_graph_nodes", self.empty_built.nodes);
         let (calls, kernels) = (DAG_DRIVER_CALLS, EMPTY_KERNELS);
         interpret(m, (calls, kernels), &self.built, self.updated.as_ref(), r);
+        graph_sweep::interpret(&self.sweep.points(m, 4), r);
+    }
+
+    fn plot(&self, m: &Measured) -> Option<Plot> {
+        graph_sweep::plot(&self.sweep.points(m, 4))
     }
 }
 
@@ -308,7 +318,7 @@ mod tests {
     fn versions_name_the_dag_then_the_empty_kernels() {
         let names = GraphDag::versions(&args_from::<GraphDag>(&[]).unwrap());
         assert_eq!(
-            names,
+            names[..4],
             [
                 "streams+events",
                 "graph",
@@ -316,6 +326,12 @@ mod tests {
                 "graph of 100 empty kernels"
             ]
         );
+        // Then the chains of 1 to 64 kernels per side, each by stream and as a graph.
+        assert_eq!(names.len(), 4 + 2 * 7);
+        assert_eq!(names[4], "streams+events: 64K x 1 kernels, memcpy");
+        assert_eq!(names[17], "graph: 64K x 64 kernels, memcpy");
+        let sweep = GraphDag::versions(&args_from::<GraphDag>(&["--sweep"]).unwrap());
+        assert_eq!(sweep.len(), 4 + 2 * 120);
     }
 
     fn plan(flags: &[&str]) -> Result<Plan> {

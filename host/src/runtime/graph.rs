@@ -6,6 +6,7 @@
 //! | `cudaStreamBeginCapture(s, mode)` ... `cudaStreamEndCapture(s, &g)` | `graph::capture(&s, mode, \|s\| ...)` |
 //! | `cudaStreamIsCapturing(s, &status)`                  | `graph::capture_status(&s)`                |
 //! | `cudaGraphInstantiate(&exec, g, 0)`                  | `g.instantiate()`                          |
+//! | `cudaGraphInstantiateWithFlags(&exec, g, flags)`     | `g.instantiate_with(Instantiate::…)`       |
 //! | `cudaGraphLaunch(exec, s)`                           | `exec.launch(&s)`                          |
 //! | `cudaGraphExecUpdate(exec, g2, &info)`               | `exec.update_from(&g2)` (re-instantiates when refused) |
 //! | `cudaGraphGetNodes` / `cudaGraphNodeGetType`         | `g.node_counts()`                          |
@@ -382,9 +383,20 @@ impl Graph {
     /// the driver validates it and prepares the whole DAG's launch work once. The graph may
     /// be dropped afterwards; the executable graph does not depend on it.
     pub fn instantiate(&self) -> Result<GraphExec> {
+        self.instantiate_with(Instantiate::Plain)
+    }
+
+    /// [`Graph::instantiate`] with one of the driver's instantiation flags.
+    pub fn instantiate_with(&self, how: Instantiate) -> Result<GraphExec> {
+        let flags = match how {
+            Instantiate::Plain => 0,
+            Instantiate::UseNodePriority => {
+                cu::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0
+            }
+        };
         let mut raw: cu::CUgraphExec = std::ptr::null_mut();
-        // SAFETY: live graph, valid out-pointer, flags 0 (no auto-free, no upload).
-        let status = unsafe { cu::cuGraphInstantiateWithFlags(&mut raw, self.raw, 0) };
+        // SAFETY: live graph, valid out-pointer, a documented flag (no auto-free, no upload).
+        let status = unsafe { cu::cuGraphInstantiateWithFlags(&mut raw, self.raw, flags as u64) };
         check(status, "cuGraphInstantiateWithFlags", None)?;
         Ok(GraphExec { raw, kept: vec![Rc::clone(&self.kept)], _context: self._context.clone() })
     }
@@ -395,6 +407,16 @@ impl Drop for Graph {
         // SAFETY: we own `raw`; executable graphs instantiated from it do not need it.
         unsafe { cu::cuGraphDestroy(self.raw) };
     }
+}
+
+/// How [`Graph::instantiate_with`] instantiates (`CUgraphInstantiate_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Instantiate {
+    /// Flags 0: kernel nodes run at the priority of the stream the graph is launched on.
+    Plain,
+    /// `CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY`: each kernel node keeps its own
+    /// priority (in a capture, the priority of the stream it was captured from).
+    UseNodePriority,
 }
 
 /// How [`GraphExec::update_from`] brought the executable graph up to date.

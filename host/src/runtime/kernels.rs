@@ -19,8 +19,9 @@ use kernels_gpu::Signature;
 
 use crate::runtime::context::{AsContext, Context};
 use crate::runtime::error::{check, Error, Result};
+use crate::runtime::keep::Access;
 use crate::runtime::launch::{launch, KernelArgs, LaunchConfig};
-use crate::runtime::memory::DeviceView;
+use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::stream::Stream;
 
 /// The PTX built from `kernels-gpu` by `build.rs`.
@@ -414,6 +415,48 @@ impl Kernels {
         let args = (const_ptr(&master), mut_ptr(&weights), n, format.code());
         // SAFETY: both views hold n elements.
         unsafe { self.launch::<sig::cast_to_half_kernel>(stream, config, args) }
+    }
+
+    /// `copy_kernel` from pinned host memory to the device: the SMs read the host's pages
+    /// over the bus themselves, where `Stream::copy_to_device` would use a copy engine. The
+    /// host buffer is tracked as by that copy (refused while the host writes it, in flight
+    /// on `stream` afterwards); pageable memory is refused.
+    pub fn copy_kernel_to_device<'h, 'd>(
+        &self,
+        stream: &Stream,
+        src: impl Into<HostView<'h, f32>>,
+        dst: impl Into<DeviceView<'d, f32>>,
+    ) -> Result<()> {
+        let (src, dst) = (src.into(), dst.into());
+        same_len(&[src.len(), dst.len()], "copy_kernel_to_device")?;
+        let n = element_count(src.len(), "copy_kernel_to_device")?;
+        let from = src.mapped(Access::DeviceReads)? as *const f32;
+        let config = LaunchConfig::for_elements(src.len());
+        // SAFETY: both hold n elements; the host memory is mapped, admitted for a device
+        // read, and waits for `stream` before the host writes or frees it.
+        unsafe { self.launch::<sig::copy_kernel>(stream, config, (from, mut_ptr(&dst), n))? };
+        src.in_flight_on(stream.share());
+        Ok(())
+    }
+
+    /// `copy_kernel` from the device to pinned host memory: the SMs write the host's pages
+    /// themselves (see [`Kernels::copy_kernel_to_device`]).
+    pub fn copy_kernel_to_host<'d, 'h>(
+        &self,
+        stream: &Stream,
+        src: impl Into<DeviceView<'d, f32>>,
+        dst: impl Into<HostView<'h, f32>>,
+    ) -> Result<()> {
+        let (src, dst) = (src.into(), dst.into());
+        same_len(&[src.len(), dst.len()], "copy_kernel_to_host")?;
+        let n = element_count(src.len(), "copy_kernel_to_host")?;
+        let to = dst.mapped(Access::DeviceWrites)? as *mut f32;
+        let config = LaunchConfig::for_elements(src.len());
+        // SAFETY: both hold n elements; the host memory is mapped, admitted for a device
+        // write (no host borrow is live), and waits for `stream` before it is read or freed.
+        unsafe { self.launch::<sig::copy_kernel>(stream, config, (const_ptr(&src), to, n))? };
+        dst.in_flight_on(stream.share());
+        Ok(())
     }
 
     /// `empty_kernel` on one block of one thread: the launch and nothing else.

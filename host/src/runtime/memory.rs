@@ -412,6 +412,25 @@ impl<T: Pod> HostView<'_, T> {
         Ok(unsafe { self.buffer.alloc.ptr.add(self.range.start) })
     }
 
+    /// The device's address of the first element, after admitting `access` as a copy does:
+    /// for a kernel that reads or writes this host memory itself. Pinned memory is mapped
+    /// into the device's address space (`cuMemHostGetDevicePointer`); pageable memory is not,
+    /// and is refused.
+    pub(crate) fn mapped(&self, access: Access) -> Result<cu::CUdeviceptr> {
+        if !self.is_pinned() {
+            return Err(Error::InvalidInput(
+                "a kernel can reach pinned host memory only, and this buffer is pageable".into(),
+            ));
+        }
+        let host = self.admit(access)?;
+        let mut device = 0;
+        // SAFETY: `host` points into a live cuMemHostAlloc allocation; valid out-pointer;
+        // flags must be 0.
+        let status = unsafe { cu::cuMemHostGetDevicePointer_v2(&mut device, host.cast(), 0) };
+        check(status, "cuMemHostGetDevicePointer", None)?;
+        Ok(device)
+    }
+
     /// Marks the buffer in flight on `stream` after a copy was enqueued there.
     pub(crate) fn in_flight_on(&self, stream: Rc<dyn Pending>) {
         self.buffer.alloc.in_flight_on(stream);
