@@ -1,36 +1,7 @@
 //! The `streamlab` binary as a script sees it: exit codes and one-line errors. These run
 //! everywhere; where a GPU is present the device branch is asserted instead.
-use std::process::{Command, Output};
-
-/// The binary cargo built, or `STREAMLAB_BIN` when the test executable was copied to a GPU
-/// machine without the build tree.
-fn streamlab(args: &[&str]) -> Output {
-    let bin =
-        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
-    Command::new(bin).args(args).output().expect("run streamlab")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Whether the NVIDIA driver's device nodes exist: decided outside streamlab, so a
-/// regression that misreports "no device" on a GPU machine fails here.
-fn machine_has_nvidia_gpu() -> bool {
-    // /dev/nvidiactl alone is not enough: containers without a GPU can have it.
-    std::fs::read_dir("/dev").is_ok_and(|dir| {
-        dir.flatten().any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.strip_prefix("nvidia")
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
-    })
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod common;
+use common::{machine_has_nvidia_gpu, stderr, stdout, streamlab};
 
 /// Exit 2, one line on stderr that contains `expected`, no panic, nothing on stdout.
 fn assert_refused(args: &[&str], expected: &str) {

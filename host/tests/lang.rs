@@ -1,23 +1,14 @@
 //! `--lang` and the locale, as a learner and a script see them, on any machine (through the
 //! recorded runs the binary embeds): Chinese where asked for, English by default, the flag
 //! before the locale, JSON unchanged, and `--lang xx` refused in one line.
-use std::process::{Command, Output};
-
 use streamlab::lab::text::{english_sentence, has_chinese};
 
-/// The binary with `args`, under exactly the locale variables given (the rest removed).
-fn streamlab(args: &[&str], locale: &[(&str, &str)]) -> Output {
-    let bin =
-        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
-    let mut command = Command::new(bin);
-    for var in ["LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"] {
-        command.env_remove(var);
-    }
-    command.envs(locale.iter().copied()).args(args).output().expect("run streamlab")
-}
+mod common;
+use common::stdout;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+/// The binary with `args`, under exactly the locale variables given (the rest removed).
+fn streamlab(args: &[&str], locale: &[(&str, &str)]) -> std::process::Output {
+    common::streamlab_in(locale, args)
 }
 
 /// The interpretation lines of a text report.

@@ -1,17 +1,10 @@
 //! `streamlab launch`: one process per GPU. The flag checks run everywhere; the runs need a
 //! GPU and NCCL (ignored otherwise). One GPU is enough for a one-rank launch; the two-rank
 //! comparison with the one-process run needs two and says so when there is one.
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn streamlab(args: &[&str]) -> Output {
-    let bin =
-        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
-    Command::new(bin).args(args).output().expect("run streamlab")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{streamlab, text};
 
 #[test]
 fn launch_refuses_what_it_cannot_run_in_one_line() {

@@ -1,32 +1,10 @@
 //! `--recorded`, `--trace` and `--svg` as a script sees them, on any machine: a recorded run
 //! is shown (labelled) where the binary embeds one, refused in one line where it does not,
 //! and the no-GPU error points to it.
-use std::process::{Command, Output};
-
 use streamlab::lab::recorded;
 
-/// The binary cargo built, or `STREAMLAB_BIN` on a GPU machine without the build tree.
-fn streamlab(args: &[&str]) -> Output {
-    let bin =
-        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
-    Command::new(bin).args(args).output().expect("run streamlab")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The NVIDIA driver's device nodes, read outside streamlab (see tests/cli.rs).
-fn machine_has_nvidia_gpu() -> bool {
-    std::fs::read_dir("/dev").is_ok_and(|dir| {
-        dir.flatten().any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.strip_prefix("nvidia")
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
-    })
-}
+mod common;
+use common::{machine_has_nvidia_gpu, streamlab, text};
 
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("streamlab-{name}-{}", std::process::id()));
