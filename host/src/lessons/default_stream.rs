@@ -118,12 +118,12 @@ impl DefaultStream {
 }
 
 /// In every repeat of `v` the later kernel started after the earlier one ended (`waited`),
-/// or before it ended.
-fn every_repeat(v: &VersionStats, waited: bool, what: &str) -> Result<String> {
+/// or before it ended: how many repeats, or which did not.
+fn every_repeat(v: &VersionStats, waited: bool, what: &str) -> Result<usize> {
     let gaps = v.part_stats(GAP_US);
     let gap = gaps.map_or(f64::NAN, |s| if waited { s.min } else { s.max });
     if (waited && gap >= 0.0) || (!waited && gap < 0.0) {
-        Ok(format!("in all {} repeats {what}", v.time.count))
+        Ok(v.time.count)
     } else if waited {
         Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel started {:.1} µs before the earlier one ended", -gap)))
     } else {
@@ -132,13 +132,15 @@ fn every_repeat(v: &VersionStats, waited: bool, what: &str) -> Result<String> {
 }
 
 /// Two host threads on the legacy default stream: their kernels never overlapped.
-pub fn check_threads_took_turns(m: &Measured) -> Result<String> {
-    every_repeat(&m.versions[2], true, "one thread's kernel started after the other's ended")
+pub fn check_threads_took_turns(m: &Measured) -> Result<Text> {
+    let what = "one thread's kernel started after the other's ended";
+    every_repeat(&m.versions[2], true, what).map(|n| t!("default_stream.threads_took_turns", n))
 }
 
 /// Two host threads, each on its per-thread default stream: their kernels always overlapped.
-pub fn check_threads_overlapped(m: &Measured) -> Result<String> {
-    every_repeat(&m.versions[3], false, "one thread's kernel started before the other's ended")
+pub fn check_threads_overlapped(m: &Measured) -> Result<Text> {
+    let what = "one thread's kernel started before the other's ended";
+    every_repeat(&m.versions[3], false, what).map(|n| t!("default_stream.threads_overlapped", n))
 }
 
 /// The blocking pair never overlapped: in every repeat the second kernel started after the
@@ -273,26 +275,21 @@ pub fn interpret(m: &Measured, r: &mut Report) {
 pub fn interpret_threads(m: &Measured, r: &mut Report) {
     let (legacy, per_thread) = (&m.versions[2], &m.versions[3]);
     let (serial, beside) = (legacy.time.median, per_thread.time.median);
-    r.figure(
-        "2 threads, legacy: later started after the earlier ended by",
-        legacy.part(GAP_US),
-        "µs",
-    )
-    .figure(
-        "2 threads, per-thread: later started before the earlier ended by",
-        -per_thread.part(GAP_US),
-        "µs",
-    )
-    .figure("2 threads: legacy over per-thread", serial / beside, "x");
+    let (after, before) = (legacy.part(GAP_US), -per_thread.part(GAP_US));
+    r.figure("2 threads, legacy: later started after the earlier ended by", after, "µs")
+        .figure("2 threads, per-thread: later started before the earlier ended by", before, "µs")
+        .figure("2 threads: legacy over per-thread", serial / beside, "x");
+    let x = fixed(serial / beside, 2);
+    let [serial, beside] = [serial, beside].map(|v| fixed(v, 3));
     r.explain(if check_threads_took_turns(m).is_ok() {
-        format!("Two host threads, each launching on the legacy default stream: it is one stream for the whole process, so one thread's kernel waited for the other's in every repeat ({serial:.3} ms for both).")
+        t!("default_stream.threads_serialized", serial)
     } else {
-        format!("Two host threads, each launching on the legacy default stream: their kernels overlapped in some repeat ({serial:.3} ms for both), which one shared stream should not allow: see the check.")
+        t!("default_stream.threads_not_serialized", serial)
     });
     r.explain(if check_threads_overlapped(m).is_ok() {
-        format!("With CU_STREAM_PER_THREAD each thread has its own default stream: the two kernels ran side by side in every repeat ({beside:.3} ms, {:.2}x less). This is what nvcc --default-stream per-thread gives code that launches without naming a stream.", serial / beside)
+        t!("default_stream.threads_side_by_side", beside, x)
     } else {
-        format!("With CU_STREAM_PER_THREAD each thread has its own default stream, so the two kernels should run side by side, but in some repeat one waited for the other ({beside:.3} ms against {serial:.3} ms on the legacy stream): see the check.")
+        t!("default_stream.threads_not_side_by_side", beside, serial)
     });
 }
 
@@ -300,6 +297,7 @@ pub fn interpret_threads(m: &Measured, r: &mut Report) {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
+    use crate::lab::text::{english_sentence, has_chinese, Lang};
 
     fn plan(flags: &[&str]) -> Result<()> {
         DefaultStream::plan(&args_from::<DefaultStream>(flags)?, &WorkModel::H100)?.admit(None)
@@ -373,7 +371,27 @@ mod tests {
     fn told(m: &Measured) -> String {
         let mut r = Report::new("default-stream", "", "");
         interpret(m, &mut r);
+        let checks = [
+            check_blocking_waited(m),
+            check_non_blocking_overlapped(m),
+            check_threads_took_turns(m),
+            check_threads_overlapped(m),
+        ];
+        assert_chinese(&r, m, &checks.into_iter().flatten().collect::<Vec<_>>());
         r.interpretation.join("\n")
+    }
+
+    /// Under `--lang zh` every line reads in Chinese, with no English sentence left, and
+    /// every figure and version name has its Chinese.
+    fn assert_chinese(r: &Report, m: &Measured, details: &[Text]) {
+        for line in r.messages.iter().chain(details) {
+            let zh = line.render(Lang::Zh);
+            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
+        }
+        let names = r.figures.iter().map(|f| &f.name).chain(m.versions.iter().map(|v| &v.name));
+        for name in names {
+            assert!(Text::label(name.clone()).is_translated(), "{name} has no Chinese");
+        }
     }
 
     #[test]
@@ -395,7 +413,7 @@ mod tests {
     #[test]
     fn the_threads_checks_and_interpretation_follow_the_data() {
         let good = measured_threads(&[SERIAL], &[BESIDE], &[SERIAL, SERIAL], &[BESIDE, BESIDE]);
-        assert!(check_threads_took_turns(&good).unwrap().contains("in all 2 repeats"));
+        assert!(check_threads_took_turns(&good).unwrap().en().contains("in all 2 repeats"));
         assert!(check_threads_overlapped(&good).is_ok());
         let text = told(&good);
         assert!(text.contains("waited for the other's in every repeat"), "{text}");

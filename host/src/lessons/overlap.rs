@@ -22,12 +22,10 @@
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::budget::{ensure_a_chunk_per_stream, WorkModel, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::data::{chunk_ranges, random_inputs};
 use crate::lab::pipeline::{Bracket, Phases};
-use crate::lab::{
-    args, fixed, span::named, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel,
-};
+use crate::lab::{args, fixed, span::named, t, Checks, Lesson, Measured, Plan, Report, Sample};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

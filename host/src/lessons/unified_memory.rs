@@ -46,7 +46,7 @@ use crate::lab::batches::MAX_TOTAL_ELEMENTS;
 use crate::lab::budget::{CLEAR_SPEEDUP, MAX_STREAMS};
 use crate::lab::data::random_inputs;
 use crate::lab::pipeline::Bracket;
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Advice, DeviceBuffer, Error, Gpu, HostBuffer, Location};
 use crate::runtime::{ManagedBuffer, Result, Stream};
 
@@ -157,16 +157,17 @@ pub fn total_elements(chunks: usize, elements: usize) -> Result<usize> {
 /// The claim: prefetching is clearly faster than faulting pages in on demand. Asserted where
 /// the faults clearly cost something over the explicit copies, and more than twice what
 /// enqueueing the prefetches held the host (each call costs the host time on the path).
-pub fn check_prefetch_won(m: &Measured) -> Result<String> {
-    let t = |v: usize| m.versions[v].time.median;
-    let (faults, prefetch, explicit) = (t(0), t(1), t(2));
-    let enqueue = m.versions[1].part(ENQUEUE_MS);
+pub fn check_prefetch_won(m: &Measured) -> Result<Text> {
+    let [faults, prefetch, explicit] = [0, 1, 2].map(|v| m.versions[v].time.median);
+    let (enqueue, ms) = (m.versions[1].part(ENQUEUE_MS), |v: f64| fixed(v, 3));
     if faults < CLEAR_SPEEDUP * explicit || faults - explicit < 2.0 * enqueue {
-        return Ok(format!("not asserted: the faults cost {:.3} ms over explicit copies ({explicit:.3} ms), not clearly more than the {enqueue:.3} ms enqueueing the prefetches took, so there was little to win back", faults - explicit));
+        let [cost, explicit, enqueue] = [faults - explicit, explicit, enqueue].map(ms);
+        let why = t!("unified.little_to_win", cost, explicit, enqueue);
+        return Ok(t!("check.not_asserted", why));
     }
-    let speedup = faults / prefetch;
+    let (speedup, [p, f]) = (faults / prefetch, [prefetch, faults].map(ms));
     if speedup >= CLEAR_SPEEDUP {
-        Ok(format!("{prefetch:.3} ms against {faults:.3} ms on demand: {speedup:.2}x faster"))
+        Ok(t!("unified.faster_check", prefetch = p, faults = f, x = fixed(speedup, 2)))
     } else {
         Err(Error::Verification(format!("prefetching took {prefetch:.3} ms against {faults:.3} ms on demand ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though explicit copies took {explicit:.3} ms")))
     }
@@ -256,40 +257,44 @@ impl Lesson for UnifiedMemory {
 
 /// The figures and what they mean, from the measurements alone.
 pub fn interpret(m: &Measured, r: &mut Report) {
-    let t = |v: usize| m.versions[v].time.median;
+    let [faults, prefetch, explicit, advised] = [0, 1, 2, 3].map(|v| m.versions[v].time.median);
     let (gpu, read) =
         (|v: usize| m.versions[v].part(GPU_MS), |v: usize| m.versions[v].part(READ_MS));
-    let (faults, prefetch, explicit, advised) = (t(0), t(1), t(2), t(3));
-    let (cost, won, enqueue) =
-        (faults - explicit, faults - prefetch, m.versions[1].part(ENQUEUE_MS));
+    let (cost, won) = (faults - explicit, faults - prefetch);
+    let (enqueue, ms) = (m.versions[1].part(ENQUEUE_MS), |v: f64| fixed(v, 3));
     r.figure("bound: explicit copies, enqueue to results read", explicit, "ms")
         .figure("page faults' cost on the GPU (over explicit copies)", gpu(0) - gpu(2), "ms")
         .figure("page faults' cost reading the results", read(0) - read(2), "ms")
         .figure("prefetching won back", won, "ms")
         .figure("prefetch / bound", prefetch / explicit, "x")
         .figure("advised / bound", advised / explicit, "x");
+    let [f, p, e, a] = [faults, prefetch, explicit, advised].map(ms);
     r.explain(if faults >= CLEAR_SPEEDUP * explicit {
-        format!("Migrated on demand, the work took {faults:.3} ms against {explicit:.3} ms with explicit copies: the kernels stalled on page faults for {:.3} ms more GPU time, and the host read the results in {:.3} ms as they faulted back, against {:.3} ms from pinned memory.", gpu(0) - gpu(2), read(0), read(2))
+        let [stall, read, pinned] = [gpu(0) - gpu(2), read(0), read(2)].map(ms);
+        t!("unified.faults_cost", faults = f, explicit = e, stall, read, pinned)
     } else {
-        format!("Migrated on demand, the work took {faults:.3} ms against {explicit:.3} ms with explicit copies: page faults cost little on this system.")
+        t!("unified.faults_cheap", faults = f, explicit = e)
     });
     r.explain(if won < (CLEAR_SPEEDUP - 1.0) * faults {
-        format!("Prefetching did not clearly win here: {prefetch:.3} ms against {faults:.3} ms on demand (explicit copies: {explicit:.3} ms).")
+        t!("unified.no_clear_win", prefetch = p, faults = f, explicit = e)
     } else if prefetch <= explicit * CLEAR_SPEEDUP {
-        format!("Prefetching each chunk on its stream before its kernel, and back after it, won back {won:.3} ms: {prefetch:.3} ms, within {:.0}% of the explicit copies. The copies are gone from the code, not from the work.", (prefetch / explicit - 1.0).abs() * 100.0)
+        let pct = fixed((prefetch / explicit - 1.0).abs() * 100.0, 0);
+        t!("unified.as_copies", won = ms(won), prefetch = p, pct)
     } else {
-        format!("Prefetching each chunk on its stream before its kernel, and back after it, won back {won:.3} of the {cost:.3} ms the faults cost ({:.0}%): {prefetch:.3} ms, still {:.2}x the explicit copies.", 100.0 * won / cost, prefetch / explicit)
+        let (pct, x) = (fixed(100.0 * won / cost, 0), fixed(prefetch / explicit, 2));
+        t!("unified.won_back", won = ms(won), cost = ms(cost), pct, prefetch = p, x)
     });
     if enqueue >= 0.5 * gpu(1) {
-        r.explain(format!("cuMemPrefetchAsync costs the host more than an enqueue: the prefetches held the host {enqueue:.3} ms of the {:.3} ms the GPU worked, against {:.3} ms for the explicit copies.", gpu(1), m.versions[2].part(ENQUEUE_MS)));
+        let [enqueue, gpu, copies] = [enqueue, gpu(1), m.versions[2].part(ENQUEUE_MS)].map(ms);
+        r.explain(t!("unified.enqueue", enqueue, gpu, copies));
     }
-    let advice = format!("With the pages advised to stay on the host and mapped for the GPU (cuMemAdvise), nothing migrated: the kernels read and wrote host memory over the bus, {advised:.3} ms (GPU {:.3} ms)", gpu(3));
+    let advice = t!("unified.advice", advised = a, gpu = ms(gpu(3)));
     r.explain(if advised * CLEAR_SPEEDUP <= prefetch {
-        format!("{advice}, faster than prefetching ({prefetch:.3} ms): each element crossed the bus once each way, as with copies, and no page had to move.")
+        t!("unified.advice_fastest", advice, prefetch = p)
     } else if advised * CLEAR_SPEEDUP <= faults {
-        format!("{advice}: better than faulting on demand ({faults:.3} ms), not than prefetching ({prefetch:.3} ms).")
+        t!("unified.advice_between", advice, faults = f, prefetch = p)
     } else {
-        format!("{advice}: no better than faulting on demand ({faults:.3} ms) here.")
+        t!("unified.advice_no_better", advice, faults = f)
     });
 }
 
@@ -297,6 +302,7 @@ pub fn interpret(m: &Measured, r: &mut Report) {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
+    use crate::lab::text::{english_sentence, has_chinese, Lang};
 
     fn plan(flags: &[&str]) -> Result<Plan> {
         let plan = UnifiedMemory::plan(&args_from::<UnifiedMemory>(flags)?, &WorkModel::H100)?;
@@ -331,7 +337,22 @@ mod tests {
     fn told(m: &Measured) -> (String, Report) {
         let mut r = Report::new("unified-memory", "", "");
         interpret(m, &mut r);
+        let check: Vec<Text> = check_prefetch_won(m).into_iter().collect();
+        assert_chinese(&r, m, &check);
         (r.interpretation.join("\n"), r)
+    }
+
+    /// Under `--lang zh` every line reads in Chinese, with no English sentence left, and
+    /// every figure and version name has its Chinese.
+    fn assert_chinese(r: &Report, m: &Measured, details: &[Text]) {
+        for line in r.messages.iter().chain(details) {
+            let zh = line.render(Lang::Zh);
+            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
+        }
+        let names = r.figures.iter().map(|f| &f.name).chain(m.versions.iter().map(|v| &v.name));
+        for name in names {
+            assert!(Text::label(name.clone()).is_translated(), "{name} has no Chinese");
+        }
     }
 
     #[test]
@@ -339,7 +360,7 @@ mod tests {
         // Faults cost 8 ms (5 on the GPU, 3 reading back); prefetch wins back 6 of them.
         let usual =
             measured([11.0, 5.0, 3.0, 6.0], [8.0, 3.5, 2.5, 5.5], [3.5, 0.6, 0.5, 0.5], 0.1);
-        assert!(check_prefetch_won(&usual).unwrap().contains("2.20x faster"));
+        assert!(check_prefetch_won(&usual).unwrap().en().contains("2.20x faster"));
         let (text, r) = told(&usual);
         assert!(text.contains("stalled on page faults for 5.500 ms more"), "{text}");
         assert!(text.contains("won back 6.000 of the 8.000 ms the faults cost (75%)"), "{text}");
@@ -358,7 +379,7 @@ mod tests {
         );
         // Faults that cost little: the claim is not asserted, and nothing is claimed won.
         let cheap = measured([3.2, 3.1, 3.0, 3.3], [2.6, 2.5, 2.5, 2.8], [0.6, 0.6, 0.5, 0.5], 0.1);
-        assert!(check_prefetch_won(&cheap).unwrap().starts_with("not asserted"));
+        assert!(check_prefetch_won(&cheap).unwrap().en().starts_with("not asserted"));
         let (text, _) = told(&cheap);
         assert!(text.contains("cost little") && text.contains("did not clearly win"), "{text}");
         assert!(text.contains("no better than faulting on demand"), "{text}");
@@ -366,11 +387,13 @@ mod tests {
         let lost =
             measured([11.0, 10.5, 3.0, 12.0], [8.0, 8.0, 2.5, 9.0], [3.0, 2.5, 0.5, 3.0], 0.1);
         assert!(check_prefetch_won(&lost).is_err());
+        let (text, _) = told(&lost);
+        assert!(text.contains("did not clearly win") && text.contains("no better than"), "{text}");
         // Chunks so small that the prefetch calls cost the host about what the faults cost:
         // prefetching lost, but that is not asserted, and the text says it did not win.
         let tiny =
             measured([0.40, 0.50, 0.20, 0.25], [0.2, 0.3, 0.1, 0.1], [0.1, 0.05, 0.05, 0.05], 0.15);
-        let why = check_prefetch_won(&tiny).unwrap();
+        let why = check_prefetch_won(&tiny).unwrap().en();
         assert!(why.starts_with("not asserted") && why.contains("0.150 ms enqueueing"), "{why}");
         let (text, _) = told(&tiny);
         assert!(text.contains("did not clearly win") && text.contains("more than an enqueue"));

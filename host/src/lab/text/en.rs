@@ -70,6 +70,12 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("default_stream.not_side_by_side", "With a non-blocking stream the second kernel should start before the first ends, but it waited in some repeat ({beside} ms in all): see the check."),
     ("default_stream.legacy", "The legacy default stream (stream 0, what a launch without a stream uses) synchronizes with every blocking stream (cudaStreamCreate's default); cudaStreamNonBlocking opts a stream out."),
     ("default_stream.per_thread", "Compiling with nvcc --default-stream per-thread (cudaStreamPerThread, CU_STREAM_PER_THREAD) makes stream 0 an ordinary per-thread stream instead, which removes this implicit serialization for code that never names a stream."),
+    ("default_stream.threads_took_turns", "in all {n} repeats one thread's kernel started after the other's ended"),
+    ("default_stream.threads_overlapped", "in all {n} repeats one thread's kernel started before the other's ended"),
+    ("default_stream.threads_serialized", "Two host threads, each launching on the legacy default stream: it is one stream for the whole process, so one thread's kernel waited for the other's in every repeat ({serial} ms for both)."),
+    ("default_stream.threads_not_serialized", "Two host threads, each launching on the legacy default stream: their kernels overlapped in some repeat ({serial} ms for both), which one shared stream should not allow: see the check."),
+    ("default_stream.threads_side_by_side", "With CU_STREAM_PER_THREAD each thread has its own default stream: the two kernels ran side by side in every repeat ({beside} ms, {x}x less). This is what nvcc --default-stream per-thread gives code that launches without naming a stream."),
+    ("default_stream.threads_not_side_by_side", "With CU_STREAM_PER_THREAD each thread has its own default stream, so the two kernels should run side by side, but in some repeat one waited for the other ({beside} ms against {serial} ms on the legacy stream): see the check."),
 
     // events (and the race it sets up: lab)
     ("race.observed", "in all {runs} runs (at least {min} of {n} elements wrong each time)"),
@@ -217,6 +223,20 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("sync_methods.event_mismatch", "The event synchronize held the host {event} ms, not the short kernel's {short_ms} ms that its event follows: see the checks."),
     ("sync_methods.polling", "Polling is_complete() also returned after B's kernel ({polling} ms) but kept a CPU core busy the whole time ({polls} polls); it pays off only when the host has other work to do between polls."),
     ("sync_methods.polling_mismatch", "Polling is_complete() returned after {polling} ms ({polls} polls), not at the point after B's kernel: see the checks."),
+
+    // unified-memory
+    ("unified.little_to_win", "the faults cost {cost} ms over explicit copies ({explicit} ms), not clearly more than the {enqueue} ms enqueueing the prefetches took, so there was little to win back"),
+    ("unified.faster_check", "{prefetch} ms against {faults} ms on demand: {x}x faster"),
+    ("unified.faults_cost", "Migrated on demand, the work took {faults} ms against {explicit} ms with explicit copies: the kernels stalled on page faults for {stall} ms more GPU time, and the host read the results in {read} ms as they faulted back, against {pinned} ms from pinned memory."),
+    ("unified.faults_cheap", "Migrated on demand, the work took {faults} ms against {explicit} ms with explicit copies: page faults cost little on this system."),
+    ("unified.no_clear_win", "Prefetching did not clearly win here: {prefetch} ms against {faults} ms on demand (explicit copies: {explicit} ms)."),
+    ("unified.as_copies", "Prefetching each chunk on its stream before its kernel, and back after it, won back {won} ms: {prefetch} ms, within {pct}% of the explicit copies. The copies are gone from the code, not from the work."),
+    ("unified.won_back", "Prefetching each chunk on its stream before its kernel, and back after it, won back {won} of the {cost} ms the faults cost ({pct}%): {prefetch} ms, still {x}x the explicit copies."),
+    ("unified.enqueue", "cuMemPrefetchAsync costs the host more than an enqueue: the prefetches held the host {enqueue} ms of the {gpu} ms the GPU worked, against {copies} ms for the explicit copies."),
+    ("unified.advice", "With the pages advised to stay on the host and mapped for the GPU (cuMemAdvise), nothing migrated: the kernels read and wrote host memory over the bus, {advised} ms (GPU {gpu} ms)"),
+    ("unified.advice_fastest", "{advice}, faster than prefetching ({prefetch} ms): each element crossed the bus once each way, as with copies, and no page had to move."),
+    ("unified.advice_between", "{advice}: better than faulting on demand ({faults} ms), not than prefetching ({prefetch} ms)."),
+    ("unified.advice_no_better", "{advice}: no better than faulting on demand ({faults} ms) here."),
 
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}: {detail}"),

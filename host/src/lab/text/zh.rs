@@ -73,6 +73,12 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("default_stream.not_side_by_side", "换成非阻塞流后，第二个核函数本应在第一个结束前开始，但有一次重复中它还是等了（共 {beside} ms）：见检查。"),
     ("default_stream.legacy", "传统默认流（0 号流，不指定流的启动就用它）会与每个阻塞流（cudaStreamCreate 创建的流默认如此）同步；用 cudaStreamNonBlocking 创建的流不受此约束。"),
     ("default_stream.per_thread", "用 nvcc --default-stream per-thread 编译（cudaStreamPerThread，CU_STREAM_PER_THREAD）时，0 号流变成每个线程各自的普通流，从不指定流的代码也就没有了这种隐式串行化。"),
+    ("default_stream.threads_took_turns", "全部 {n} 次重复中，一个线程的核函数都在另一个线程的核函数结束之后才开始"),
+    ("default_stream.threads_overlapped", "全部 {n} 次重复中，一个线程的核函数都在另一个线程的核函数结束之前就开始了"),
+    ("default_stream.threads_serialized", "两个主机线程各自在传统默认流上启动核函数：整个进程只有这一个传统默认流，所以每次重复中都有一个线程的核函数要等另一个的做完（两个共 {serial} ms）。"),
+    ("default_stream.threads_not_serialized", "两个主机线程各自在传统默认流上启动核函数：有一次重复中它们的核函数重叠了（两个共 {serial} ms），而共用的一个流本不该允许这样：见检查。"),
+    ("default_stream.threads_side_by_side", "用 CU_STREAM_PER_THREAD 时每个线程都有自己的默认流：每次重复中两个核函数都并行运行（{beside} ms，只有传统默认流时的 1/{x}）。用 nvcc --default-stream per-thread 编译后，不指定流就启动核函数的代码得到的正是这种效果。"),
+    ("default_stream.threads_not_side_by_side", "用 CU_STREAM_PER_THREAD 时每个线程都有自己的默认流，两个核函数本应并行运行，但有一次重复中一个等了另一个（{beside} ms，传统默认流上为 {serial} ms）：见检查。"),
 
     // events (and the race it sets up: lab)
     ("race.observed", "全部 {runs} 次运行都出现了（每次至少 {n} 个元素中有 {min} 个出错）"),
@@ -221,6 +227,20 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("sync_methods.polling", "轮询 is_complete() 也在 B 的核函数之后返回（{polling} ms），但一直占着一个 CPU 核（轮询 {polls} 次）；只有主机在两次轮询之间还有别的工作要做时才划算。"),
     ("sync_methods.polling_mismatch", "轮询 is_complete() 在 {polling} ms 后才返回（轮询 {polls} 次），而不是在 B 的核函数之后那个点：见各项检查。"),
 
+    // unified-memory
+    ("unified.little_to_win", "缺页比显式拷贝（{explicit} ms）多花了 {cost} ms，并不明显多于发出预取所用的 {enqueue} ms，所以没什么可以挽回的"),
+    ("unified.faster_check", "{prefetch} ms，按需迁移为 {faults} ms：快了 {x} 倍"),
+    ("unified.faults_cost", "按需迁移时，这些工作用了 {faults} ms，而显式拷贝只要 {explicit} ms：核函数因缺页而停顿，多用了 {stall} ms 的 GPU 时间；主机读取结果时，页面又因缺页迁回主机，读取用了 {read} ms，而从锁页内存读取只要 {pinned} ms。"),
+    ("unified.faults_cheap", "按需迁移时，这些工作用了 {faults} ms，显式拷贝为 {explicit} ms：在这个系统上缺页的代价很小。"),
+    ("unified.no_clear_win", "这里预取没有明显胜出：{prefetch} ms，按需迁移为 {faults} ms（显式拷贝：{explicit} ms）。"),
+    ("unified.as_copies", "每块数据在它的核函数之前于所在的流上预取到 GPU，之后再预取回主机，挽回了 {won} ms：{prefetch} ms，与显式拷贝相差在 {pct}% 以内。拷贝从代码里消失了，却没有从工作里消失。"),
+    ("unified.won_back", "每块数据在它的核函数之前于所在的流上预取到 GPU，之后再预取回主机，从缺页多花的 {cost} ms 中挽回了 {won} ms（{pct}%）：{prefetch} ms，仍是显式拷贝的 {x} 倍。"),
+    ("unified.enqueue", "cuMemPrefetchAsync 占用主机的时间比一次普通入队多：在 GPU 工作的 {gpu} ms 里，发出预取占住主机 {enqueue} ms，而显式拷贝只要 {copies} ms。"),
+    ("unified.advice", "把页面建议为留在主机上、并映射给 GPU（cuMemAdvise）后，没有页面迁移：核函数经总线直接读写主机内存，用了 {advised} ms（GPU {gpu} ms）"),
+    ("unified.advice_fastest", "{advice}，比预取（{prefetch} ms）还快：和拷贝一样，每个元素去回各经过总线一次，而且不用迁移任何页面。"),
+    ("unified.advice_between", "{advice}：比按需缺页迁移（{faults} ms）好，但不如预取（{prefetch} ms）。"),
+    ("unified.advice_no_better", "{advice}：这里并不比按需缺页迁移（{faults} ms）好。"),
+
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}：{detail}"),
     ("timeline.header", "时间线，{version}（一次运行；{source}）："),
@@ -340,6 +360,13 @@ pub const LABELS: &[(&str, &str)] = &[
     ("one kernel alone (GPU stamps)", "单个核函数本身（GPU 时间戳）"),
     ("blocking: 2nd started after the 1st ended by", "阻塞流：第 2 个在第 1 个结束后多久开始"),
     ("non-blocking: 2nd started before the 1st ended by", "非阻塞流：第 2 个在第 1 个结束前多久开始"),
+    ("2 host threads, legacy default stream", "2 个主机线程，传统默认流"),
+    ("2 host threads, per-thread default streams", "2 个主机线程，各自的每线程默认流"),
+    ("2 threads on the legacy default stream took turns", "2 个线程在传统默认流上轮流执行"),
+    ("2 threads' per-thread default streams overlapped", "2 个线程的每线程默认流相互重叠"),
+    ("2 threads, legacy: later started after the earlier ended by", "2 个线程，传统默认流：后一个在前一个结束后多久开始"),
+    ("2 threads, per-thread: later started before the earlier ended by", "2 个线程，每线程默认流：后一个在前一个结束前多久开始"),
+    ("2 threads: legacy over per-thread", "2 个线程：传统默认流 / 每线程默认流"),
 
     // events (and the race it sets up: lab)
     ("event timing of a kernel; a cross-stream dependency with wait_event, and the race without it", "用事件给核函数计时；用 wait_event 建立跨流依赖，以及没有它时的竞争"),
@@ -482,6 +509,21 @@ pub const LABELS: &[(&str, &str)] = &[
     ("short kernel on stream B (nominal)", "流 B 上的短核函数（标称）"),
     ("event polling: polls until complete", "事件轮询：完成前的轮询次数"),
     ("polls", "次轮询"),
+
+    // unified-memory
+    ("managed memory migrated by page faults, prefetched on the streams, or advised to stay on the host, against explicit pinned copies", "统一内存（托管内存）：靠缺页按需迁移、在流上预取，或建议留在主机上，对比在锁页内存上显式拷贝"),
+    ("managed, migrated on demand (page faults)", "托管内存，按需迁移（缺页）"),
+    ("managed + cuMemPrefetchAsync on the streams", "托管内存 + 在流上 cuMemPrefetchAsync"),
+    ("explicit pinned copies on the streams (bound)", "在流上从锁页内存显式拷贝（界限）"),
+    ("managed + cuMemAdvise: on the host, mapped for the GPU", "托管内存 + cuMemAdvise：留在主机上，映射给 GPU"),
+    ("{name} == explicit copies, bit for bit", "{name} == 显式拷贝，逐位相同"),
+    ("prefetching beat the page faults", "预取胜过了缺页迁移"),
+    ("bound: explicit copies, enqueue to results read", "界限：显式拷贝，从入队到读完结果"),
+    ("page faults' cost on the GPU (over explicit copies)", "缺页在 GPU 上的代价（比显式拷贝多出）"),
+    ("page faults' cost reading the results", "读取结果时缺页的代价"),
+    ("prefetching won back", "预取挽回的时间"),
+    ("prefetch / bound", "预取 / 界限"),
+    ("advised / bound", "cuMemAdvise / 界限"),
 
     // p2p
     ("two GPUs: a copy staged through host memory vs a peer copy over the link, one way and both", "两块 GPU：经主机内存中转的拷贝，对比经链路的对等拷贝，单向与双向"),
