@@ -58,14 +58,19 @@
 static const int REPS = 10;
 static const uint64_t SEED = 0x5EED;
 
-// The kernel of cuda-reference/kernels.cu (and kernels-gpu/src/kernels.rs), with the Rust
-// kernel's 64-bit grid-stride index. Launched on `data + offset` with n = len, it is the Rust
+// The kernel of cuda-reference/stream_ordered_alloc.cu (kernels-gpu/src/kernels.rs), with the
+// Rust kernel's 64-bit grid-stride index. Launched on `data + offset` with n = len, it is the Rust
 // chunk_kernel(data, offset, len, iters) that Gpu::compute_chunk launches.
 __global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     float x = data[i];
-    for (unsigned k = 0; k < iters; ++k) x = sinf(x) * cosf(x);
+    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
+    for (unsigned k = 0; k < iters; ++k) {
+      float s, c;
+      sincosf(x, &s, &c);
+      x = s * c;
+    }
     data[i] = x;
   }
 }

@@ -21,6 +21,7 @@ if has refs && command -v nvcc >/dev/null; then
   (cd "$G/cuda-reference" && for f in *.cu; do
      if [[ $f == kernels.cu ]]; then nvcc -O3 -arch=sm_90 -cubin kernels.cu -o "$G/ref/kernels.cubin" &&
        nvcc -O3 -arch=sm_90 -cubin -DSTREAMLAB_SINCOSF kernels.cu -o "$G/ref/kernels-sincosf.cubin"
+     elif [[ $f == multi_gpu.cu ]]; then nvcc -O3 -arch=sm_90 multi_gpu.cu -lnccl -o "$G/ref/multi_gpu"
      else nvcc -O3 -arch=sm_90 "$f" -o "$G/ref/${f%.cu}"; fi || echo "nvcc failed on $f"
    done) 2>&1 | tee "$LOGS/nvcc.txt"
   for exe in "$G"/ref/*; do
