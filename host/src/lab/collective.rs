@@ -136,6 +136,17 @@ impl Ranks {
         self.local.iter().map(|r| r.sums.to_vec()).collect()
     }
 
+    /// The sums after `run` alone: they are filled with NaN first, so a version that wrote
+    /// nothing cannot pass on the results the version before it left.
+    pub fn sums_of<T>(&self, run: impl FnOnce() -> Result<T>) -> Result<Vec<Vec<f32>>> {
+        self.synchronize()?;
+        for r in &self.local {
+            crate::runtime::memory::copy_to_device_sync(&vec![f32::NAN; r.sums.len()], &r.sums)?;
+        }
+        run()?;
+        self.sums()
+    }
+
     /// Checks `sums` (each local rank's) against the CPU: the gradients of every rank,
     /// computed on this GPU, added in rank order. With two ranks NCCL adds once per element,
     /// so the sum must be bit-identical to the CPU's `a + b`; with more, the order of its

@@ -37,6 +37,7 @@ use crate::lab::devices;
 use crate::lab::pipeline::{pipeline_bound, Bracket};
 use crate::lab::span::named;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::runtime::memory::copy_to_device_sync;
 use crate::runtime::{peer, AsContext, DeviceBuffer, Event, Gpu, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -209,12 +210,14 @@ impl Lesson for PipelineParallel {
     /// Each version's output, then both stages on GPU 0 alone, then the CPU.
     fn verify(&mut self, gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
         self.outputs.clear();
+        let n = self.inputs.len();
         for naive in [true, false] {
+            // NaN first: a version that wrote nothing cannot pass on the last one's output.
+            copy_to_device_sync(&vec![f32::NAN; n], &self.act[1])?;
             self.run(gpu, naive)?;
             self.outputs.push(self.act[1].to_vec()?);
         }
         let s0 = &self.streams[0];
-        let n = self.inputs.len();
         s0.copy_on_device(&self.input, &self.act[0])?;
         gpu.compute_chunk(s0, &self.act[0], 0..n, self.iters)?;
         gpu.compute_chunk(s0, &self.act[0], 0..n, self.iters)?;
