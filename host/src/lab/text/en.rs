@@ -267,7 +267,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("allreduce.gap", "The gap to the bound is the overlap's own cost: NCCL's all-reduce is a kernel that needs SMs, and while the backward holds them it gets fewer, so A grows when it overlaps C."),
     ("allreduce.slower", "slower ({lo} ms): the backward's blocks went first and the all-reduces waited for SMs"),
     ("allreduce.no_slower", "no slower ({lo} ms): here the all-reduce found SMs either way"),
-    ("allreduce.priority", "With the communication stream at the least priority the same work was {prio}. DDP gives its communication stream a high priority for this reason."),
+    ("allreduce.priority", "With the communication stream at the least priority the same work was {prio}. PyTorch's NCCL backend takes a high-priority stream for this when asked (`is_high_priority_stream=True`)."),
     ("allreduce.faster", "faster: more of the all-reduce hides, and the last bucket is smaller"),
     ("allreduce.not_faster", "not faster: each small all-reduce pays NCCL's fixed cost, which outweighs the smaller last bucket"),
     ("allreduce.more_buckets", "With {buckets} buckets: {many} ms, {more}."),

@@ -270,7 +270,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("allreduce.gap", "与界限的差距是重叠本身的代价：NCCL 的 all-reduce 也是一个需要 SM 的核函数，反向传播占着 SM 时它分到的更少，所以与 C 重叠时 A 会变长。"),
     ("allreduce.slower", "更慢了（{lo} ms）：反向传播的线程块先执行，all-reduce 只能等 SM"),
     ("allreduce.no_slower", "并没有更慢（{lo} ms）：这里 all-reduce 两种情况下都拿到了 SM"),
-    ("allreduce.priority", "把通信流设为最低优先级时，同样的工作{prio}。DDP 正是因此给它的通信流设了高优先级。"),
+    ("allreduce.priority", "把通信流设为最低优先级时，同样的工作{prio}。PyTorch 的 NCCL 后端可以为此改用高优先级的流（`is_high_priority_stream=True`）。"),
     ("allreduce.faster", "更快：更多的 all-reduce 被掩盖，最后一个桶也更小"),
     ("allreduce.not_faster", "并没有更快：每个小的 all-reduce 都要付 NCCL 的固定开销，超过了最后一个桶变小带来的好处"),
     ("allreduce.more_buckets", "分成 {buckets} 个桶时：{many} ms，{more}。"),
