@@ -238,6 +238,16 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("unified.advice_between", "{advice}: better than faulting on demand ({faults} ms), not than prefetching ({prefetch} ms)."),
     ("unified.advice_no_better", "{advice}: no better than faulting on demand ({faults} ms) here."),
 
+    // mixed-precision
+    ("mixed.one_batch", "With one micro-batch the only update waits for the only layer step, and no next step can hide it: both versions run the same chain ({serial} ms on one stream, {side} ms with the side stream). Use --batches 2 or more."),
+    ("mixed.faster", "On one stream each step's update and cast wait their turn: {steps} x (layer {c} + update and cast {u} ms) = {serial} ms measured. On the side stream they ran while the next layer step computed: {side} ms, {x}x faster, {of_bound}x the bound ({bound} ms)."),
+    ("mixed.gained_little", "The side stream gained little ({side} ms against {serial} ms, {x}x) though a perfect overlap would take {bound} ms. The update and cast can only use the SMs the layer kernel leaves free, and it launched {share}% of the blocks the GPU holds at once: --timeline shows whether they ran beside it; try a smaller --layer-share."),
+    ("mixed.little_to_hide", "Little to hide here ({side} ms against {serial} ms, {x}x): the update and cast take {u} ms a step against {c} ms for the layer, so even a perfect overlap ({bound} ms) saves at most {save} ms."),
+    ("mixed.delay", "Step i computes with the weights updated up to gradient i-2 (a one-step delay): that is what lets gradient i-1's update and cast run beside step i. Two events per slot order the rest: the update waits for the layer step that wrote its gradient (computed), step i+1 for its weights (cast_done)."),
+    ("mixed.vanished", "applied to the 16-bit weights they would have vanished, while the master copy adds them up until the cast moves the weight"),
+    ("mixed.survived", "most updates would have survived on the 16-bit weights alone, so the master copy matters less here than with fewer significant bits (bf16 has 8, f16 11)"),
+    ("mixed.master", "Why the FP32 master copy: with lr = 2^-12, {pct}% of the sampled updates were below half a unit in the last place of the {format} weight: {so}."),
+
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}: {detail}"),
     ("timeline.header", "timeline, {version} (one run; {source}):"),
