@@ -112,6 +112,24 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("replay.reinstantiated", "The driver refused to update the executable graph in place ({reason}), so it was instantiated again from the re-capture: {update_us} us, against {instantiate_us} us for the first instantiation."),
     ("graph.moved", "the output changed with the scale ({old} -> {new})"),
 
+    // where a CUDA graph wins: the graph lesson's sweep (lab)
+    ("graph_sweep.same", "{count} shapes: every element as by stream"),
+    ("graph_sweep.close", "{count} shapes, up to 1024 sampled elements each"),
+    ("graph_sweep.chain_always", "Crossover on this GPU, {n} elements per node, chains of {shortest} to {longest} kernel nodes per side: the graph wins at every length (graph / streams time per iteration from {first} to {last})."),
+    ("graph_sweep.chain_from", "Crossover on this GPU, {n} elements per node: the graph starts to win (5% or more faster) at {c} kernel nodes per side and wins at every longer chain measured (chains of {shortest} to {longest} kernel nodes per side; graph / streams time per iteration from {first} to {last}): the longer the chain, the more launches one cuGraphLaunch replaces."),
+    ("graph_sweep.chain_never", "Crossover on this GPU, {n} elements per node: not reached with chains of {shortest} to {longest} kernel nodes per side (graph / streams time per iteration from {first} to {last}); the GPU's work, not the host's launches, sets the pace here."),
+    ("graph_sweep.one_kernel", "1 kernel"),
+    ("graph_sweep.kernels", "{c} kernels"),
+    ("graph_sweep.up_to", "up to {n} elements per node with {kernels} per side"),
+    ("graph_sweep.no_size", "at no size with {kernels} per side"),
+    ("graph_sweep.loses", "elsewhere it loses by up to {loss}% ({n} elements per node, {c} per side) or the two are level within 5%"),
+    ("graph_sweep.level", "elsewhere the two are level within 5%: the GPU's work sets the pace"),
+    ("graph_sweep.wins_everywhere", "and it wins at every shape measured"),
+    ("graph_sweep.by_memcpy", "copies by memcpy (memcpy nodes in the graph)"),
+    ("graph_sweep.by_kernels", "copies by copy kernels"),
+    ("graph_sweep.no_copies", "no copies"),
+    ("graph_sweep.grid", "Crossover on this GPU with {copies}: the graph wins (is 5% or more faster) {wins}; {rest}."),
+
     // launch-order
     ("launch_order.one_at_a_time", "in all {n} repeats the kernels on one stream ran one after another"),
     ("launch_order.in_order", "in all {n} repeats the kernels started in issue order"),

@@ -115,6 +115,24 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("replay.reinstantiated", "驱动拒绝就地更新可执行图（{reason}），于是用重新捕获的图再实例化了一次：{update_us} us，第一次实例化为 {instantiate_us} us。"),
     ("graph.moved", "输出随缩放系数改变了（{old} -> {new}）"),
 
+    // where a CUDA graph wins: the graph lesson's sweep (lab)
+    ("graph_sweep.same", "{count} 种形状：每个元素都与在流上逐个发出时相同"),
+    ("graph_sweep.close", "{count} 种形状，每种最多抽查 1024 个元素"),
+    ("graph_sweep.chain_always", "这块 GPU 上的交叉点（每个节点 {n} 个元素，每侧链长 {shortest} 到 {longest} 个核函数节点）：链无论多长，CUDA 图都胜出（每次迭代的时间比 CUDA 图 / 流从 {first} 变到 {last}）。"),
+    ("graph_sweep.chain_from", "这块 GPU 上的交叉点（每个节点 {n} 个元素）：每侧有 {c} 个核函数节点时 CUDA 图开始胜出（快 5% 或更多），在测过的每条更长的链上也都胜出（每侧链长 {shortest} 到 {longest} 个核函数节点；每次迭代的时间比 CUDA 图 / 流从 {first} 变到 {last}）：链越长，一次 cuGraphLaunch 顶替的逐个启动就越多。"),
+    ("graph_sweep.chain_never", "这块 GPU 上的交叉点（每个节点 {n} 个元素）：每侧链长从 {shortest} 到 {longest} 个核函数节点都没有出现（每次迭代的时间比 CUDA 图 / 流从 {first} 变到 {last}）；这里决定节奏的是 GPU 的工作，而不是主机逐个启动的开销。"),
+    ("graph_sweep.one_kernel", "1 个核函数"),
+    ("graph_sweep.kernels", "{c} 个核函数"),
+    ("graph_sweep.up_to", "每侧 {kernels}时每个节点至多 {n} 个元素"),
+    ("graph_sweep.no_size", "每侧 {kernels}时任何大小都不胜出"),
+    ("graph_sweep.loses", "其余形状下它最多慢 {loss}%（每个节点 {n} 个元素，每侧 {c} 个核函数），或者两者相差在 5% 以内"),
+    ("graph_sweep.level", "其余形状下两者相差在 5% 以内：节奏由 GPU 的工作决定"),
+    ("graph_sweep.wins_everywhere", "而且在测过的每种形状下都胜出"),
+    ("graph_sweep.by_memcpy", "用 memcpy 拷贝（图中是 memcpy 节点）"),
+    ("graph_sweep.by_kernels", "用拷贝核函数拷贝"),
+    ("graph_sweep.no_copies", "不拷贝"),
+    ("graph_sweep.grid", "这块 GPU 上{copies}时的交叉点，CUDA 图胜出（快 5% 或更多）的范围：{wins}；{rest}。"),
+
     // launch-order
     ("launch_order.one_at_a_time", "全部 {n} 次重复中，同一个流上的核函数都是一个接一个运行的"),
     ("launch_order.in_order", "全部 {n} 次重复中，核函数都按发出顺序开始"),
@@ -415,6 +433,18 @@ pub const LABELS: &[(&str, &str)] = &[
     ("{name}: issue / kernel", "{name}：发出 / 核函数"),
     ("re-capture with new scale", "用新的缩放系数重新捕获"),
     ("update of the executable graph", "更新可执行图"),
+    // where a CUDA graph wins (lab::graph_sweep): a shape is "{elements} x {n} kernels, {copies}"
+    ("every shape: graph == streams+events, bit for bit", "每种形状：CUDA 图 == 流+事件，逐位相同"),
+    ("every shape: GPU vs CPU reference (approx)", "每种形状：GPU 与 CPU 参考值对比（近似）"),
+    ("streams+events: {name} x {n} kernels, memcpy", "流+事件：{name} 个元素 x 每侧 {n} 个核函数，memcpy 拷贝"),
+    ("streams+events: {name} x {n} kernels, copy kernels", "流+事件：{name} 个元素 x 每侧 {n} 个核函数，拷贝核函数"),
+    ("streams+events: {name} x {n} kernels, no copies", "流+事件：{name} 个元素 x 每侧 {n} 个核函数，不拷贝"),
+    ("graph: {name} x {n} kernels, memcpy", "CUDA 图：{name} 个元素 x 每侧 {n} 个核函数，memcpy 拷贝"),
+    ("graph: {name} x {n} kernels, copy kernels", "CUDA 图：{name} 个元素 x 每侧 {n} 个核函数，拷贝核函数"),
+    ("graph: {name} x {n} kernels, no copies", "CUDA 图：{name} 个元素 x 每侧 {n} 个核函数，不拷贝"),
+    ("graph / streams, {name} x {n} kernels, memcpy", "CUDA 图 / 流+事件，{name} 个元素 x 每侧 {n} 个核函数，memcpy 拷贝"),
+    ("graph / streams, {name} x {n} kernels, copy kernels", "CUDA 图 / 流+事件，{name} 个元素 x 每侧 {n} 个核函数，拷贝核函数"),
+    ("graph / streams, {name} x {n} kernels, no copies", "CUDA 图 / 流+事件，{name} 个元素 x 每侧 {n} 个核函数，不拷贝"),
 
     // launch-order
     ("kernels issued to several streams start in issue order, a launch gap apart, and overlap", "发到多个流上的核函数按发出顺序开始，彼此相隔一次启动的间隔，并且相互重叠"),
