@@ -13,7 +13,7 @@ use crate::lab::data::{ensure_bitwise_equal, ensure_close_to_reference, random_i
 use crate::lab::plot::{Plot, Series};
 use crate::lab::replay::{Built, PerRound, Rounds};
 use crate::lab::stats::host_ms;
-use crate::lab::{Checks, Measured, Report, Sample, WorkModel};
+use crate::lab::{fixed, t, Checks, Measured, Report, Sample, Text, WorkModel};
 use crate::math::{combine_element, produce_element, scale_element};
 use crate::runtime::graph::{capture, CaptureMode, Graph, GraphExec, Instantiate};
 use crate::runtime::memory::{copy_to_device_sync, copy_to_host_sync};
@@ -43,12 +43,12 @@ pub enum Copies {
 }
 
 impl Copies {
-    /// How the text says it: "copies by memcpy nodes", ...
-    pub fn phrase(self) -> &'static str {
+    /// How the text says it: "copies by memcpy (memcpy nodes in the graph)", ...
+    pub fn phrase(self) -> Text {
         match self {
-            Copies::Memcpy => "copies by memcpy (memcpy nodes in the graph)",
-            Copies::Kernels => "copies by copy kernels",
-            Copies::None => "no copies",
+            Copies::Memcpy => t!("graph_sweep.by_memcpy"),
+            Copies::Kernels => t!("graph_sweep.by_kernels"),
+            Copies::None => t!("graph_sweep.no_copies"),
         }
     }
 
@@ -348,9 +348,9 @@ impl Sweep {
                 .and_then(|()| ensure_close_to_reference(&what, &graph, 1024, reference).map(drop));
         }
         let count = self.shapes.len();
-        let detail = format!("{count} shapes: every element as by stream");
+        let detail = t!("graph_sweep.same", count);
         checks.record("every shape: graph == streams+events, bit for bit", same.map(|()| detail));
-        let detail = format!("{count} shapes, up to 1024 sampled elements each");
+        let detail = t!("graph_sweep.close", count);
         checks.record("every shape: GPU vs CPU reference (approx)", close.map(|()| detail));
         Ok(())
     }
@@ -387,8 +387,8 @@ pub fn interpret(points: &[Point], r: &mut Report) {
     }
     let elements: std::collections::BTreeSet<usize> =
         points.iter().map(|p| p.shape.elements).collect();
-    if elements.len() == 1 {
-        r.explain(chain_text(points));
+    if let (1, Some(line)) = (elements.len(), chain_text(points)) {
+        r.explain(line);
     } else {
         for copies in [Copies::Memcpy, Copies::Kernels, Copies::None] {
             let mine: Vec<Point> =
@@ -400,53 +400,56 @@ pub fn interpret(points: &[Point], r: &mut Report) {
     }
 }
 
-/// Where the graph starts to win along the chain, for points at one size.
-pub fn chain_text(points: &[Point]) -> String {
-    let (Some(first), Some(last)) = (points.first(), points.last()) else {
-        return String::new();
-    };
-    let n = first.shape.elements;
-    let lengths = format!("{} to {} kernel nodes per side", first.shape.chain, last.shape.chain);
-    let ratios = format!(
-        "graph / streams time per iteration from {:.2} to {:.2}",
-        first.ratio(),
-        last.ratio()
-    );
-    match crossover(points, |s| s.chain, true) {
-        Some(c) if c == first.shape.chain => format!("Crossover on this GPU, {n} elements per node, chains of {lengths}: the graph wins at every length ({ratios})."),
-        Some(c) => format!("Crossover on this GPU, {n} elements per node: the graph starts to win (5% or more faster) at {c} kernel nodes per side and wins at every longer chain measured (chains of {lengths}; {ratios}): the longer the chain, the more launches one cuGraphLaunch replaces."),
-        None => format!("Crossover on this GPU, {n} elements per node: not reached with chains of {lengths} ({ratios}); the GPU's work, not the host's launches, sets the pace here."),
+/// Where the graph starts to win along the chain, for points at one size (None: no points).
+pub fn chain_text(points: &[Point]) -> Option<Text> {
+    let (first, last) = (points.first()?, points.last()?);
+    let (n, shortest, longest) = (first.shape.elements, first.shape.chain, last.shape.chain);
+    let (first, last) = (fixed(first.ratio(), 2), fixed(last.ratio(), 2));
+    Some(match crossover(points, |s| s.chain, true) {
+        Some(c) if c == shortest => {
+            t!("graph_sweep.chain_always", n, shortest, longest, first, last)
+        }
+        Some(c) => t!("graph_sweep.chain_from", n, c, shortest, longest, first, last),
+        None => t!("graph_sweep.chain_never", n, shortest, longest, first, last),
+    })
+}
+
+/// "1 kernel", "4 kernels".
+fn kernels(c: usize) -> Text {
+    if c == 1 {
+        t!("graph_sweep.one_kernel")
+    } else {
+        t!("graph_sweep.kernels", c)
     }
 }
 
 /// For each chain length, the largest size at which the graph still wins, with `copies`.
-pub fn grid_text(copies: Copies, points: &[Point]) -> String {
+pub fn grid_text(copies: Copies, points: &[Point]) -> Text {
     let chains: std::collections::BTreeSet<usize> = points.iter().map(|p| p.shape.chain).collect();
-    let parts: Vec<String> = chains
+    let wins = chains
         .iter()
         .map(|&c| {
             let line: Vec<Point> = points.iter().filter(|p| p.shape.chain == c).copied().collect();
-            let kernels = if c == 1 { "1 kernel".to_string() } else { format!("{c} kernels") };
+            let kernels = kernels(c);
             match crossover(&line, |s| s.elements, false) {
-                Some(n) => format!("up to {n} elements per node with {kernels} per side"),
-                None => format!("at no size with {kernels} per side"),
+                Some(n) => t!("graph_sweep.up_to", n, kernels),
+                None => t!("graph_sweep.no_size", kernels),
             }
         })
         .collect();
-    let copies = copies.phrase();
-    let wins = parts.join(", ");
+    let wins = Text::List(wins);
     let worst =
         points.iter().filter(|p| p.ratio() >= WIN).max_by(|a, b| a.ratio().total_cmp(&b.ratio()));
     let rest = match worst {
         Some(p) if p.ratio() > 1.0 / WIN => {
-            let (n, c) = (p.shape.elements, p.shape.chain);
-            let loss = (p.ratio() - 1.0) * 100.0;
-            format!("elsewhere it loses by up to {loss:.0}% ({n} elements per node, {c} per side) or the two are level within 5%")
+            let (n, c, loss) =
+                (p.shape.elements, p.shape.chain, fixed((p.ratio() - 1.0) * 100.0, 0));
+            t!("graph_sweep.loses", loss, n, c)
         }
-        Some(_) => "elsewhere the two are level within 5%: the GPU's work sets the pace".into(),
-        None => "and it wins at every shape measured".into(),
+        Some(_) => t!("graph_sweep.level"),
+        None => t!("graph_sweep.wins_everywhere"),
     };
-    format!("Crossover on this GPU with {copies}: the graph wins (is 5% or more faster) {wins}; {rest}.")
+    t!("graph_sweep.grid", copies = copies.phrase(), wins, rest)
 }
 
 /// Graph time over streams time against the shape, with the break-even line and a mark
@@ -477,8 +480,7 @@ pub fn plot(points: &[Point]) -> Option<Plot> {
                 .copied()
                 .collect();
             let xy = line.iter().map(|p| (p.shape.elements as f64, p.ratio())).collect();
-            let kernels = if c == 1 { "1 kernel".to_string() } else { format!("{c} kernels") };
-            series.push(Series::measured(&format!("{kernels} per side"), xy));
+            series.push(Series::measured(&format!("{} per side", kernels(c).en()), xy));
             if let Some(n) = crossover(&line, |s| s.elements, false) {
                 marks.extend(
                     line.iter().filter(|p| p.shape.elements == n).map(|p| (n as f64, p.ratio())),
@@ -616,7 +618,7 @@ mod tests {
             .enumerate()
             .map(|(i, &r)| point(65536, 1 << i, Copies::Memcpy, r))
             .collect();
-        let text = chain_text(&chain);
+        let text = chain_text(&chain).unwrap().en();
         assert!(
             text.contains(
                 "65536 elements per node: the graph starts to win (5% or more faster) at 4 kernel nodes per side"
@@ -624,23 +626,23 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("from 1.20 to 0.70"), "{text}");
-        let never = chain_text(&chain[..2]);
+        let never = chain_text(&chain[..2]).unwrap().en();
         assert!(never.contains("not reached") && !never.contains("starts to win"), "{never}");
-        let always = chain_text(&chain[2..]);
+        let always = chain_text(&chain[2..]).unwrap().en();
         assert!(always.contains("wins at every length"), "{always}");
         let grid = vec![
             point(1024, 1, Copies::None, 0.9),
             point(4096, 1, Copies::None, 1.1),
             point(1024, 4, Copies::None, 1.3),
         ];
-        let text = grid_text(Copies::None, &grid);
+        let text = grid_text(Copies::None, &grid).en();
         assert!(text.starts_with("Crossover on this GPU with no copies"), "{text}");
         let wins = "faster) up to 1024 elements per node with 1 kernel per side, at no size with 4";
         assert!(text.contains(wins), "{text}");
         assert!(text.ends_with("loses by up to 30% (1024 elements per node, 4 per side) or the two are level within 5%."), "{text}");
-        let level = grid_text(Copies::None, &grid[..1]);
+        let level = grid_text(Copies::None, &grid[..1]).en();
         assert!(level.ends_with("and it wins at every shape measured."), "{level}");
-        let level = grid_text(Copies::None, &[grid[0], point(4096, 1, Copies::None, 1.02)]);
+        let level = grid_text(Copies::None, &[grid[0], point(4096, 1, Copies::None, 1.02)]).en();
         assert!(
             level.ends_with("elsewhere the two are level within 5%: the GPU's work sets the pace."),
             "{level}"
@@ -648,7 +650,50 @@ mod tests {
         let mut r = Report::new("graph", "", "");
         interpret(&chain, &mut r);
         assert_eq!(r.value("graph / streams, 64K x 4 kernels, memcpy"), Some(0.9));
-        assert_eq!(r.interpretation, [chain_text(&chain)]);
+        assert_eq!(r.interpretation, [chain_text(&chain).unwrap().en()]);
+        assert!(chain_text(&[]).is_none());
+    }
+
+    /// Under `--lang zh` the sweep's lines, check details, figure and version names read
+    /// in Chinese, with no English sentence left, for the chain and for the grid.
+    #[test]
+    fn the_texts_and_names_read_in_chinese() {
+        use crate::lab::text::{english_sentence, has_chinese, Lang};
+        let chain: Vec<Point> = [1.2, 1.05, 0.9, 0.7]
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| point(65536, 1 << i, Copies::Memcpy, r))
+            .collect();
+        let mut grid = Vec::new();
+        for (k, copies) in [Copies::Memcpy, Copies::Kernels, Copies::None].into_iter().enumerate() {
+            for (i, chain) in [1, 4].into_iter().enumerate() {
+                grid.push(point(1024 << (2 * i), chain, copies, [0.8, 1.02, 1.3][k]));
+            }
+        }
+        let mut lines = vec![
+            t!("graph_sweep.same", count = 120usize),
+            t!("graph_sweep.close", count = 120usize),
+        ];
+        let mut figures = Vec::new();
+        for points in [&chain, &chain[..2], &chain[2..], &grid] {
+            let mut r = Report::new("graph", "", "");
+            interpret(points, &mut r);
+            lines.extend(r.messages);
+            figures.extend(r.figures.into_iter().map(|f| f.name));
+        }
+        assert_eq!(lines.len(), 2 + 3 + 3, "{lines:?}");
+        for line in &lines {
+            let zh = line.render(Lang::Zh);
+            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
+        }
+        let versions = names(&grid_shapes());
+        for name in versions.iter().chain(&figures) {
+            let zh = Text::label(name.clone()).render(Lang::Zh);
+            assert!(Text::label(name.clone()).is_translated() && has_chinese(&zh), "{name}: {zh}");
+            assert!(!zh.contains("kernels") && !zh.contains("copies"), "{name}: {zh}");
+        }
+        let median = Text::label(format!("{}, median", versions[1])).render(Lang::Zh);
+        assert_eq!(median, "CUDA 图：1K 个元素 x 每侧 1 个核函数，memcpy 拷贝，中位数");
     }
 
     #[test]

@@ -301,6 +301,7 @@ impl Lesson for GraphDag {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
+    use crate::lab::Text;
 
     #[test]
     fn scales_keep_producers_away_from_zero() {
@@ -332,6 +333,11 @@ mod tests {
         assert_eq!(names[17], "graph: 64K x 64 kernels, memcpy");
         let sweep = GraphDag::versions(&args_from::<GraphDag>(&["--sweep"]).unwrap());
         assert_eq!(sweep.len(), 4 + 2 * 120);
+        // Every one, and the summary, has its Chinese (`--lang zh`).
+        let all = sweep.iter().chain(&names).cloned().chain([GraphDag::SUMMARY.to_string()]);
+        for name in all {
+            assert!(Text::label(name.clone()).is_translated(), "{name} has no Chinese");
+        }
     }
 
     fn plan(flags: &[&str]) -> Result<Plan> {

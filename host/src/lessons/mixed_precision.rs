@@ -40,7 +40,7 @@ use serde::Serialize;
 use crate::lab::batches::{pipeline_estimate, total_elements};
 use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::data::{random_inputs, sample_indices};
-use crate::lab::{args, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HalfFormat, HostBuffer, Result, Stream};
 
 /// The learning rate, 2^-12: a power of two, so `lr * g` is exact and GPU and CPU agree.
@@ -275,25 +275,24 @@ pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut R
         .figure("FP32 update + cast, per micro-batch", u, "ms")
         .figure("bound c + (B-1) max(c, u) + u", bound, "ms")
         .figure("measured / bound", side / bound, "x");
+    let (x, of_bound, share) = (fixed(speedup, 2), fixed(side / bound, 2), a.layer_share);
+    let (room, save) = (serial > CLEAR_SPEEDUP * bound, fixed((serial - bound).max(0.0), 3));
+    let [serial, side, c, u, bound] = [serial, side, c, u, bound].map(|v| fixed(v, 3));
     r.explain(if steps == 1 {
-        format!("With one micro-batch the only update waits for the only layer step, and no next step can hide it: both versions run the same chain ({serial:.3} ms on one stream, {side:.3} ms with the side stream). Use --batches 2 or more.")
+        t!("mixed.one_batch", serial, side)
     } else if speedup >= CLEAR_SPEEDUP {
-        format!("On one stream each step's update and cast wait their turn: {steps} x (layer {c:.3} + update and cast {u:.3} ms) = {serial:.3} ms measured. On the side stream they ran while the next layer step computed: {side:.3} ms, {speedup:.2}x faster, {:.2}x the bound ({bound:.3} ms).", side / bound)
-    } else if serial > CLEAR_SPEEDUP * bound {
-        format!("The side stream gained little ({side:.3} ms against {serial:.3} ms, {speedup:.2}x) though a perfect overlap would take {bound:.3} ms. The update and cast can only use the SMs the layer kernel leaves free, and it launched {}% of the blocks the GPU holds at once: --timeline shows whether they ran beside it; try a smaller --layer-share.", a.layer_share)
+        t!("mixed.faster", steps, c, u, serial, side, x, of_bound, bound)
+    } else if room {
+        t!("mixed.gained_little", side, serial, x, bound, share)
     } else {
-        format!("Little to hide here ({side:.3} ms against {serial:.3} ms, {speedup:.2}x): the update and cast take {u:.3} ms a step against {c:.3} ms for the layer, so even a perfect overlap ({bound:.3} ms) saves at most {:.3} ms.", (serial - bound).max(0.0))
+        t!("mixed.little_to_hide", side, serial, x, u, c, bound, save)
     });
-    r.explain("Step i computes with the weights updated up to gradient i-2 (a one-step delay): that is what lets gradient i-1's update and cast run beside step i. Two events per slot order the rest: the update waits for the layer step that wrote its gradient (computed), step i+1 for its weights (cast_done).");
+    r.explain(t!("mixed.delay"));
     if let Some((lost, updates)) = lost.filter(|&(_, u)| u > 0) {
         let pct = 100.0 * lost as f64 / updates as f64;
         r.figure(&format!("updates below half a {name} ulp (sampled)"), pct, "%");
-        let so = if lost * 2 >= updates {
-            "applied to the 16-bit weights they would have vanished, while the master copy adds them up until the cast moves the weight"
-        } else {
-            "most updates would have survived on the 16-bit weights alone, so the master copy matters less here than with fewer significant bits (bf16 has 8, f16 11)"
-        };
-        r.explain(format!("Why the FP32 master copy: with lr = 2^-12, {pct:.1}% of the sampled updates were below half a unit in the last place of the {name} weight: {so}."));
+        let so = if lost * 2 >= updates { t!("mixed.vanished") } else { t!("mixed.survived") };
+        r.explain(t!("mixed.master", pct = fixed(pct, 1), format = name.to_string(), so));
     }
 }
 
@@ -301,6 +300,8 @@ pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut R
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
+    use crate::lab::text::{english_sentence, has_chinese, Lang};
+    use crate::lab::Text;
 
     fn args(flags: &[&str]) -> Args {
         args_from::<MixedPrecision>(flags).unwrap()
@@ -339,7 +340,22 @@ mod tests {
     fn told(flags: &[&str], lost: Option<(usize, usize)>, m: &Measured) -> Report {
         let mut r = Report::new("t", "t", "t");
         interpret(&args(flags), lost, m, &mut r);
+        assert_chinese(&r, m);
         r
+    }
+
+    /// Under `--lang zh` every line reads in Chinese, with no English sentence left, and
+    /// every figure and version name, and the summary, has its Chinese.
+    fn assert_chinese(r: &Report, m: &Measured) {
+        assert_eq!(r.messages.len(), r.interpretation.len());
+        for line in &r.messages {
+            let zh = line.render(Lang::Zh);
+            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
+        }
+        let names = r.figures.iter().map(|f| &f.name).chain(m.versions.iter().map(|v| &v.name));
+        for name in names.chain([&MixedPrecision::SUMMARY.to_string()]) {
+            assert!(Text::label(name.clone()).is_translated(), "{name} has no Chinese");
+        }
     }
 
     #[test]
@@ -361,5 +377,12 @@ mod tests {
         let r = told(&[], Some((0, 0)), &measured(8.8, 8.7, 1.0, 0.1));
         assert!(r.interpretation[0].starts_with("Little to hide"), "{:?}", r.interpretation);
         assert_eq!(r.interpretation.len(), 2, "no updates: no claim about them");
+        // f16: the format named in the figures and the master-copy line, in both languages.
+        let r = told(&["--format", "f16"], Some((3, 4)), &measured(16.0, 9.5, 1.0, 1.0));
+        assert_eq!(r.value("updates below half a f16 ulp (sampled)"), Some(75.0));
+        let master = &r.interpretation[2];
+        assert!(master.contains("75.0%") && master.contains("f16 weight"), "{master}");
+        let zh = r.messages[2].render(Lang::Zh);
+        assert!(zh.contains("75.0%") && zh.contains("f16 权重") && zh.contains("舍入"), "{zh}");
     }
 }

@@ -112,6 +112,24 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("replay.reinstantiated", "The driver refused to update the executable graph in place ({reason}), so it was instantiated again from the re-capture: {update_us} us, against {instantiate_us} us for the first instantiation."),
     ("graph.moved", "the output changed with the scale ({old} -> {new})"),
 
+    // where a CUDA graph wins: the graph lesson's sweep (lab)
+    ("graph_sweep.same", "{count} shapes: every element as by stream"),
+    ("graph_sweep.close", "{count} shapes, up to 1024 sampled elements each"),
+    ("graph_sweep.chain_always", "Crossover on this GPU, {n} elements per node, chains of {shortest} to {longest} kernel nodes per side: the graph wins at every length (graph / streams time per iteration from {first} to {last})."),
+    ("graph_sweep.chain_from", "Crossover on this GPU, {n} elements per node: the graph starts to win (5% or more faster) at {c} kernel nodes per side and wins at every longer chain measured (chains of {shortest} to {longest} kernel nodes per side; graph / streams time per iteration from {first} to {last}): the longer the chain, the more launches one cuGraphLaunch replaces."),
+    ("graph_sweep.chain_never", "Crossover on this GPU, {n} elements per node: not reached with chains of {shortest} to {longest} kernel nodes per side (graph / streams time per iteration from {first} to {last}); the GPU's work, not the host's launches, sets the pace here."),
+    ("graph_sweep.one_kernel", "1 kernel"),
+    ("graph_sweep.kernels", "{c} kernels"),
+    ("graph_sweep.up_to", "up to {n} elements per node with {kernels} per side"),
+    ("graph_sweep.no_size", "at no size with {kernels} per side"),
+    ("graph_sweep.loses", "elsewhere it loses by up to {loss}% ({n} elements per node, {c} per side) or the two are level within 5%"),
+    ("graph_sweep.level", "elsewhere the two are level within 5%: the GPU's work sets the pace"),
+    ("graph_sweep.wins_everywhere", "and it wins at every shape measured"),
+    ("graph_sweep.by_memcpy", "copies by memcpy (memcpy nodes in the graph)"),
+    ("graph_sweep.by_kernels", "copies by copy kernels"),
+    ("graph_sweep.no_copies", "no copies"),
+    ("graph_sweep.grid", "Crossover on this GPU with {copies}: the graph wins (is 5% or more faster) {wins}; {rest}."),
+
     // launch-order
     ("launch_order.one_at_a_time", "in all {n} repeats the kernels on one stream ran one after another"),
     ("launch_order.in_order", "in all {n} repeats the kernels started in issue order"),
@@ -237,6 +255,16 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("unified.advice_fastest", "{advice}, faster than prefetching ({prefetch} ms): each element crossed the bus once each way, as with copies, and no page had to move."),
     ("unified.advice_between", "{advice}: better than faulting on demand ({faults} ms), not than prefetching ({prefetch} ms)."),
     ("unified.advice_no_better", "{advice}: no better than faulting on demand ({faults} ms) here."),
+
+    // mixed-precision
+    ("mixed.one_batch", "With one micro-batch the only update waits for the only layer step, and no next step can hide it: both versions run the same chain ({serial} ms on one stream, {side} ms with the side stream). Use --batches 2 or more."),
+    ("mixed.faster", "On one stream each step's update and cast wait their turn: {steps} x (layer {c} + update and cast {u} ms) = {serial} ms measured. On the side stream they ran while the next layer step computed: {side} ms, {x}x faster, {of_bound}x the bound ({bound} ms)."),
+    ("mixed.gained_little", "The side stream gained little ({side} ms against {serial} ms, {x}x) though a perfect overlap would take {bound} ms. The update and cast can only use the SMs the layer kernel leaves free, and it launched {share}% of the blocks the GPU holds at once: --timeline shows whether they ran beside it; try a smaller --layer-share."),
+    ("mixed.little_to_hide", "Little to hide here ({side} ms against {serial} ms, {x}x): the update and cast take {u} ms a step against {c} ms for the layer, so even a perfect overlap ({bound} ms) saves at most {save} ms."),
+    ("mixed.delay", "Step i computes with the weights updated up to gradient i-2 (a one-step delay): that is what lets gradient i-1's update and cast run beside step i. Two events per slot order the rest: the update waits for the layer step that wrote its gradient (computed), step i+1 for its weights (cast_done)."),
+    ("mixed.vanished", "applied to the 16-bit weights they would have vanished, while the master copy adds them up until the cast moves the weight"),
+    ("mixed.survived", "most updates would have survived on the 16-bit weights alone, so the master copy matters less here than with fewer significant bits (bf16 has 8, f16 11)"),
+    ("mixed.master", "Why the FP32 master copy: with lr = 2^-12, {pct}% of the sampled updates were below half a unit in the last place of the {format} weight: {so}."),
 
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}: {detail}"),

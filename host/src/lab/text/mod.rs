@@ -634,7 +634,8 @@ mod tests {
     }
 
     /// Every `t!("key", ..)` in the code names a key both catalogs have (a missing key would
-    /// print as the key itself), and lesson files write no sentence of their own.
+    /// print as the key itself), lesson and lab files write no sentence of their own, and
+    /// every check or figure name written out in the code has its Chinese in `zh::LABELS`.
     #[test]
     fn every_key_the_code_names_is_in_both_catalogs_and_lessons_write_no_sentences() {
         fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
@@ -650,7 +651,7 @@ mod tests {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut files = Vec::new();
         sources(&src, &mut files);
-        let mut named = 0;
+        let (mut named, mut names) = (0, 0);
         for file in files.iter().filter(|f| !f.starts_with(src.join("lab/text"))) {
             let text = std::fs::read_to_string(file).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
@@ -679,7 +680,19 @@ mod tests {
                 );
                 named += 1;
             }
-            if file.starts_with(src.join("lessons")) {
+            let calls =
+                ["checks.bitwise(", "checks.approx(", "checks.record(", "checks.concurrency("];
+            for call in calls.into_iter().chain([".figure("]) {
+                for (at, _) in code.match_indices(call) {
+                    let rest = code[at + call.len()..].trim_start();
+                    let Some(rest) = rest.strip_prefix('"') else { continue };
+                    let name = &rest[..rest.find('"').unwrap()];
+                    let translated = Text::label(name).is_translated();
+                    assert!(translated, "{}: {name:?} is not in zh::LABELS", file.display());
+                    names += 1;
+                }
+            }
+            if file.starts_with(src.join("lessons")) || file.starts_with(src.join("lab")) {
                 for bad in [".explain(format!(", ".explain(\"", "Ok(format!("] {
                     assert!(
                         !code.contains(bad),
@@ -690,5 +703,6 @@ mod tests {
             }
         }
         assert!(named > 150, "only {named} keys found: the scan is broken");
+        assert!(names > 100, "only {names} check and figure names found: the scan is broken");
     }
 }

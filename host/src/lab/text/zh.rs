@@ -115,6 +115,24 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("replay.reinstantiated", "驱动拒绝就地更新可执行图（{reason}），于是用重新捕获的图再实例化了一次：{update_us} us，第一次实例化为 {instantiate_us} us。"),
     ("graph.moved", "输出随缩放系数改变了（{old} -> {new}）"),
 
+    // where a CUDA graph wins: the graph lesson's sweep (lab)
+    ("graph_sweep.same", "{count} 种形状：每个元素都与在流上逐个发出时相同"),
+    ("graph_sweep.close", "{count} 种形状，每种最多抽查 1024 个元素"),
+    ("graph_sweep.chain_always", "这块 GPU 上的交叉点（每个节点 {n} 个元素，每侧链长 {shortest} 到 {longest} 个核函数节点）：链无论多长，CUDA 图都胜出（每次迭代的时间比 CUDA 图 / 流从 {first} 变到 {last}）。"),
+    ("graph_sweep.chain_from", "这块 GPU 上的交叉点（每个节点 {n} 个元素）：每侧有 {c} 个核函数节点时 CUDA 图开始胜出（快 5% 或更多），在测过的每条更长的链上也都胜出（每侧链长 {shortest} 到 {longest} 个核函数节点；每次迭代的时间比 CUDA 图 / 流从 {first} 变到 {last}）：链越长，一次 cuGraphLaunch 顶替的逐个启动就越多。"),
+    ("graph_sweep.chain_never", "这块 GPU 上的交叉点（每个节点 {n} 个元素）：每侧链长从 {shortest} 到 {longest} 个核函数节点都没有出现（每次迭代的时间比 CUDA 图 / 流从 {first} 变到 {last}）；这里决定节奏的是 GPU 的工作，而不是主机逐个启动的开销。"),
+    ("graph_sweep.one_kernel", "1 个核函数"),
+    ("graph_sweep.kernels", "{c} 个核函数"),
+    ("graph_sweep.up_to", "每侧 {kernels}时每个节点至多 {n} 个元素"),
+    ("graph_sweep.no_size", "每侧 {kernels}时任何大小都不胜出"),
+    ("graph_sweep.loses", "其余形状下它最多慢 {loss}%（每个节点 {n} 个元素，每侧 {c} 个核函数），或者两者相差在 5% 以内"),
+    ("graph_sweep.level", "其余形状下两者相差在 5% 以内：节奏由 GPU 的工作决定"),
+    ("graph_sweep.wins_everywhere", "而且在测过的每种形状下都胜出"),
+    ("graph_sweep.by_memcpy", "用 memcpy 拷贝（图中是 memcpy 节点）"),
+    ("graph_sweep.by_kernels", "用拷贝核函数拷贝"),
+    ("graph_sweep.no_copies", "不拷贝"),
+    ("graph_sweep.grid", "这块 GPU 上{copies}时的交叉点，CUDA 图胜出（快 5% 或更多）的范围：{wins}；{rest}。"),
+
     // launch-order
     ("launch_order.one_at_a_time", "全部 {n} 次重复中，同一个流上的核函数都是一个接一个运行的"),
     ("launch_order.in_order", "全部 {n} 次重复中，核函数都按发出顺序开始"),
@@ -240,6 +258,16 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("unified.advice_fastest", "{advice}，比预取（{prefetch} ms）还快：和拷贝一样，每个元素去回各经过总线一次，而且不用迁移任何页面。"),
     ("unified.advice_between", "{advice}：比按需缺页迁移（{faults} ms）好，但不如预取（{prefetch} ms）。"),
     ("unified.advice_no_better", "{advice}：这里并不比按需缺页迁移（{faults} ms）好。"),
+
+    // mixed-precision
+    ("mixed.one_batch", "只有一个微批次时，唯一的一次更新要等唯一的层计算步做完，后面也没有下一步能把它掩盖：两个版本执行的是同一条链（单个流 {serial} ms，加上辅助流 {side} ms）。请用 --batches 2 或更多。"),
+    ("mixed.faster", "在单个流上，每一步的更新和半精度转换都要排队等候：{steps} x（层计算 {c} + 更新与转换 {u} ms）= 实测 {serial} ms。放到辅助流上后，它们在下一个层计算步进行的同时运行：{side} ms，快了 {x} 倍，是界限（{bound} ms）的 {of_bound} 倍。"),
+    ("mixed.gained_little", "辅助流几乎没有带来收益（{side} ms，单个流 {serial} ms，{x}x），而完美重叠只需 {bound} ms。更新和转换只能用层核函数空出来的 SM，而层核函数启动的线程块占了 GPU 能同时容纳的 {share}%：用 --timeline 看它们是否与层核函数并行；试试更小的 --layer-share。"),
+    ("mixed.little_to_hide", "这里没什么可掩盖的（{side} ms，单个流 {serial} ms，{x}x）：每步的更新和转换只要 {u} ms，层计算却要 {c} ms，所以即使完美重叠（{bound} ms）最多也只能省 {save} ms。"),
+    ("mixed.delay", "第 i 步用的是更新到第 i-2 个梯度为止的权重（延迟一步）：正因如此，第 i-1 个梯度的更新和转换才能与第 i 步并行。其余的先后由每个槽位的两个事件保证：更新等待写出其梯度的那个层计算步（computed），第 i+1 步等待它要用的权重（cast_done）。"),
+    ("mixed.vanished", "若直接加到半精度权重上，这些更新会在舍入中消失，而 FP32 主权重把它们一点点累积起来，直到转换后的权重真正改变"),
+    ("mixed.survived", "只用半精度权重，大多数更新也能保留下来，所以这里主权重没有有效位更少时那么重要（bf16 有 8 位，f16 有 11 位）"),
+    ("mixed.master", "为什么要保留 FP32 主权重：学习率 lr = 2^-12 时，抽查的更新中有 {pct}% 小于 {format} 权重最低位单位（ulp）的一半：{so}。"),
 
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}：{detail}"),
@@ -405,6 +433,18 @@ pub const LABELS: &[(&str, &str)] = &[
     ("{name}: issue / kernel", "{name}：发出 / 核函数"),
     ("re-capture with new scale", "用新的缩放系数重新捕获"),
     ("update of the executable graph", "更新可执行图"),
+    // where a CUDA graph wins (lab::graph_sweep): a shape is "{elements} x {n} kernels, {copies}"
+    ("every shape: graph == streams+events, bit for bit", "每种形状：CUDA 图 == 流+事件，逐位相同"),
+    ("every shape: GPU vs CPU reference (approx)", "每种形状：GPU 与 CPU 参考值对比（近似）"),
+    ("streams+events: {name} x {n} kernels, memcpy", "流+事件：{name} 个元素 x 每侧 {n} 个核函数，memcpy 拷贝"),
+    ("streams+events: {name} x {n} kernels, copy kernels", "流+事件：{name} 个元素 x 每侧 {n} 个核函数，拷贝核函数"),
+    ("streams+events: {name} x {n} kernels, no copies", "流+事件：{name} 个元素 x 每侧 {n} 个核函数，不拷贝"),
+    ("graph: {name} x {n} kernels, memcpy", "CUDA 图：{name} 个元素 x 每侧 {n} 个核函数，memcpy 拷贝"),
+    ("graph: {name} x {n} kernels, copy kernels", "CUDA 图：{name} 个元素 x 每侧 {n} 个核函数，拷贝核函数"),
+    ("graph: {name} x {n} kernels, no copies", "CUDA 图：{name} 个元素 x 每侧 {n} 个核函数，不拷贝"),
+    ("graph / streams, {name} x {n} kernels, memcpy", "CUDA 图 / 流+事件，{name} 个元素 x 每侧 {n} 个核函数，memcpy 拷贝"),
+    ("graph / streams, {name} x {n} kernels, copy kernels", "CUDA 图 / 流+事件，{name} 个元素 x 每侧 {n} 个核函数，拷贝核函数"),
+    ("graph / streams, {name} x {n} kernels, no copies", "CUDA 图 / 流+事件，{name} 个元素 x 每侧 {n} 个核函数，不拷贝"),
 
     // launch-order
     ("kernels issued to several streams start in issue order, a launch gap apart, and overlap", "发到多个流上的核函数按发出顺序开始，彼此相隔一次启动的间隔，并且相互重叠"),
@@ -524,6 +564,17 @@ pub const LABELS: &[(&str, &str)] = &[
     ("prefetching won back", "预取挽回的时间"),
     ("prefetch / bound", "预取 / 界限"),
     ("advised / bound", "cuMemAdvise / 界限"),
+
+    // mixed-precision
+    ("16-bit layer steps on one stream; the FP32 master update and the cast on another, hidden behind the next step", "半精度的层计算步在一个流上；FP32 主权重的更新和半精度转换在另一个流上，藏在下一步后面"),
+    ("update and cast on a side stream", "更新与转换放在辅助流上"),
+    ("master copy, bit for bit: side stream == one stream", "FP32 主权重，逐位相同：辅助流 == 单个流"),
+    ("16-bit weights, bit for bit: side stream == one stream", "半精度权重，逐位相同：辅助流 == 单个流"),
+    ("GPU vs CPU reference, master and 16-bit weight, bit for bit", "GPU 与 CPU 参考值对比，主权重和半精度权重，逐位相同"),
+    ("layer step in {name}, per micro-batch", "{name} 层计算步，每个微批次"),
+    ("FP32 update + cast, per micro-batch", "FP32 更新 + 转换，每个微批次"),
+    ("bound c + (B-1) max(c, u) + u", "界限 c + (B-1) max(c, u) + u"),
+    ("updates below half a {name} ulp (sampled)", "小于半个 {name} ulp 的更新（抽查）"),
 
     // p2p
     ("two GPUs: a copy staged through host memory vs a peer copy over the link, one way and both", "两块 GPU：经主机内存中转的拷贝，对比经链路的对等拷贝，单向与双向"),
