@@ -61,6 +61,8 @@ fn events_lesson_passes_and_times_the_kernel() {
         3,
     );
     assert!(o.passed(), "{}", o.report.to_text());
+    // The racing version is no baseline: the report prints no speed-up over it.
+    assert!(o.report.value("speed-up (first / second)").is_none(), "{}", o.report.to_text());
     let kernel = &o.measured.versions[2];
     assert!(kernel.time.median > 0.0, "{}", o.report.to_text());
     assert!(kernel.part(HOST_CLOCK) > 0.0, "{}", o.report.to_text());

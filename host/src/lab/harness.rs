@@ -232,7 +232,9 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     for v in &measured.versions {
         report.figure(&format!("{}, median", v.name), v.time.median, "ms");
     }
-    report.figure("speed-up (first / second)", measured.speedup(), "x");
+    if L::SPEEDUP {
+        report.figure("speed-up (first / second)", measured.speedup(), "x");
+    }
     lesson.explain(&measured, &mut report);
     report.detail("versions", &measured.versions);
     if let Some(plot) = lesson.plot(&measured) {

@@ -56,6 +56,10 @@ pub trait Lesson: Sized {
     const NAME: &'static str;
     /// One line: what the lesson compares.
     const SUMMARY: &'static str;
+    /// Whether the first two versions are the same work done two ways, so that the ratio of
+    /// their times is a speed-up the report should print. Not so where the first version is
+    /// wrong on purpose (the events lesson's race).
+    const SPEEDUP: bool = true;
     /// The lesson's own flags, with their defaults and ranges.
     type Args: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug + Serialize;
 
