@@ -21,23 +21,12 @@
 //
 // It prints `name: value_us` lines; the names are the keys of the `launch_overhead_us`
 // detail in `streamlab run graph --json`, so both can be compared from the same GPU run.
-#include <cuda_runtime.h>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    cudaError_t err_ = (call);                                                        \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call,         \
-                   cudaGetErrorName(err_), cudaGetErrorString(err_));                 \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "common.cuh"
 
 __global__ void empty_kernel() {}
 
@@ -52,12 +41,6 @@ static double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // `kernels` empty kernels launched one by one.
 static Sample run_stream(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, int kernels) {
   CHECK(cudaEventRecord(start, stream));
@@ -68,11 +51,8 @@ static Sample run_stream(cudaStream_t stream, cudaEvent_t start, cudaEvent_t sto
   const Clock::time_point t1 = Clock::now();
   CHECK(cudaGetLastError());
   CHECK(cudaEventRecord(stop, stream));
-  CHECK(cudaEventSynchronize(stop));
-  float gpu_ms = 0.0f;
-  CHECK(cudaEventElapsedTime(&gpu_ms, start, stop));
   Sample s;
-  s.gpu_ms = gpu_ms;
+  s.gpu_ms = elapsed(start, stop);
   s.issue_ms = ms_between(t0, t1);
   return s;
 }
@@ -85,11 +65,8 @@ static Sample run_graph(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop
   const Clock::time_point t1 = Clock::now();
   CHECK(launched);
   CHECK(cudaEventRecord(stop, stream));
-  CHECK(cudaEventSynchronize(stop));
-  float gpu_ms = 0.0f;
-  CHECK(cudaEventElapsedTime(&gpu_ms, start, stop));
   Sample s;
-  s.gpu_ms = gpu_ms;
+  s.gpu_ms = elapsed(start, stop);
   s.issue_ms = ms_between(t0, t1);
   return s;
 }

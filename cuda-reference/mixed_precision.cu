@@ -21,27 +21,15 @@
 // Exits 1 on a CUDA error, 2 if a check fails.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t err_ = (call);                                                         \
-    if (err_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-              cudaGetErrorString(err_));                                               \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "common.cuh"
 
-static const int REPS = 10;
-static const uint64_t SEED = 0x5EED;
 static const int B = 8;
 static const size_t N = 4194304;
 static const unsigned ITERS = 8;
@@ -78,11 +66,7 @@ __host__ __device__ typename H::T layer_gradient(typename H::T weight, float x, 
   return H::from(rnd<H>(h - x) * x);
 }
 
-// Grid-stride loops with a 64-bit index, as the Rust kernels.
-#define FOR_EACH(i, n)                                                           \
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-       i += (size_t)gridDim.x * blockDim.x)
-
+// FOR_EACH (common.cuh): grid-stride loops with a 64-bit index, as in the Rust kernels.
 template <class H>
 __global__ void layer_kernel(const typename H::T* w, const float* x, typename H::T* g, unsigned n,
                              unsigned iters) {
@@ -98,25 +82,6 @@ __global__ void update_kernel(float* master, const typename H::T* g, unsigned n,
 template <class H>
 __global__ void cast_kernel(const float* master, typename H::T* w, unsigned n) {
   FOR_EACH(i, n) w[i] = H::from(master[i]);
-}
-
-// streamlab::data::random_inputs: xorshift64*, 24 bits, mapped to [-pi, pi).
-static void random_inputs(float* out, size_t n, uint64_t seed) {
-  const float pi = 3.14159265358979323846f;
-  uint64_t state = (seed * 0x9E3779B97F4A7C15ull) | 1ull;
-  for (size_t i = 0; i < n; ++i) {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    uint64_t bits = (state * 0x2545F4914F6CDD1Dull) >> 40;
-    out[i] = ((float)bits / (float)(1u << 24)) * 2.0f * pi - pi;
-  }
-}
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int failures = 0;
@@ -196,15 +161,10 @@ static void run_format(const float* h_input, const float* h_initial, float* cons
     }
     CHECK(cudaGetLastError());
     CHECK(cudaEventRecord(stop, compute));
-    CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    float ms = elapsed(start, stop);
     if (v == 0) {  // the parts, as the Rust lesson takes them
-      float layer = 0.0f, t = 0.0f;
-      for (int i = 0; i < B; ++i) {
-        CHECK(cudaEventElapsedTime(&t, marks[2 * i], marks[2 * i + 1]));
-        layer += t;
-      }
+      float layer = 0.0f;
+      for (int i = 0; i < B; ++i) layer += elapsed(marks[2 * i], marks[2 * i + 1]);
       layer_ms = layer / B;
       update_ms = (ms - layer) / B;
     }

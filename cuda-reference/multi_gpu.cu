@@ -24,7 +24,6 @@
 // `check ...: ok|FAILED` lines (bit for bit: bytes received == bytes sent, the all-reduce ==
 // the CPU's a + b, bucketed == sequential, pipelined == naive == both stages on GPU 0).
 // With fewer than 2 GPUs it prints "multi_gpu: needs 2 GPUs, found N" and exits 0.
-#include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -35,15 +34,7 @@
 #include <functional>
 #include <vector>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t err_ = (call);                                                         \
-    if (err_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-              cudaGetErrorString(err_));                                               \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "common.cuh"
 
 #define NCCL_CHECK(call)                                                               \
   do {                                                                                 \
@@ -55,69 +46,12 @@
     }                                                                                  \
   } while (0)
 
-static const int REPS = 10;
-static const uint64_t SEED = 0x5EED;
-
-// The kernel of cuda-reference/stream_ordered_alloc.cu (kernels-gpu/src/kernels.rs), with the
-// Rust kernel's 64-bit grid-stride index. Launched on `data + offset` with n = len, it is the Rust
-// chunk_kernel(data, offset, len, iters) that Gpu::compute_chunk launches.
-__global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    float x = data[i];
-    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
-    for (unsigned k = 0; k < iters; ++k) {
-      float s, c;
-      sincosf(x, &s, &c);
-      x = s * c;
-    }
-    data[i] = x;
-  }
-}
-
-// One thread per element, 256 a block: LaunchConfig::for_elements.
-static unsigned blocks(size_t n) { return (unsigned)std::max<size_t>((n + 255) / 256, 1); }
-
-// streamlab::data::random_inputs: xorshift64*, 24 bits, mapped to [-pi, pi).
-static void random_inputs(float* out, size_t n, uint64_t seed) {
-  const float pi = 3.14159265358979323846f;
-  uint64_t state = (seed * 0x9E3779B97F4A7C15ull) | 1ull;
-  for (size_t i = 0; i < n; ++i) {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    uint64_t bits = (state * 0x2545F4914F6CDD1Dull) >> 40;
-    out[i] = ((float)bits / (float)(1u << 24)) * 2.0f * pi - pi;
-  }
-}
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// One warm-up, then the median of REPS runs; each run returns its own event-timed ms.
-template <class F>
-static float median_ms(F run) {
-  run();
-  std::vector<float> times;
-  for (int r = 0; r < REPS; ++r) times.push_back(run());
-  return median(times);
-}
-
 // The median of a part measured in every run, the warm-up (the first value) left out.
 static float part_median(const std::vector<float>& all) {
   return median(std::vector<float>(all.begin() + 1, all.end()));
 }
 
 static void on(int device) { CHECK(cudaSetDevice(device)); }
-
-static float elapsed(cudaEvent_t from, cudaEvent_t to) {
-  float ms = 0.0f;
-  CHECK(cudaEventElapsedTime(&ms, from, to));
-  return ms;
-}
 
 static void check(const char* what, bool ok) {
   printf("check %s: %s\n", what, ok ? "ok" : "FAILED");
@@ -147,7 +81,8 @@ static void enable_peer_access(int from, int to) {
 
 // lab/pipeline.rs Bracket: start and stop on the first stream; the other streams (on any
 // GPU) fork from it before the work and join back into it after, so the stop event waits for
-// all of them. Each join event is made on its own stream's GPU.
+// all of them. Each join event is made on its own stream's GPU (common.cuh's bracket_open and
+// bracket_close are the one-GPU form).
 struct Bracket {
   std::vector<cudaStream_t> streams;
   std::vector<int> devices;
@@ -191,7 +126,6 @@ struct Bracket {
     }
     on(devices[0]);
     CHECK(cudaEventRecord(stop, streams[0]));
-    CHECK(cudaEventSynchronize(stop));
     return elapsed(start, stop);
   }
 };
@@ -323,19 +257,6 @@ static void p2p() {
 
 // ---------------------------------------------------------------------------------------------
 // allreduce-overlap: --elements 67108864 --buckets 8 --iters 10; the versions also use 4B.
-
-// lab/data.rs chunk_ranges: k contiguous ranges, the first n % k one element longer.
-static void chunk_ranges(size_t n, size_t k, std::vector<size_t>& off, std::vector<size_t>& len) {
-  off.clear();
-  len.clear();
-  size_t base = n / k, extra = n % k, start = 0;
-  for (size_t i = 0; i < k; ++i) {
-    size_t l = base + (i < extra ? 1 : 0);
-    off.push_back(start);
-    len.push_back(l);
-    start += l;
-  }
-}
 
 // One rank of lab/collective.rs: a GPU, its streams, buffers, events and communicator.
 struct Rank {

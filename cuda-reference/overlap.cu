@@ -3,40 +3,12 @@
 //   nvcc -O3 -arch=sm_90 overlap.cu -o overlap && ./overlap 16777216 8 100 10
 // Prints `name: median_ms` lines.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#define CHECK(x)                                                                    \
-  do {                                                                              \
-    cudaError_t check_err_ = (x);                                                            \
-    if (check_err_ != cudaSuccess) {                                                       \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(check_err_)); \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
-
-__global__ void chunk_kernel(float* data, unsigned offset, unsigned len, unsigned iters) {
-  data += offset;
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < len; i += gridDim.x * blockDim.x) {
-    float x = data[i];
-    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
-    for (unsigned k = 0; k < iters; ++k) {
-      float s, c;
-      sincosf(x, &s, &c);
-      x = s * c;
-    }
-    data[i] = x;
-  }
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+#include "common.cuh"
 
 int main(int argc, char** argv) {
   size_t n = argc > 1 ? strtoull(argv[1], 0, 10) : 16777216;
@@ -58,46 +30,30 @@ int main(int argc, char** argv) {
   std::vector<cudaEvent_t> joins(k);
   for (auto& e : joins) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   // Chunks as streamlab makes them: the first n % k get one more element.
-  std::vector<size_t> off(k), len(k);
-  for (int i = 0, start = 0; i < k; ++i) {
-    len[i] = n / k + (i < (int)(n % k));
-    off[i] = start;
-    start += len[i];
-  }
+  std::vector<size_t> off, len;
+  chunk_ranges(n, k, off, len);
   auto one = [&](double* h, double* c, double* dd) {
     CHECK(cudaEventRecord(m[0], s[0]));
     CHECK(cudaMemcpyAsync(d, in, bytes, cudaMemcpyHostToDevice, s[0]));
     CHECK(cudaEventRecord(m[1], s[0]));
-    chunk_kernel<<<(n + 255) / 256, 256, 0, s[0]>>>(d, 0, n, iters);
+    chunk_kernel<<<blocks(n), 256, 0, s[0]>>>(d, 0, n, iters);
     CHECK(cudaEventRecord(m[2], s[0]));
     CHECK(cudaMemcpyAsync(out_one, d, bytes, cudaMemcpyDeviceToHost, s[0]));
     CHECK(cudaEventRecord(m[3], s[0]));
     CHECK(cudaEventSynchronize(m[3]));
-    float a, b, e;
-    cudaEventElapsedTime(&a, m[0], m[1]);
-    cudaEventElapsedTime(&b, m[1], m[2]);
-    cudaEventElapsedTime(&e, m[2], m[3]);
+    float a = elapsed(m[0], m[1]), b = elapsed(m[1], m[2]), e = elapsed(m[2], m[3]);
     *h = a, *c = b, *dd = e;
     return (double)a + b + e;
   };
   auto multi = [&]() {
-    CHECK(cudaEventRecord(m[0], s[0]));
-    CHECK(cudaEventRecord(fork, s[0]));
-    for (int i = 1; i < k; ++i) CHECK(cudaStreamWaitEvent(s[i], fork, 0));
+    bracket_open(s.data(), k, m[0], fork);
     for (int i = 0; i < k; ++i) {
       CHECK(cudaMemcpyAsync(d + off[i], in + off[i], len[i] * 4, cudaMemcpyHostToDevice, s[i]));
-      chunk_kernel<<<(len[i] + 255) / 256, 256, 0, s[i]>>>(d, off[i], len[i], iters);
+      chunk_kernel<<<blocks(len[i]), 256, 0, s[i]>>>(d, off[i], len[i], iters);
       CHECK(cudaMemcpyAsync(out_multi + off[i], d + off[i], len[i] * 4, cudaMemcpyDeviceToHost, s[i]));
     }
-    for (int i = 1; i < k; ++i) {
-      CHECK(cudaEventRecord(joins[i], s[i]));
-      CHECK(cudaStreamWaitEvent(s[0], joins[i], 0));
-    }
-    CHECK(cudaEventRecord(m[3], s[0]));
-    CHECK(cudaEventSynchronize(m[3]));
-    float t;
-    cudaEventElapsedTime(&t, m[0], m[3]);
-    return (double)t;
+    bracket_close(s.data(), k, joins.data(), m[3]);
+    return (double)elapsed(m[0], m[3]);
   };
   double h, c, dd;
   one(&h, &c, &dd);

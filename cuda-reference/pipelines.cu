@@ -11,92 +11,19 @@
 //
 // Prints one `name: median_ms` line per figure (10 reps after one warm-up, cudaEvent timing),
 // then `check ...: ok|FAILED` lines (asynchronous vs synchronous output, bit for bit).
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <vector>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t err_ = (call);                                                         \
-    if (err_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-              cudaGetErrorString(err_));                                               \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
+#include "common.cuh"
 
-static const int REPS = 10;
-static const uint64_t SEED = 0x5EED;
-
-// The kernels of cuda-reference/kernels.cu (and kernels-gpu/src/kernels.rs), with the Rust
-// kernels' 64-bit grid-stride index: near n = 2^32 a 32-bit i + stride would wrap around.
-__global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    float x = data[i];
-    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
-    for (unsigned k = 0; k < iters; ++k) {
-      float s, c;
-      sincosf(x, &s, &c);
-      x = s * c;
-    }
-    data[i] = x;
-  }
-}
-
+// The other kernels of cuda-reference/kernels.cu (and kernels-gpu/src/kernels.rs); the compute
+// kernel is common.cuh's.
 __global__ void vector_add_kernel(const float* a, const float* b, float* c, unsigned n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
-    c[i] = a[i] + b[i];
+  FOR_EACH(i, n) c[i] = a[i] + b[i];
 }
 
 __global__ void scale_kernel(float* data, unsigned n, float factor, float offset) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
-    data[i] = data[i] * factor + offset;
-}
-
-// One thread per element, 256 a block: LaunchConfig::for_elements.
-static unsigned blocks(size_t n) { return (unsigned)((n + 255) / 256); }
-
-// streamlab::data::random_inputs: xorshift64*, 24 bits, mapped to [-pi, pi).
-static void random_inputs(float* out, size_t n, uint64_t seed) {
-  const float pi = 3.14159265358979323846f;
-  uint64_t state = (seed * 0x9E3779B97F4A7C15ull) | 1ull;
-  for (size_t i = 0; i < n; ++i) {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    uint64_t bits = (state * 0x2545F4914F6CDD1Dull) >> 40;
-    out[i] = ((float)bits / (float)(1u << 24)) * 2.0f * pi - pi;
-  }
-}
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// One warm-up, then the median of REPS runs; each run returns its own event-timed ms.
-template <class F>
-static float median_ms(F run) {
-  run();
-  std::vector<float> times;
-  for (int r = 0; r < REPS; ++r) times.push_back(run());
-  return median(times);
-}
-
-static float elapsed(cudaEvent_t start, cudaEvent_t stop) {
-  CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  CHECK(cudaEventElapsedTime(&ms, start, stop));
-  return ms;
+  FOR_EACH(i, n) data[i] = data[i] * factor + offset;
 }
 
 static void compute_transfer() {

@@ -16,74 +16,11 @@
 // from stream 0, the other streams forked from and joined back into it), the pool's reserved
 // memory after a run at each threshold, then `check ...: ok|FAILED` lines (every version's
 // output against the cudaMalloc version's, bit for bit).
-#include <cuda_runtime.h>
-
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <vector>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t err_ = (call);                                                         \
-    if (err_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-              cudaGetErrorString(err_));                                               \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
-
-static const int REPS = 10;
-static const uint64_t SEED = 0x5EED;
-
-// The kernel of cuda-reference/kernels.cu (and kernels-gpu/src/kernels.rs), with the Rust
-// kernel's 64-bit grid-stride index.
-__global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    float x = data[i];
-    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
-    for (unsigned k = 0; k < iters; ++k) {
-      float s, c;
-      sincosf(x, &s, &c);
-      x = s * c;
-    }
-    data[i] = x;
-  }
-}
-
-// One thread per element, 256 a block: LaunchConfig::for_elements.
-static unsigned blocks(size_t n) { return (unsigned)((n + 255) / 256); }
-
-// streamlab::data::random_inputs: xorshift64*, 24 bits, mapped to [-pi, pi).
-static void random_inputs(float* out, size_t n, uint64_t seed) {
-  const float pi = 3.14159265358979323846f;
-  uint64_t state = (seed * 0x9E3779B97F4A7C15ull) | 1ull;
-  for (size_t i = 0; i < n; ++i) {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    uint64_t bits = (state * 0x2545F4914F6CDD1Dull) >> 40;
-    out[i] = ((float)bits / (float)(1u << 24)) * 2.0f * pi - pi;
-  }
-}
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// One warm-up, then the median of REPS runs; each run returns its own event-timed ms.
-template <class F>
-static float median_ms(F run) {
-  run();
-  std::vector<float> times;
-  for (int r = 0; r < REPS; ++r) times.push_back(run());
-  return median(times);
-}
+#include "common.cuh"
 
 int main() {
   CHECK(cudaSetDevice(0));
@@ -138,9 +75,7 @@ int main() {
       CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
       CHECK(cudaMemPoolTrimTo(pool, 0));
     }
-    CHECK(cudaEventRecord(start, s[0]));
-    CHECK(cudaEventRecord(forked, s[0]));
-    for (int k = 1; k < K; ++k) CHECK(cudaStreamWaitEvent(s[k], forked, 0));
+    bracket_open(s, K, start, forked);
     for (int r = 0; r < B; ++r)
       for (int k = 0; k < K; ++k) {
         size_t c = (size_t)r * K + k;
@@ -158,16 +93,10 @@ int main() {
         }
       }
     CHECK(cudaGetLastError());
-    for (int k = 1; k < K; ++k) {
-      CHECK(cudaEventRecord(joined[k], s[k]));
-      CHECK(cudaStreamWaitEvent(s[0], joined[k], 0));
-    }
-    CHECK(cudaEventRecord(stop, s[0]));
+    bracket_close(s, K, joined, stop);
     CHECK(cudaEventSynchronize(stop));  // at threshold 0, the pool may give memory back here
     CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &kept[v]));
-    float ms = 0.0f;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
-    return ms;
+    return elapsed(start, stop);
   };
 
   for (int v = 0; v < V; ++v)

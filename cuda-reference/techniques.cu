@@ -4,7 +4,7 @@
 //     stream vs once on each of 4 streams (1,048,576 floats split in 4);
 //   - basics: cudaMemcpy + kernel + cudaMemcpy (blocking, legacy default stream) vs the same
 //     with cudaMemcpyAsync on one stream; pinned host memory in both, 1,048,576 floats,
-//     1,000 iterations of x = sinf(x) * cosf(x).
+//     1,000 iterations of x = sin(x) * cos(x) (common.cuh's compute_kernel).
 //
 //   nvcc -O3 -arch=sm_90 techniques.cu -o techniques
 //   ./techniques [sleep_cycles]
@@ -13,67 +13,26 @@
 // (cudaDevAttrClockRate), the formula of streamlab's Gpu::cycles_for_micros.
 // Prints one line per figure, "name: median_ms": the median of 10 repeats after one warm-up,
 // GPU time from cudaEvent pairs. Exits 1 on a CUDA error, 2 if a result check fails.
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    cudaError_t err_ = (call);                                                        \
-    if (err_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
-                   cudaGetErrorString(err_));                                         \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#include "common.cuh"
 
 __global__ void sleep_kernel(unsigned long long cycles) {
   long long start = clock64();
   while ((unsigned long long)(clock64() - start) < cycles) {}
 }
 
-__global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    float x = data[i];
-    // sin and cos from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
-    for (unsigned k = 0; k < iters; ++k) {
-      float s, c;
-      sincosf(x, &s, &c);
-      x = s * c;
-    }
-    data[i] = x;
-  }
-}
-
-static const int kReps = 10;
 static const int kStreams = 4;
 static const size_t kElements = 1 << 20;
 static const unsigned kIters = 1000;
 static const double kSleepMicros = 2000.0;
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Milliseconds between two recorded events, once `stop` has completed.
-static float elapsed(cudaEvent_t start, cudaEvent_t stop) {
-  CHECK(cudaEventSynchronize(stop));
-  float ms = 0.0f;
-  CHECK(cudaEventElapsedTime(&ms, start, stop));
-  return ms;
-}
-
-// One warm-up of `once` (which returns its GPU ms), then kReps timed runs; prints the median.
+// One warm-up of `once` (which returns its GPU ms), then REPS timed runs; prints the median.
 template <typename F>
 static void report(const char* name, F once) {
-  once();
-  std::vector<float> ms;
-  for (int r = 0; r < kReps; ++r) ms.push_back(once());
-  std::printf("%s: %.3f\n", name, median(ms));
+  std::printf("%s: %.3f\n", name, median_ms(once));
 }
 
 static void verify(const char* what, const float* a, const float* b, size_t n) {
@@ -102,14 +61,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMallocHost(&h_out_multi, bytes));
   CHECK(cudaMalloc(&d_one, bytes));
   CHECK(cudaMalloc(&d_multi, bytes));
-  unsigned long long state = 0x5EEDull * 0x9E3779B97F4A7C15ull | 1ull;
-  for (size_t i = 0; i < n; ++i) {  // xorshift64*, floats in [-pi, pi)
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    unsigned long long bits = (state * 0x2545F4914F6CDD1Dull) >> 40;
-    h_in[i] = (float)bits / (float)(1u << 24) * 6.2831853f - 3.1415927f;
-  }
+  random_inputs(h_in, n, SEED);  // floats in [-pi, pi)
 
   cudaStream_t s[kStreams];
   cudaEvent_t start, stop, fork, join[kStreams];
@@ -136,9 +88,7 @@ int main(int argc, char** argv) {
     return elapsed(start, stop);
   });
   report("sleep_small_4_streams", [&]() {
-    CHECK(cudaEventRecord(start, s[0]));
-    CHECK(cudaEventRecord(fork, s[0]));
-    for (int i = 1; i < kStreams; ++i) CHECK(cudaStreamWaitEvent(s[i], fork, 0));
+    bracket_open(s, kStreams, start, fork);
     for (int i = 0; i < kStreams; ++i) {
       size_t off = i * chunk;
       CHECK(cudaMemcpyAsync(d_multi + off, h_in + off, chunk_bytes, cudaMemcpyHostToDevice,
@@ -148,18 +98,14 @@ int main(int argc, char** argv) {
       CHECK(cudaMemcpyAsync(h_out_multi + off, d_multi + off, chunk_bytes,
                             cudaMemcpyDeviceToHost, s[i]));
     }
-    for (int i = 1; i < kStreams; ++i) {
-      CHECK(cudaEventRecord(join[i], s[i]));
-      CHECK(cudaStreamWaitEvent(s[0], join[i], 0));
-    }
-    CHECK(cudaEventRecord(stop, s[0]));
+    bracket_close(s, kStreams, join, stop);
     return elapsed(start, stop);
   });
   verify("sleep one-stream output vs input", h_out_one, h_in, n);
   verify("sleep 4-stream output vs input", h_out_multi, h_in, n);
 
   // basics: blocking cudaMemcpy on the legacy default stream vs async on one stream.
-  const unsigned grid = (unsigned)((n + 255) / 256);
+  const unsigned grid = blocks(n);
   report("basics_blocking", [&]() {
     CHECK(cudaEventRecord(start, 0));
     CHECK(cudaMemcpy(d_one, h_in, bytes, cudaMemcpyHostToDevice));

@@ -18,67 +18,22 @@
 // Prints one `name: median_ms` line per version (10 reps after one warm-up), then its GPU and
 // host-read medians, then `check ...: ok|FAILED` lines (each managed version's output against
 // the explicit copies', bit for bit).
-#include <cuda_runtime.h>
-
-#include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t err_ = (call);                                                         \
-    if (err_ != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-              cudaGetErrorString(err_));                                               \
-      exit(1);                                                                         \
-    }                                                                                  \
-  } while (0)
-
-static const int REPS = 10;
-static const uint64_t SEED = 0x5EED;
-
-// The kernel of cuda-reference/kernels.cu, with the Rust kernel's 64-bit grid-stride index.
-__global__ void compute_kernel(float* data, unsigned n, unsigned iters) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    float x = data[i];
-    for (unsigned k = 0; k < iters; ++k) x = sinf(x) * cosf(x);
-    data[i] = x;
-  }
-}
-
-static unsigned blocks(size_t n) { return (unsigned)((n + 255) / 256); }
-
-// streamlab::data::random_inputs: xorshift64*, 24 bits, mapped to [-pi, pi).
-static void random_inputs(float* out, size_t n, uint64_t seed) {
-  const float pi = 3.14159265358979323846f;
-  uint64_t state = (seed * 0x9E3779B97F4A7C15ull) | 1ull;
-  for (size_t i = 0; i < n; ++i) {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    uint64_t bits = (state * 0x2545F4914F6CDD1Dull) >> 40;
-    out[i] = ((float)bits / (float)(1u << 24)) * 2.0f * pi - pi;
-  }
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "common.cuh"
 
 // The location API (cudaMemLocation) is the only one from CUDA 13; 12.x has both.
+#if CUDART_VERSION >= 13000
 static cudaMemLocation where(bool device) {
   cudaMemLocation at = {};
   at.type = device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
   at.id = 0;
   return at;
 }
+#endif
 
 static void prefetch(float* p, size_t bytes, bool to_device, cudaStream_t s) {
 #if CUDART_VERSION >= 13000
@@ -148,9 +103,7 @@ int main() {
     float* m = slot[v] >= 0 ? managed[slot[v]] : nullptr;
     if (m) memcpy(m, in, bytes);  // the input starts on the host (untimed)
     auto t = std::chrono::steady_clock::now();
-    CHECK(cudaEventRecord(start, s[0]));
-    CHECK(cudaEventRecord(forked, s[0]));
-    for (int k = 1; k < K; ++k) CHECK(cudaStreamWaitEvent(s[k], forked, 0));
+    bracket_open(s, K, start, forked);
     for (int c = 0; c < C; ++c) {
       cudaStream_t q = s[c % K];
       size_t off = (size_t)c * n, chunk = n * sizeof(float);
@@ -167,19 +120,13 @@ int main() {
       }
     }
     CHECK(cudaGetLastError());
-    for (int k = 1; k < K; ++k) {
-      CHECK(cudaEventRecord(joined[k], s[k]));
-      CHECK(cudaStreamWaitEvent(s[0], joined[k], 0));
-    }
-    CHECK(cudaEventRecord(stop, s[0]));
+    bracket_close(s, K, joined, stop);
     CHECK(cudaEventSynchronize(stop));
     CHECK(cudaDeviceSynchronize());
     auto r = std::chrono::steady_clock::now();
     memcpy(read_back.data(), m ? m : out, bytes);  // the host reads every result
     double read_ms = ms_since(r), total_ms = ms_since(t);
-    float gpu_ms = 0.0f;
-    CHECK(cudaEventElapsedTime(&gpu_ms, start, stop));
-    return {total_ms, (double)gpu_ms, read_ms};
+    return {total_ms, (double)elapsed(start, stop), read_ms};
   };
 
   for (int v = 0; v < V; ++v) {
