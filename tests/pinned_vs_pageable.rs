@@ -8,7 +8,7 @@ use streamlab::lab::Lesson;
 use streamlab::lessons::pinned_vs_pageable::{
     check_claim, gb_per_s, held_fraction, PinnedVsPageable, KINDS,
 };
-use testkit::{accepted, gpu, refusal, run_lesson, set_up};
+use testkit::{accepted, gpu, refuses, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -84,11 +84,7 @@ const HOSTILE: &[(&[&str], &str)] = &[
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    for (flags, mentions) in HOSTILE {
-        let why = refusal::<PinnedVsPageable>(flags);
-        assert!(why.contains(mentions), "{flags:?}: {why}");
-        assert_eq!(streamlab::Error::InvalidInput(why).exit_code(), 2);
-    }
+    refuses::<PinnedVsPageable, _>(HOSTILE);
 }
 
 #[test]

@@ -88,6 +88,19 @@ pub fn refusal<L: Lesson>(flags: &[&str]) -> String {
     }
 }
 
+/// Checks that `L` refuses each `(flags, mentions)` case without a GPU, in one line that
+/// contains `mentions`, as invalid input (exit 2).
+pub fn refuses<'a, L: Lesson, C: std::borrow::Borrow<(&'a [&'a str], &'a str)>>(
+    cases: impl IntoIterator<Item = C>,
+) {
+    for case in cases {
+        let (flags, mentions) = *case.borrow();
+        let why = refusal::<L>(flags);
+        assert!(why.contains(mentions), "{flags:?}: {why} (expected {mentions})");
+        assert_eq!(streamlab::Error::InvalidInput(why).exit_code(), 2);
+    }
+}
+
 /// The refusal the harness gives `flags` on a GPU (with this GPU's work model), or a panic
 /// naming what ran instead. The message must be one line.
 pub fn run_refusal<L: Lesson>(gpu: &Gpu, flags: &[&str]) -> String {
