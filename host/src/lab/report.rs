@@ -73,6 +73,29 @@ pub struct Report {
     pub details: Map<String, Value>,
 }
 
+/// For the lessons' tests of their text.
+#[cfg(test)]
+impl Report {
+    /// Under `--lang zh` every interpretation line and every check detail in `details` reads
+    /// in Chinese with no English sentence left, and every figure name and every name in
+    /// `names` (versions, the summary) has its Chinese label.
+    pub(crate) fn assert_chinese<'a>(
+        &self,
+        details: &[Text],
+        names: impl IntoIterator<Item = &'a str>,
+    ) {
+        use crate::lab::text::{english_sentence, has_chinese};
+        for line in self.messages.iter().chain(details) {
+            let zh = line.render(Lang::Zh);
+            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
+        }
+        let figures = self.figures.iter().map(|f| f.name.clone());
+        for name in figures.chain(names.into_iter().map(str::to_string)) {
+            assert!(Text::label(name.clone()).is_translated(), "{name} has no Chinese");
+        }
+    }
+}
+
 impl Report {
     pub fn new(lesson: &str, title: &str, device: &str) -> Report {
         Report {

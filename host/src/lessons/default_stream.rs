@@ -297,7 +297,6 @@ pub fn interpret_threads(m: &Measured, r: &mut Report) {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
-    use crate::lab::text::{english_sentence, has_chinese, Lang};
 
     fn plan(flags: &[&str]) -> Result<()> {
         DefaultStream::plan(&args_from::<DefaultStream>(flags)?, &WorkModel::H100)?.admit(None)
@@ -377,21 +376,11 @@ mod tests {
             check_threads_took_turns(m),
             check_threads_overlapped(m),
         ];
-        assert_chinese(&r, m, &checks.into_iter().flatten().collect::<Vec<_>>());
+        r.assert_chinese(
+            &checks.into_iter().flatten().collect::<Vec<_>>(),
+            m.versions.iter().map(|v| v.name.as_str()),
+        );
         r.interpretation.join("\n")
-    }
-
-    /// Under `--lang zh` every line reads in Chinese, with no English sentence left, and
-    /// every figure and version name has its Chinese.
-    fn assert_chinese(r: &Report, m: &Measured, details: &[Text]) {
-        for line in r.messages.iter().chain(details) {
-            let zh = line.render(Lang::Zh);
-            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
-        }
-        let names = r.figures.iter().map(|f| &f.name).chain(m.versions.iter().map(|v| &v.name));
-        for name in names {
-            assert!(Text::label(name.clone()).is_translated(), "{name} has no Chinese");
-        }
     }
 
     #[test]

@@ -302,7 +302,6 @@ pub fn interpret(m: &Measured, r: &mut Report) {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
-    use crate::lab::text::{english_sentence, has_chinese, Lang};
 
     fn plan(flags: &[&str]) -> Result<Plan> {
         let plan = UnifiedMemory::plan(&args_from::<UnifiedMemory>(flags)?, &WorkModel::H100)?;
@@ -338,21 +337,8 @@ mod tests {
         let mut r = Report::new("unified-memory", "", "");
         interpret(m, &mut r);
         let check: Vec<Text> = check_prefetch_won(m).into_iter().collect();
-        assert_chinese(&r, m, &check);
+        r.assert_chinese(&check, m.versions.iter().map(|v| v.name.as_str()));
         (r.interpretation.join("\n"), r)
-    }
-
-    /// Under `--lang zh` every line reads in Chinese, with no English sentence left, and
-    /// every figure and version name has its Chinese.
-    fn assert_chinese(r: &Report, m: &Measured, details: &[Text]) {
-        for line in r.messages.iter().chain(details) {
-            let zh = line.render(Lang::Zh);
-            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
-        }
-        let names = r.figures.iter().map(|f| &f.name).chain(m.versions.iter().map(|v| &v.name));
-        for name in names {
-            assert!(Text::label(name.clone()).is_translated(), "{name} has no Chinese");
-        }
     }
 
     #[test]
