@@ -275,14 +275,15 @@ pub fn rows(spans: &[Span]) -> Vec<(u32, String)> {
 }
 
 thread_local! {
-    static NAMES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static NAMES: RefCell<Vec<(&'static str, usize)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with `name` naming the operations it enqueues on this thread: a recorded slice
-/// then reads "{name} {role}" ("chunk 3 copy-in", "chunk 3 kernel"). Names nest ("graph
-/// node 2 chunk 3 copy-in"). Costs nothing measurable when nothing is recorded.
-pub fn named<T>(name: impl Into<String>, f: impl FnOnce() -> T) -> T {
-    NAMES.with(|n| n.borrow_mut().push(name.into()));
+/// Runs `f` with `what index` naming the operations it enqueues on this thread: a recorded
+/// slice then reads "{what} {index} {role}" ("chunk 3 copy-in", "chunk 3 kernel"). Names
+/// nest ("graph node 2 chunk 3 copy-in"). Nothing is formatted unless a slice asks for its
+/// name, so it costs a push and a pop when nothing is recorded (it runs between launches).
+pub fn named<T>(what: &'static str, index: usize, f: impl FnOnce() -> T) -> T {
+    NAMES.with(|n| n.borrow_mut().push((what, index)));
     let out = f();
     NAMES.with(|n| n.borrow_mut().pop());
     out
@@ -294,10 +295,10 @@ pub fn current_name(kind: Work) -> String {
     NAMES.with(|n| {
         let n = n.borrow();
         if n.is_empty() {
-            String::new()
-        } else {
-            format!("{} {}", n.join(" "), kind.role())
+            return String::new();
         }
+        let names: Vec<String> = n.iter().map(|(what, i)| format!("{what} {i}")).collect();
+        format!("{} {}", names.join(" "), kind.role())
     })
 }
 
@@ -308,9 +309,9 @@ mod tests {
     #[test]
     fn names_nest_and_end_with_the_role() {
         assert_eq!(current_name(Work::CopyToDevice), "");
-        named("chunk 3", || {
+        named("chunk", 3, || {
             assert_eq!(current_name(Work::CopyToDevice), "chunk 3 copy-in");
-            named("again", || assert_eq!(current_name(Work::Kernel), "chunk 3 again kernel"));
+            named("node", 2, || assert_eq!(current_name(Work::Kernel), "chunk 3 node 2 kernel"));
         });
         assert_eq!(current_name(Work::CopyToHost), "");
     }

@@ -94,7 +94,7 @@ impl AllreduceOverlap {
         let ranks = &self.ranks;
         let ms = ranks.bracket.time(&ranks.streams, || {
             for (b, bucket) in buckets.iter().enumerate() {
-                named(format!("bucket {b}"), || -> Result<()> {
+                named("bucket", b, || -> Result<()> {
                     for r in &ranks.local {
                         r.backward(self.iters, bucket.clone())?;
                         r.ready[b].record(&r.compute)?;

@@ -108,7 +108,7 @@ impl Lesson for Overlap {
         let ([input, _, out], dev) = (&self.host, &self.dev);
         let ms = self.bracket.time(&self.streams, || {
             for (i, (s, r)) in self.streams.iter().zip(&self.chunks).enumerate() {
-                named(format!("chunk {i}"), || {
+                named("chunk", i, || {
                     s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?)?;
                     gpu.compute_chunk(s, dev, r.clone(), self.iters)?;
                     s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?)

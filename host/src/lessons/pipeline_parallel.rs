@@ -86,7 +86,7 @@ impl PipelineParallel {
         let [s0, copy, s1] = &self.streams;
         let ms = self.bracket.time(&self.streams, || {
             for (m, r) in self.batches.iter().enumerate() {
-                named(format!("micro-batch {m}"), || -> Result<()> {
+                named("micro-batch", m, || -> Result<()> {
                     let mark = |i: usize, s: &Stream| {
                         if naive {
                             self.marks[m][i].record(s)
