@@ -63,7 +63,11 @@ cargo fmt --all -- --check
 rustfmt --edition 2021 --check host/src/lessons/*.rs
 cargo clippy --workspace --all-targets -- -D warnings
 if [[ $gpu == 1 ]]; then
-  cargo test --workspace --release -- --include-ignored --test-threads=1
+  # Tests named two_gpus_* need two GPUs: skipped, and said so, where there is one.
+  skip=(); if (( $(nvidia-smi -L | grep -c '^GPU') < 2 )); then
+    skip=(--skip two_gpus); echo "scripts/test.sh: tests named two_gpus_* NOT RUN: one GPU" >&2
+  fi
+  cargo test --workspace --release -- --include-ignored --test-threads=1 "${skip[@]}"
 else
   cargo test --workspace
 fi
