@@ -170,8 +170,8 @@ impl Lesson for P2p {
     /// Each version again with the destinations cleared first, then every byte compared
     /// with what was sent.
     fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
+        let zeros = vec![0f32; self.inputs[0].len()];
         for (v, name) in VERSIONS.iter().enumerate() {
-            let zeros = vec![0f32; self.inputs[0].len()];
             self.dst.iter().try_for_each(|d| copy_to_device_sync(&zeros, d))?;
             match v {
                 0 => self.staged()?,
