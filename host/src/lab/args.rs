@@ -1,8 +1,13 @@
 //! Value parsers for lesson flags, so every range is checked and worded the same way:
 //! `--streams 100: must be a whole number from 1 to 64`. A lesson writes the same range in
 //! its flag's help (`Number of streams [1..=64]`); `tests` check the two agree.
+//! It also makes the runtime's `HalfFormat` a flag's value (`--format bf16`).
 use std::ops::RangeInclusive;
 use std::str::FromStr;
+
+use clap::builder::PossibleValue;
+
+use crate::runtime::HalfFormat;
 
 /// A whole number in `range`.
 pub fn whole<T>(
@@ -38,9 +43,26 @@ pub fn number(
     }
 }
 
+/// `--format bf16|f16`: the runtime's `HalfFormat` as a flag's value. The runtime knows no CLI,
+/// so the flag's side of it lives here.
+impl clap::ValueEnum for HalfFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[HalfFormat::Bf16, HalfFormat::F16]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            HalfFormat::Bf16 => "bfloat16 (`__nv_bfloat16`): f32's range, 8 significant bits",
+            HalfFormat::F16 => "IEEE binary16 (`__half`): up to 65504, 11 significant bits",
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::ValueEnum;
 
     #[test]
     fn ranges_are_checked_and_worded_alike() {
@@ -54,5 +76,16 @@ mod tests {
         assert_eq!(sleep("250.5"), Ok(250.5));
         assert_eq!(sleep("50").unwrap_err(), "must be a number from 100 to 10000000");
         assert!(sleep("NaN").is_err() && sleep("inf").is_err());
+    }
+
+    #[test]
+    fn half_formats_parse_by_their_names() {
+        for format in HalfFormat::value_variants() {
+            assert_eq!(HalfFormat::from_str(format.name(), false), Ok(*format));
+        }
+        assert_eq!(HalfFormat::from_str("F16", true), Ok(HalfFormat::F16));
+        assert!(HalfFormat::from_str("fp16", false).is_err());
+        // The report's JSON names it as the flag does.
+        assert_eq!(serde_json::to_string(&HalfFormat::Bf16).unwrap(), "\"bf16\"");
     }
 }

@@ -170,9 +170,9 @@ fn const_ptr<T: Pod>(view: &DeviceView<'_, T>) -> *const T {
     view.device_ptr() as *const T
 }
 
-/// The 16-bit format a half-precision kernel computes in: its `format` parameter (also a
-/// lesson flag's value, hence the clap and serde derives).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+/// The 16-bit format a half-precision kernel computes in: its `format` parameter. It is also a
+/// lesson flag's value: `lab::args` makes it one, and it is written in reports by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HalfFormat {
     /// bfloat16 (`__nv_bfloat16`): f32's range, 8 significant bits.
