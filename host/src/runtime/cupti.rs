@@ -29,8 +29,8 @@
 //! in CUDA 12.x, `…Kernel10`/`11`/`12`/`13` in 13.x; `Memcpy5`/`6`/`7`, `MemcpyPtoP4`,
 //! `Memset4`/`5`). Versions only append fields, so this module reads the `kind` first, skips
 //! unknown kinds, and for the four kinds it knows reads only the leading fields that every
-//! version from CUDA 12.0 (CUPTI API version 18) to 13.x shares (offsets in [`layout`],
-//! taken from `cupti_activity.h`). Older CUPTI versions are refused.
+//! version from CUDA 12.0 (CUPTI API version 18) to 13.x shares ([`layout`]'s structs,
+//! transcribed from `cupti_activity.h`). Older CUPTI versions are refused.
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr};
 use std::path::{Path, PathBuf};
@@ -148,86 +148,124 @@ pub struct Collected {
     pub dropped: usize,
 }
 
-/// Byte offsets of the fields read from each record kind (`cupti_activity.h`; the same in
-/// every version of the struct from CUDA 12.0 to 13.x). All records start with `kind: u32`.
+/// The leading fields of each record kind read, transcribed field by field from
+/// `cupti_activity.h` (the same in every version of each struct from CUDA 12.0 to 13.x).
+/// CUPTI declares its records packed (`__attribute__((packed, aligned(8)))`), so these are
+/// `repr(C, packed)`: the compiler lays out the offsets the header does, and the tests below
+/// check them against the header's numbers.
 pub mod layout {
+    use std::mem::size_of;
+
     pub const KIND_MEMCPY: u32 = 1;
     pub const KIND_MEMSET: u32 = 2;
     pub const KIND_CONCURRENT_KERNEL: u32 = 10;
     pub const KIND_MEMCPY2: u32 = 22;
 
-    /// `CUpti_ActivityKernel4`…`13`: start, end, deviceId, streamId, grid, block,
-    /// correlationId, then the `name` pointer.
-    pub mod kernel {
-        pub const START: usize = 16;
-        pub const END: usize = 24;
-        pub const DEVICE: usize = 40;
-        pub const STREAM: usize = 48;
-        pub const GRID: usize = 52;
-        pub const BLOCK: usize = 64;
-        pub const CORRELATION: usize = 92;
-        pub const NAME: usize = 104;
-        pub const LEN: usize = 112;
+    /// `CUpti_ActivityKernel4`…`13`, up to the `name` pointer.
+    #[repr(C, packed)]
+    #[derive(Clone, Copy)]
+    pub struct Kernel {
+        pub kind: u32,
+        pub cache_config: u8,
+        pub shared_memory_config: u8,
+        pub registers_per_thread: u16,
+        /// `partitionedGlobalCacheRequested`, `…Executed`.
+        pub partitioned_global_cache: [u32; 2],
+        pub start: u64,
+        pub end: u64,
+        pub completed: u64,
+        pub device_id: u32,
+        pub context_id: u32,
+        pub stream_id: u32,
+        /// `gridX`, `gridY`, `gridZ` (`int32_t`, never negative).
+        pub grid: [u32; 3],
+        pub block: [u32; 3],
+        /// `staticSharedMemory`, `dynamicSharedMemory`.
+        pub shared_memory: [i32; 2],
+        /// `localMemoryPerThread`, `localMemoryTotal`.
+        pub local_memory: [u32; 2],
+        pub correlation_id: u32,
+        pub grid_id: i64,
+        /// `const char *name` (64-bit targets only, as is CUPTI).
+        pub name: u64,
     }
 
-    /// `CUpti_ActivityMemcpy`…`Memcpy7`: copyKind, srcKind, dstKind (bytes 4..7), bytes,
-    /// start, end, deviceId, contextId, streamId, correlationId.
-    pub mod memcpy {
-        pub const COPY_KIND: usize = 4;
-        pub const SRC_KIND: usize = 5;
-        pub const DST_KIND: usize = 6;
-        pub const BYTES: usize = 8;
-        pub const START: usize = 16;
-        pub const END: usize = 24;
-        pub const DEVICE: usize = 32;
-        pub const STREAM: usize = 40;
-        pub const CORRELATION: usize = 44;
-        pub const LEN: usize = 48;
+    /// What every copy and memset record starts with, up to `streamId`.
+    #[repr(C, packed)]
+    #[derive(Clone, Copy)]
+    pub struct Transfer {
+        pub kind: u32,
+        /// A copy's `copyKind`, `srcKind`, `dstKind`, `flags`; a memset's `uint32_t value`.
+        pub head: [u8; 4],
+        pub bytes: u64,
+        pub start: u64,
+        pub end: u64,
+        pub device_id: u32,
+        pub context_id: u32,
+        pub stream_id: u32,
     }
 
-    /// `CUpti_ActivityMemcpyPtoP`…`PtoP4`: as memcpy up to streamId, then srcDeviceId,
-    /// srcContextId, dstDeviceId, dstContextId, correlationId.
-    pub mod peer {
-        pub const SRC_DEVICE: usize = 44;
-        pub const DST_DEVICE: usize = 52;
-        pub const CORRELATION: usize = 60;
-        pub const LEN: usize = 64;
+    /// `CUpti_ActivityMemcpy`…`Memcpy7` and `CUpti_ActivityMemset`…`Memset5`, up to
+    /// `correlationId`: the two layouts are the same there but for bytes 4..8.
+    #[repr(C, packed)]
+    #[derive(Clone, Copy)]
+    pub struct Memcpy {
+        pub transfer: Transfer,
+        pub correlation_id: u32,
     }
 
-    /// `CUpti_ActivityMemset`…`Memset5`: value, bytes, start, end, deviceId, contextId,
-    /// streamId, correlationId.
-    pub mod memset {
-        pub const BYTES: usize = 8;
-        pub const START: usize = 16;
-        pub const END: usize = 24;
-        pub const DEVICE: usize = 32;
-        pub const STREAM: usize = 40;
-        pub const CORRELATION: usize = 44;
-        pub const LEN: usize = 48;
+    /// `CUpti_ActivityMemcpyPtoP`…`PtoP4`, up to `correlationId`.
+    #[repr(C, packed)]
+    #[derive(Clone, Copy)]
+    pub struct MemcpyPtoP {
+        pub transfer: Transfer,
+        pub src_device_id: u32,
+        pub src_context_id: u32,
+        pub dst_device_id: u32,
+        pub dst_context_id: u32,
+        pub correlation_id: u32,
     }
+
+    /// Lets `bytemuck` copy these structs out of a record's bytes (they are only ever read).
+    macro_rules! plain_old_data {
+        ($($record:ty),*) => {$(
+            // SAFETY: every field is an integer or an array of them: all zeros is valid.
+            unsafe impl bytemuck::Zeroable for $record {}
+            // SAFETY: `repr(C, packed)` leaves no padding, every field is an integer or an
+            // array of them (every bit pattern valid), and the struct is `Copy + 'static`.
+            unsafe impl bytemuck::Pod for $record {}
+        )*};
+    }
+    plain_old_data!(Kernel, Transfer, Memcpy, MemcpyPtoP);
 
     /// How many leading bytes of a record of `kind` are read; `None` for kinds skipped.
     pub fn prefix_len(kind: u32) -> Option<usize> {
         match kind {
-            KIND_CONCURRENT_KERNEL => Some(kernel::LEN),
-            KIND_MEMCPY => Some(memcpy::LEN),
-            KIND_MEMCPY2 => Some(peer::LEN),
-            KIND_MEMSET => Some(memset::LEN),
+            KIND_CONCURRENT_KERNEL => Some(size_of::<Kernel>()),
+            KIND_MEMCPY | KIND_MEMSET => Some(size_of::<Memcpy>()),
+            KIND_MEMCPY2 => Some(size_of::<MemcpyPtoP>()),
             _ => None,
         }
     }
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut v = [0u8; 4];
-    v.copy_from_slice(&b[at..at + 4]);
-    u32::from_ne_bytes(v)
+/// The record struct `T` from the start of `bytes`, if there are enough of them.
+fn read<T: bytemuck::Pod>(bytes: &[u8]) -> Option<T> {
+    bytes.get(..std::mem::size_of::<T>()).map(bytemuck::pod_read_unaligned)
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut v = [0u8; 8];
-    v.copy_from_slice(&b[at..at + 8]);
-    u64::from_ne_bytes(v)
+impl layout::Transfer {
+    fn activity(self, work: Work, correlation: u32) -> Activity {
+        Activity {
+            work,
+            start_ns: self.start,
+            end_ns: self.end,
+            device: self.device_id,
+            stream: self.stream_id,
+            correlation,
+            bytes: self.bytes,
+        }
+    }
 }
 
 /// Reads a record's leading bytes (at least [`layout::prefix_len`] of its kind). A kernel's
@@ -235,63 +273,43 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// module does not read, or a prefix too short.
 pub fn parse_record(bytes: &[u8], kernel_name: impl FnOnce(usize) -> String) -> Option<Activity> {
     use layout::*;
-    if bytes.len() < 4 {
-        return None;
-    }
-    let kind = u32_at(bytes, 0);
-    if bytes.len() < prefix_len(kind)? {
-        return None;
-    }
-    let three = |at: usize| [0, 4, 8].map(|o| u32_at(bytes, at + o));
+    let kind: u32 = read(bytes)?;
     let activity = match kind {
-        KIND_CONCURRENT_KERNEL => Activity {
-            work: Work::Kernel {
-                name: kernel_name(u64_at(bytes, kernel::NAME) as usize),
-                grid: three(kernel::GRID),
-                block: three(kernel::BLOCK),
-            },
-            start_ns: u64_at(bytes, kernel::START),
-            end_ns: u64_at(bytes, kernel::END),
-            device: u32_at(bytes, kernel::DEVICE),
-            stream: u32_at(bytes, kernel::STREAM),
-            correlation: u32_at(bytes, kernel::CORRELATION),
-            bytes: 0,
-        },
-        KIND_MEMCPY | KIND_MEMCPY2 => {
-            let peer = kind == KIND_MEMCPY2;
+        KIND_CONCURRENT_KERNEL => {
+            let k: Kernel = read(bytes)?;
             Activity {
-                work: if peer {
-                    Work::Peer {
-                        src_device: u32_at(bytes, peer::SRC_DEVICE),
-                        dst_device: u32_at(bytes, peer::DST_DEVICE),
-                    }
-                } else {
-                    Work::Copy {
-                        kind: CopyKind::from_raw(bytes[memcpy::COPY_KIND]),
-                        src: MemoryKind::from_raw(bytes[memcpy::SRC_KIND]),
-                        dst: MemoryKind::from_raw(bytes[memcpy::DST_KIND]),
-                    }
+                work: Work::Kernel {
+                    name: kernel_name(k.name as usize),
+                    grid: k.grid,
+                    block: k.block,
                 },
-                start_ns: u64_at(bytes, memcpy::START),
-                end_ns: u64_at(bytes, memcpy::END),
-                device: u32_at(bytes, memcpy::DEVICE),
-                stream: u32_at(bytes, memcpy::STREAM),
-                correlation: u32_at(
-                    bytes,
-                    if peer { peer::CORRELATION } else { memcpy::CORRELATION },
-                ),
-                bytes: u64_at(bytes, memcpy::BYTES),
+                start_ns: k.start,
+                end_ns: k.end,
+                device: k.device_id,
+                stream: k.stream_id,
+                correlation: k.correlation_id,
+                bytes: 0,
             }
         }
-        KIND_MEMSET => Activity {
-            work: Work::Memset,
-            start_ns: u64_at(bytes, memset::START),
-            end_ns: u64_at(bytes, memset::END),
-            device: u32_at(bytes, memset::DEVICE),
-            stream: u32_at(bytes, memset::STREAM),
-            correlation: u32_at(bytes, memset::CORRELATION),
-            bytes: u64_at(bytes, memset::BYTES),
-        },
+        KIND_MEMCPY | KIND_MEMSET => {
+            let c: Memcpy = read(bytes)?;
+            let [copy, src, dst, _flags] = c.transfer.head;
+            let work = if kind == KIND_MEMSET {
+                Work::Memset
+            } else {
+                Work::Copy {
+                    kind: CopyKind::from_raw(copy),
+                    src: MemoryKind::from_raw(src),
+                    dst: MemoryKind::from_raw(dst),
+                }
+            };
+            c.transfer.activity(work, c.correlation_id)
+        }
+        KIND_MEMCPY2 => {
+            let p: MemcpyPtoP = read(bytes)?;
+            let work = Work::Peer { src_device: p.src_device_id, dst_device: p.dst_device_id };
+            p.transfer.activity(work, p.correlation_id)
+        }
         _ => return None,
     };
     Some(activity)
@@ -993,9 +1011,47 @@ mod tests {
         b
     }
 
+    /// The offsets of the fields read, as `cupti_activity.h` lays them out (CUDA 12.0 to 13.x):
+    /// a transcription error in `layout` moves one of them.
+    #[test]
+    fn layouts_match_cupti_activity_h() {
+        use layout::*;
+        use std::mem::{offset_of, size_of};
+        let kernel = [
+            offset_of!(Kernel, start),
+            offset_of!(Kernel, end),
+            offset_of!(Kernel, device_id),
+            offset_of!(Kernel, stream_id),
+            offset_of!(Kernel, grid),
+            offset_of!(Kernel, block),
+            offset_of!(Kernel, correlation_id),
+            offset_of!(Kernel, name),
+        ];
+        assert_eq!(kernel, [16, 24, 40, 48, 52, 64, 92, 104]);
+        assert_eq!(size_of::<Kernel>(), 112);
+        let transfer = [
+            offset_of!(Transfer, head),
+            offset_of!(Transfer, bytes),
+            offset_of!(Transfer, start),
+            offset_of!(Transfer, end),
+            offset_of!(Transfer, device_id),
+            offset_of!(Transfer, stream_id),
+        ];
+        assert_eq!(transfer, [4, 8, 16, 24, 32, 40]);
+        assert_eq!((offset_of!(Memcpy, correlation_id), size_of::<Memcpy>()), (44, 48));
+        let peer = [
+            offset_of!(MemcpyPtoP, src_device_id),
+            offset_of!(MemcpyPtoP, dst_device_id),
+            offset_of!(MemcpyPtoP, correlation_id),
+        ];
+        assert_eq!(peer, [44, 52, 60]);
+        assert_eq!(size_of::<MemcpyPtoP>(), 64);
+    }
+
+    // The records below are written at the header's offsets (numbers, not `layout`'s names).
+
     #[test]
     fn a_kernel_record_is_read_from_its_shared_prefix() {
-        use layout::kernel::*;
         // A CUpti_ActivityKernel10 is 256 bytes; only the prefix is read.
         let grid: Vec<u8> = [4096u32, 1, 1].iter().flat_map(|v| v.to_ne_bytes()).collect();
         let block: Vec<u8> = [256u32, 1, 1].iter().flat_map(|v| v.to_ne_bytes()).collect();
@@ -1003,14 +1059,14 @@ mod tests {
             256,
             &[
                 (0, &10u32.to_ne_bytes()),
-                (START, &1_000u64.to_ne_bytes()),
-                (END, &3_500u64.to_ne_bytes()),
-                (DEVICE, &1u32.to_ne_bytes()),
-                (STREAM, &13u32.to_ne_bytes()),
-                (GRID, &grid),
-                (BLOCK, &block),
-                (CORRELATION, &77u32.to_ne_bytes()),
-                (NAME, &0xABCDu64.to_ne_bytes()),
+                (16, &1_000u64.to_ne_bytes()), // start
+                (24, &3_500u64.to_ne_bytes()), // end
+                (40, &1u32.to_ne_bytes()),     // deviceId
+                (48, &13u32.to_ne_bytes()),    // streamId
+                (52, &grid),
+                (64, &block),
+                (92, &77u32.to_ne_bytes()),      // correlationId
+                (104, &0xABCDu64.to_ne_bytes()), // name
             ],
         );
         let a = parse_record(&b, |ptr| format!("kernel@{ptr:x}")).unwrap();
@@ -1034,45 +1090,43 @@ mod tests {
 
     #[test]
     fn copies_peer_copies_and_memsets_are_read() {
-        use layout::memcpy::*;
-        let copy = record(
-            LEN + 40,
-            &[
-                (0, &1u32.to_ne_bytes()),
-                (COPY_KIND, &[1, 2, 3]),
-                (BYTES, &(8u64 << 20).to_ne_bytes()),
-                (START, &10u64.to_ne_bytes()),
-                (END, &20u64.to_ne_bytes()),
-                (STREAM, &7u32.to_ne_bytes()),
-                (CORRELATION, &5u32.to_ne_bytes()),
-            ],
-        );
-        let a = parse_record(&copy, |_| unreachable!()).unwrap();
-        assert_eq!(
-            a.work,
-            Work::Copy {
-                kind: CopyKind::HostToDevice,
-                src: MemoryKind::Pinned,
-                dst: MemoryKind::Device
+        // Memcpy, PtoP and Memset share bytes (8), start (16), end (24), deviceId (32) and
+        // streamId (40); `tail` writes the u32 fields after those.
+        let transfer = |len: usize, kind: u32, head: [u8; 4], tail: &[(usize, u32)]| {
+            let mut b = record(
+                len,
+                &[
+                    (0, &kind.to_ne_bytes()),
+                    (4, &head),
+                    (8, &(8u64 << 20).to_ne_bytes()),
+                    (16, &10u64.to_ne_bytes()),
+                    (24, &20u64.to_ne_bytes()),
+                    (32, &2u32.to_ne_bytes()),
+                    (40, &7u32.to_ne_bytes()),
+                ],
+            );
+            for (at, v) in tail {
+                b[*at..*at + 4].copy_from_slice(&v.to_ne_bytes());
             }
-        );
-        assert_eq!((a.bytes, a.stream, a.correlation), (8 << 20, 7, 5));
-        let peer = record(
-            layout::peer::LEN,
-            &[
-                (0, &22u32.to_ne_bytes()),
-                (COPY_KIND, &[10]),
-                (layout::peer::SRC_DEVICE, &0u32.to_ne_bytes()),
-                (layout::peer::DST_DEVICE, &1u32.to_ne_bytes()),
-                (layout::peer::CORRELATION, &9u32.to_ne_bytes()),
-            ],
-        );
-        let p = parse_record(&peer, |_| unreachable!()).unwrap();
-        assert_eq!((p.work, p.correlation), (Work::Peer { src_device: 0, dst_device: 1 }, 9));
-        let memset =
-            record(layout::memset::LEN, &[(0, &2u32.to_ne_bytes()), (8, &64u64.to_ne_bytes())]);
-        let m = parse_record(&memset, |_| unreachable!()).unwrap();
-        assert_eq!((m.work, m.bytes), (Work::Memset, 64));
+            let a = parse_record(&b, |_| unreachable!()).unwrap();
+            assert_eq!(
+                (a.bytes, a.start_ns, a.end_ns, a.device, a.stream),
+                (8 << 20, 10, 20, 2, 7)
+            );
+            (a.work, a.correlation)
+        };
+        // A CUpti_ActivityMemcpy6 is 88 bytes; only the prefix is read. 44: correlationId.
+        let pinned_to_device = Work::Copy {
+            kind: CopyKind::HostToDevice,
+            src: MemoryKind::Pinned,
+            dst: MemoryKind::Device,
+        };
+        assert_eq!(transfer(88, 1, [1, 2, 3, 0], &[(44, 5)]), (pinned_to_device, 5));
+        // 44: srcDeviceId, 52: dstDeviceId, 60: correlationId.
+        let peer = Work::Peer { src_device: 0, dst_device: 1 };
+        assert_eq!(transfer(64, 22, [10, 3, 3, 0], &[(44, 0), (52, 1), (60, 9)]), (peer, 9));
+        // A memset's bytes 4..8 are its value.
+        assert_eq!(transfer(48, 2, 0xFFu32.to_ne_bytes(), &[(44, 6)]), (Work::Memset, 6));
     }
 
     #[test]
@@ -1082,6 +1136,9 @@ mod tests {
         );
         assert!(
             parse_record(&record(40, &[(0, &10u32.to_ne_bytes())]), |_| unreachable!()).is_none()
+        );
+        assert!(
+            parse_record(&record(44, &[(0, &1u32.to_ne_bytes())]), |_| unreachable!()).is_none()
         );
         assert!(parse_record(&[1, 0], |_| unreachable!()).is_none());
     }
