@@ -17,11 +17,9 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use crate::lab::output::Cost;
-use crate::lab::span::{
-    current_name, Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work,
-};
+use crate::lab::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
 use crate::lab::stats::Stats;
-use crate::lab::timeline::Timeline;
+use crate::lab::timeline::{observing, OpNote, Timeline};
 use crate::runtime::cupti::{self, ApiCall, Collected, CopyKind, Cupti, MemoryKind};
 use crate::runtime::{DeviceBuffer, Error, Gpu, HostBuffer, Observer, Op, Result, Stream};
 
@@ -173,17 +171,6 @@ fn with_events<T>(
     Ok((out, recording))
 }
 
-/// What the observer noted of one operation as it was enqueued.
-#[derive(Debug, Clone)]
-pub struct OpNote {
-    pub stream: String,
-    pub device: u32,
-    pub kind: Work,
-    pub label: String,
-    pub name: String,
-    pub bytes: u64,
-}
-
 type Stamp = Arc<Mutex<Option<(u64, u64)>>>;
 
 struct CuptiObserver {
@@ -202,16 +189,8 @@ impl Observer for CuptiObserver {
         op: &Op<'_>,
         enqueue: &mut dyn FnMut() -> Result<()>,
     ) -> Result<()> {
-        let kind = Work::from(op.kind);
         let tag = self.ops.borrow().len() as u64;
-        self.ops.borrow_mut().push(OpNote {
-            stream: stream.name().to_owned(),
-            device: stream.context().ordinal(),
-            kind,
-            label: op.label.to_owned(),
-            name: current_name(kind),
-            bytes: op.bytes as u64,
-        });
+        self.ops.borrow_mut().push(OpNote::of(stream, op));
         if let Some(stamp) = self.next_stamp.borrow_mut().take() {
             self.stamps.borrow_mut().push((tag, stamp));
         }
@@ -247,14 +226,7 @@ fn with_cupti<T>(
         stamps: RefCell::default(),
         next_stamp: RefCell::default(),
     });
-    for s in streams {
-        s.observe(Rc::clone(&observer) as Rc<dyn Observer>);
-    }
-    let outcome = run();
-    for s in streams {
-        s.unobserve();
-    }
-    let out = outcome?;
+    let out = observing(streams, Rc::clone(&observer) as Rc<dyn Observer>, run)?;
     let collected = session
         .finish()
         .map_err(|e| Error::Internal(format!("CUPTI stopped recording badly: {e}")))?;

@@ -32,6 +32,49 @@ pub fn glyph(kind: Work) -> char {
     }
 }
 
+/// What an observer notes of an operation as it is enqueued: where it goes, what it is, and
+/// the lesson's name for it. Both recorders start each span from one.
+#[derive(Debug, Clone)]
+pub struct OpNote {
+    pub stream: String,
+    pub device: u32,
+    pub kind: Work,
+    pub label: String,
+    pub name: String,
+    pub bytes: u64,
+}
+
+impl OpNote {
+    /// The note of `op`, enqueued now on `stream`.
+    pub fn of(stream: &Stream, op: &Op<'_>) -> OpNote {
+        let kind = Work::from(op.kind);
+        OpNote {
+            stream: stream.name().to_owned(),
+            device: stream.context().ordinal(),
+            kind,
+            label: op.label.to_owned(),
+            name: current_name(kind),
+            bytes: op.bytes as u64,
+        }
+    }
+}
+
+/// Runs `run` with `observer` attached to `streams`, and detaches it however `run` ends.
+pub fn observing<T>(
+    streams: &[&Stream],
+    observer: Rc<dyn Observer>,
+    run: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    for s in streams {
+        s.observe(Rc::clone(&observer));
+    }
+    let outcome = run();
+    for s in streams {
+        s.unobserve();
+    }
+    outcome
+}
+
 struct Pending {
     span: Span,
     start: Event,
@@ -58,14 +101,12 @@ impl Observer for Timeline {
         enqueue()?;
         let end = Event::new(stream.context())?;
         end.record(stream)?;
-        let kind = Work::from(op.kind);
-        let mut span = Span::new(stream.name(), kind, op.label, 0.0, 0.0);
-        span.name = current_name(kind);
-        span.device = stream.context().ordinal();
-        span.bytes = op.bytes as u64;
+        let note = OpNote::of(stream, op);
+        let mut span = Span::new(&note.stream, note.kind, &note.label, 0.0, 0.0);
+        (span.name, span.device, span.bytes) = (note.name, note.device, note.bytes);
         span.grid = op.launch.map(|l| [l.grid.0, l.grid.1, l.grid.2]);
         span.block = op.launch.map(|l| [l.block.0, l.block.1, l.block.2]);
-        if matches!(kind, Work::CopyToDevice | Work::CopyToHost) {
+        if matches!(span.kind, Work::CopyToDevice | Work::CopyToHost) {
             span.memory = if op.label.contains("pageable") { "pageable" } else { "pinned" }.into();
         }
         self.pending.borrow_mut().push(Pending { span, start, end });
@@ -78,14 +119,7 @@ impl Timeline {
     /// completed its work (synchronized) when it returns.
     pub fn record(streams: &[&Stream], run: impl FnOnce() -> Result<()>) -> Result<Vec<Span>> {
         let timeline = Rc::new(Timeline::default());
-        for s in streams {
-            s.observe(Rc::clone(&timeline) as Rc<dyn Observer>);
-        }
-        let outcome = run();
-        for s in streams {
-            s.unobserve();
-        }
-        outcome?;
+        observing(streams, Rc::clone(&timeline) as Rc<dyn Observer>, run)?;
         timeline.resolve()
     }
 
