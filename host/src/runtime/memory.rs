@@ -4,7 +4,8 @@
 //! |--------------------------------------------------|---------------------------------------------|
 //! | `cudaMallocHost(&p, bytes)`                      | `HostBuffer::pinned(&gpu, n)`               |
 //! | `malloc` / `std::vector`                         | `HostBuffer::pageable(&gpu, n)`             |
-//! | `cudaMalloc(&d, bytes)`                          | `DeviceBuffer::zeroed(&gpu, n)`             |
+//! | `cudaMalloc(&d, bytes)`                          | `DeviceBuffer::alloc(&gpu, n)`              |
+//! | `cudaMalloc` then `cudaMemset(d, 0, bytes)`      | `DeviceBuffer::zeroed(&gpu, n)`             |
 //! | `cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)`| `copy_to_device_sync(&h, &d)`               |
 //! | `cudaMemcpyAsync(d, h, bytes, H2D, stream)`      | `stream.copy_to_device(&h, &d)`             |
 //!
@@ -87,8 +88,10 @@ pub struct DeviceBuffer<T> {
 }
 
 impl<T: Pod> DeviceBuffer<T> {
-    /// `n` zeroed elements.
-    pub fn zeroed(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
+    /// `n` elements with `cuMemAlloc` alone (`cudaMalloc`): no memset, so the contents are
+    /// whatever the memory held (any bits are a valid `T`); write them before reading. Dropped,
+    /// it is freed with `cuMemFree`, which waits for the whole device.
+    pub fn alloc(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
         let bytes = bytes_of::<T>(n, "cuMemAlloc")?;
         on.context().bind()?;
         let mut ptr = 0;
@@ -97,10 +100,16 @@ impl<T: Pod> DeviceBuffer<T> {
             let status = unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) };
             check(status, "cuMemAlloc", None)?;
         }
-        let buffer = Self::wrap(on, ptr, n, Release::Sync);
+        Ok(Self::wrap(on, ptr, n, Release::Sync))
+    }
+
+    /// `n` zeroed elements: [`DeviceBuffer::alloc`], then `cuMemsetD8` (blocking).
+    pub fn zeroed(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
+        let buffer = Self::alloc(on, n)?;
+        let bytes = n * std::mem::size_of::<T>(); // `alloc` checked that it fits
         if bytes > 0 {
-            // SAFETY: the allocation holds `bytes` bytes.
-            let status = unsafe { cu::cuMemsetD8_v2(ptr, 0, bytes) };
+            // SAFETY: the allocation holds `bytes` bytes; `alloc` made its context current.
+            let status = unsafe { cu::cuMemsetD8_v2(buffer.alloc.ptr, 0, bytes) };
             check(status, "cuMemsetD8", Some("legacy default stream"))?;
         }
         Ok(buffer)

@@ -21,7 +21,7 @@
 use bytemuck::Pod;
 use cudarc::driver::sys::{self as cu, CUmemPool_attribute as Attr};
 
-use crate::runtime::context::{AsContext, Context};
+use crate::runtime::context::Context;
 use crate::runtime::error::{check, Error, Result};
 use crate::runtime::keep;
 use crate::runtime::memory::{bytes_of, DeviceBuffer, DeviceView, Release};
@@ -39,21 +39,6 @@ fn refuse_in_capture(op: &str, stream: &Stream) -> Result<()> {
 }
 
 impl<T: Pod> DeviceBuffer<T> {
-    /// `n` elements with `cuMemAlloc` alone (`cudaMalloc`): no memset, so the contents are
-    /// whatever the memory held (any bits are a valid `T`); write them before reading. Dropped,
-    /// it is freed with `cuMemFree`, which waits for the whole device.
-    pub fn alloc(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
-        let bytes = bytes_of::<T>(n, "cuMemAlloc")?;
-        on.context().bind()?;
-        let mut ptr = 0;
-        if bytes > 0 {
-            // SAFETY: valid out-pointer; the context is current.
-            let status = unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) };
-            check(status, "cuMemAlloc", None)?;
-        }
-        Ok(DeviceBuffer::wrap(on, ptr, n, Release::Sync))
-    }
-
     /// `n` elements allocated on `stream` from the device's default memory pool
     /// (`cudaMallocAsync`): usable by work enqueued on `stream` after this call (work on
     /// another stream must wait for `stream` through an event first). The contents are
