@@ -154,6 +154,14 @@ fn element_count(n: usize, what: &str) -> Result<u32> {
     })
 }
 
+/// For a kernel with one thread per element over views that must hold the same number of
+/// elements: that number `n` (checked to fit the kernels' u32 index), and the launch.
+fn per_element(lens: &[usize], what: &str) -> Result<(u32, LaunchConfig)> {
+    same_len(lens, what)?;
+    let len = lens.first().copied().unwrap_or(0);
+    Ok((element_count(len, what)?, LaunchConfig::for_elements(len)))
+}
+
 fn same_len(lens: &[usize], what: &str) -> Result<()> {
     if lens.windows(2).all(|w| w[0] == w[1]) {
         Ok(())
@@ -241,8 +249,7 @@ impl Kernels {
         iters: u32,
     ) -> Result<()> {
         let data = data.into();
-        let n = element_count(data.len(), "compute")?;
-        let config = LaunchConfig::for_elements(data.len());
+        let (n, config) = per_element(&[data.len()], "compute")?;
         // SAFETY: the kernel touches data[0..n], the view's length.
         unsafe { self.launch::<sig::compute_kernel>(stream, config, (mut_ptr(&data), n, iters)) }
     }
@@ -279,9 +286,7 @@ impl Kernels {
         c: impl Into<DeviceView<'c, f32>>,
     ) -> Result<()> {
         let (a, b, c) = (a.into(), b.into(), c.into());
-        same_len(&[a.len(), b.len(), c.len()], "vector_add")?;
-        let n = element_count(a.len(), "vector_add")?;
-        let config = LaunchConfig::for_elements(a.len());
+        let (n, config) = per_element(&[a.len(), b.len(), c.len()], "vector_add")?;
         let args = (const_ptr(&a), const_ptr(&b), mut_ptr(&c), n);
         // SAFETY: all three views hold n elements.
         unsafe { self.launch::<sig::vector_add_kernel>(stream, config, args) }
@@ -296,9 +301,7 @@ impl Kernels {
         scale: f32,
     ) -> Result<()> {
         let (input, output) = (input.into(), output.into());
-        same_len(&[input.len(), output.len()], "produce")?;
-        let n = element_count(input.len(), "produce")?;
-        let config = LaunchConfig::for_elements(input.len());
+        let (n, config) = per_element(&[input.len(), output.len()], "produce")?;
         let args = (const_ptr(&input), mut_ptr(&output), n, scale);
         // SAFETY: both views hold n elements.
         unsafe { self.launch::<sig::produce_kernel>(stream, config, args) }
@@ -313,9 +316,7 @@ impl Kernels {
         out: impl Into<DeviceView<'c, f32>>,
     ) -> Result<()> {
         let (a, b, out) = (a.into(), b.into(), out.into());
-        same_len(&[a.len(), b.len(), out.len()], "combine")?;
-        let n = element_count(a.len(), "combine")?;
-        let config = LaunchConfig::for_elements(a.len());
+        let (n, config) = per_element(&[a.len(), b.len(), out.len()], "combine")?;
         let args = (const_ptr(&a), const_ptr(&b), mut_ptr(&out), n);
         // SAFETY: all three views hold n elements.
         unsafe { self.launch::<sig::combine_kernel>(stream, config, args) }
@@ -330,8 +331,7 @@ impl Kernels {
         offset: f32,
     ) -> Result<()> {
         let data = data.into();
-        let n = element_count(data.len(), "scale")?;
-        let config = LaunchConfig::for_elements(data.len());
+        let (n, config) = per_element(&[data.len()], "scale")?;
         let args = (mut_ptr(&data), n, factor, offset);
         // SAFETY: the view holds n elements.
         unsafe { self.launch::<sig::scale_kernel>(stream, config, args) }
@@ -347,9 +347,7 @@ impl Kernels {
         cycles: u64,
     ) -> Result<()> {
         let (input, output) = (input.into(), output.into());
-        same_len(&[input.len(), output.len()], "slow_scale")?;
-        let n = element_count(input.len(), "slow_scale")?;
-        let config = LaunchConfig::for_elements(input.len());
+        let (n, config) = per_element(&[input.len(), output.len()], "slow_scale")?;
         let args = (const_ptr(&input), mut_ptr(&output), n, factor, cycles);
         // SAFETY: both views hold n elements.
         unsafe { self.launch::<sig::slow_scale_kernel>(stream, config, args) }
@@ -370,10 +368,10 @@ impl Kernels {
         blocks: u32,
     ) -> Result<()> {
         let (weights, input, gradient) = (weights.into(), input.into(), gradient.into());
-        same_len(&[weights.len(), input.len(), gradient.len()], "half_layer")?;
-        let n = element_count(input.len(), "half_layer")?;
+        let (n, one_per_element) =
+            per_element(&[weights.len(), input.len(), gradient.len()], "half_layer")?;
         let config = match blocks {
-            0 => LaunchConfig::for_elements(input.len()),
+            0 => one_per_element,
             b => LaunchConfig::new((b, 1, 1), (256, 1, 1)),
         };
         let args =
@@ -392,9 +390,7 @@ impl Kernels {
         format: HalfFormat,
     ) -> Result<()> {
         let (master, gradient) = (master.into(), gradient.into());
-        same_len(&[master.len(), gradient.len()], "master_update")?;
-        let n = element_count(master.len(), "master_update")?;
-        let config = LaunchConfig::for_elements(master.len());
+        let (n, config) = per_element(&[master.len(), gradient.len()], "master_update")?;
         let args = (mut_ptr(&master), const_ptr(&gradient), n, lr, format.code());
         // SAFETY: both views hold n elements.
         unsafe { self.launch::<sig::master_update_kernel>(stream, config, args) }
@@ -409,9 +405,7 @@ impl Kernels {
         format: HalfFormat,
     ) -> Result<()> {
         let (master, weights) = (master.into(), weights.into());
-        same_len(&[master.len(), weights.len()], "cast_to_half")?;
-        let n = element_count(master.len(), "cast_to_half")?;
-        let config = LaunchConfig::for_elements(master.len());
+        let (n, config) = per_element(&[master.len(), weights.len()], "cast_to_half")?;
         let args = (const_ptr(&master), mut_ptr(&weights), n, format.code());
         // SAFETY: both views hold n elements.
         unsafe { self.launch::<sig::cast_to_half_kernel>(stream, config, args) }
@@ -428,10 +422,8 @@ impl Kernels {
         dst: impl Into<DeviceView<'d, f32>>,
     ) -> Result<()> {
         let (src, dst) = (src.into(), dst.into());
-        same_len(&[src.len(), dst.len()], "copy_kernel_to_device")?;
-        let n = element_count(src.len(), "copy_kernel_to_device")?;
+        let (n, config) = per_element(&[src.len(), dst.len()], "copy_kernel_to_device")?;
         let from = src.mapped(Access::DeviceReads)? as *const f32;
-        let config = LaunchConfig::for_elements(src.len());
         // SAFETY: both hold n elements; the host memory is mapped, admitted for a device
         // read, and waits for `stream` before the host writes or frees it.
         unsafe { self.launch::<sig::copy_kernel>(stream, config, (from, mut_ptr(&dst), n))? };
@@ -448,10 +440,8 @@ impl Kernels {
         dst: impl Into<HostView<'h, f32>>,
     ) -> Result<()> {
         let (src, dst) = (src.into(), dst.into());
-        same_len(&[src.len(), dst.len()], "copy_kernel_to_host")?;
-        let n = element_count(src.len(), "copy_kernel_to_host")?;
+        let (n, config) = per_element(&[src.len(), dst.len()], "copy_kernel_to_host")?;
         let to = dst.mapped(Access::DeviceWrites)? as *mut f32;
-        let config = LaunchConfig::for_elements(src.len());
         // SAFETY: both hold n elements; the host memory is mapped, admitted for a device
         // write (no host borrow is live), and waits for `stream` before it is read or freed.
         unsafe { self.launch::<sig::copy_kernel>(stream, config, (const_ptr(&src), to, n))? };
@@ -464,5 +454,24 @@ impl Kernels {
         let config = LaunchConfig::new((1, 1, 1), (1, 1, 1));
         // SAFETY: no arguments.
         unsafe { self.launch::<sig::empty_kernel>(stream, config, ()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_element_launches_check_lengths_then_the_index() {
+        let (n, config) = per_element(&[1000, 1000, 1000], "combine").unwrap();
+        assert_eq!((n, config.grid, config.block), (1000, (4, 1, 1), (256, 1, 1)));
+        let e = per_element(&[1000, 999], "produce").unwrap_err().to_string();
+        assert!(e.contains("produce: buffers of different lengths [1000, 999]"), "{e}");
+        let big = u32::MAX as usize + 1;
+        let e = per_element(&[big, big], "scale").unwrap_err().to_string();
+        assert!(e.contains("scale: 4294967296 elements is more than"), "{e}");
+        // Unequal lengths are named first, even when one is also too large.
+        let e = per_element(&[big, 1], "scale").unwrap_err().to_string();
+        assert!(e.contains("different lengths"), "{e}");
     }
 }
