@@ -250,7 +250,7 @@ fn typed<T: serde::de::DeserializeOwned>(v: &Value, key: &str) -> Result<T, Stri
     serde_json::from_value(field(v, key)?.clone()).map_err(|e| format!("\"{key}\": {e}"))
 }
 
-/// The metadata and recordings of a trace [`write`] made.
+/// The metadata and recordings of a trace [`write()`] made.
 pub fn read(trace: &Value) -> Result<(Meta, Vec<Recording>), String> {
     let meta = field(trace, "metadata")?;
     let events = field(trace, "traceEvents")?.as_array().ok_or("traceEvents is not a list")?;
