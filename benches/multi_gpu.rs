@@ -108,12 +108,12 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
     let checked = ranks
         .local
         .iter()
-        .try_for_each(|r| r.backward(args.iters, 0..n))
+        .try_for_each(|r| r.backward(gpu, args.iters, 0..n))
         .and_then(|()| all_reduce())
         .and_then(|_| ranks.sums());
     let sums = checked.unwrap_or_else(|e| fail(BENCH, e));
     let mut checks = streamlab::lab::Checks::default();
-    if let Err(e) = ranks.check_sum_is_exact(args.iters, &sums, &mut checks) {
+    if let Err(e) = ranks.check_sum_is_exact(gpu, args.iters, &sums, &mut checks) {
         fail(BENCH, e);
     }
     if let Some(check) = checks.items.iter().find(|c| !c.passed()) {
