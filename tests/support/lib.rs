@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use streamlab;
 use streamlab::lab::harness::{args_from, run};
+use streamlab::lab::report::Verdict;
 use streamlab::lab::{Lesson, Outcome, Settings};
 use streamlab::Gpu;
 
@@ -110,6 +111,45 @@ pub fn run_refusal<L: Lesson>(gpu: &Gpu, flags: &[&str]) -> String {
         Err(e) => panic!("{} {flags:?}: expected a one-line refusal, got {e}", L::NAME),
         Ok(o) => panic!("{} {flags:?}: ran instead of refusing\n{}", L::NAME, o.report.to_text()),
     }
+}
+
+/// Checks that a run of `L` on `gpu` (with this GPU's work model) refuses each
+/// `(flags, mentions)` case before running, in one line that contains `mentions`: what the
+/// plan refuses without a GPU ([`refuses`]), the run refuses too.
+pub fn run_refuses<'a, L: Lesson, C: std::borrow::Borrow<(&'a [&'a str], &'a str)>>(
+    gpu: &Gpu,
+    cases: impl IntoIterator<Item = C>,
+) {
+    for case in cases {
+        let (flags, mentions) = *case.borrow();
+        let why = run_refusal::<L>(gpu, flags);
+        assert!(why.contains(mentions), "{flags:?}: {why} (expected {mentions})");
+    }
+}
+
+/// Flags that every batched lesson (compute-transfer, prefetch, callback) parses but its
+/// plan refuses, whatever the GPU: more results than `lab::batches` keeps, and one batch of
+/// 2^28 elements for 100,000 iterations, over a minute of compute.
+pub const BATCHES_REFUSED_BY_PLAN: [(&[&str], &str); 2] = [
+    (&["--batches", "1024", "--elements", "100000000"], "--batches 1024 x --elements 100000000"),
+    (&["--batches", "1", "--elements", "268435456", "--iters", "100000"], "per repeat"),
+];
+
+/// Runs `L` once with `flags` and asserts that its first "bit for bit" check (the version
+/// with the technique against the one without) passed.
+pub fn assert_bit_for_bit<L: Lesson>(gpu: &Gpu, flags: &[&str]) {
+    let o = run_lesson::<L>(gpu, flags, 1);
+    let verdict = o.checks.iter().find(|c| c.name.contains("bit for bit")).map(|c| c.verdict);
+    assert_eq!(verdict, Some(Verdict::Passed), "{} {flags:?}: {:?}", L::NAME, o.checks);
+}
+
+/// A run with nothing to overlap (one batch, one stream): it passed its checks, its
+/// interpretation opens by saying so (`says`), and no line claims a speed-up.
+pub fn assert_nothing_to_overlap<L>(o: &Outcome<L>, says: &str) {
+    let r = &o.report;
+    assert!(o.passed(), "{}", r.to_text());
+    assert!(r.interpretation[0].contains(says), "{}", r.to_text());
+    assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
 }
 
 /// Panics unless `L` accepts `flags` without a GPU (parse and budget).
