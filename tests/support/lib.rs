@@ -206,6 +206,44 @@ pub mod bench {
         });
     }
 
+    /// Runs version `v` of `lesson` once: [`Lesson::without`] (0), [`Lesson::with`] (1),
+    /// else [`Lesson::other`].
+    ///
+    /// [`Lesson::without`]: streamlab::lab::Lesson::without
+    /// [`Lesson::with`]: streamlab::lab::Lesson::with
+    /// [`Lesson::other`]: streamlab::lab::Lesson::other
+    pub fn version<L: streamlab::lab::Lesson>(
+        lesson: &mut L,
+        gpu: &streamlab::Gpu,
+        v: usize,
+    ) -> streamlab::Result<streamlab::lab::Sample> {
+        match v {
+            0 => lesson.without(gpu),
+            1 => lesson.with(gpu),
+            _ => lesson.other(gpu, v),
+        }
+    }
+
+    /// Benches each `(v, id)` in `group`: version `v` of `lesson`, timed by the lesson's own
+    /// code (its sample's ms). Then finishes the group, and on the first error ends `bench`
+    /// (exit 1).
+    pub fn versions<L: streamlab::lab::Lesson>(
+        mut group: BenchmarkGroup<'_, WallTime>,
+        bench: &str,
+        lesson: &mut L,
+        gpu: &streamlab::Gpu,
+        ids: impl IntoIterator<Item = (usize, BenchmarkId)>,
+    ) {
+        let mut failure = None;
+        for (v, id) in ids {
+            gpu_timed(&mut group, id, &mut failure, || version(lesson, gpu, v).map(|s| s.ms));
+        }
+        group.finish();
+        if let Some(e) = failure {
+            fail(bench, e);
+        }
+    }
+
     /// Reports a bench's failure and exits non-zero, so a failed check fails `cargo bench`.
     pub fn fail(bench: &str, e: streamlab::Error) -> ! {
         eprintln!("{bench} bench: {e}");
@@ -221,12 +259,7 @@ pub mod bench {
     ) {
         let mut runs = Vec::new();
         for v in 0..versions {
-            let sample = match v {
-                0 => lesson.without(gpu),
-                1 => lesson.with(gpu),
-                i => lesson.other(gpu, i),
-            };
-            runs.push(sample.unwrap_or_else(|e| fail(L::NAME, e)));
+            runs.push(version(lesson, gpu, v).unwrap_or_else(|e| fail(L::NAME, e)));
         }
         let measured = streamlab::lab::Measured::from_samples(
             (0..versions).map(|v| format!("version {v}")).collect(),
