@@ -39,20 +39,6 @@ pub fn gpu() -> TestGpu {
     TestGpu { gpu, _exclusive: exclusive }
 }
 
-/// Whether this machine has the NVIDIA driver's device nodes: an answer that does not come
-/// from streamlab itself, so tests of streamlab's no-GPU behaviour can tell which to expect.
-pub fn machine_has_nvidia_gpu() -> bool {
-    // /dev/nvidiactl alone is not enough: containers without a GPU can have it.
-    std::fs::read_dir("/dev").is_ok_and(|dir| {
-        dir.flatten().any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.strip_prefix("nvidia")
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
-    })
-}
-
 /// The GPU for a bench, or `None` after printing "not run: no GPU" (benches have no
 /// "ignored" state; they say so instead of reporting a time).
 pub fn gpu_for_bench(bench: &str) -> Option<Gpu> {
