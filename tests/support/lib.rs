@@ -129,6 +129,16 @@ pub fn assert_bit_for_bit<L: Lesson>(gpu: &Gpu, flags: &[&str]) {
     assert_eq!(verdict, Some(Verdict::Passed), "{} {flags:?}: {:?}", L::NAME, o.checks);
 }
 
+/// Runs `L` once with `flags` and asserts that it made `count` "bit for bit" checks (each
+/// version against the baseline) and that every one passed.
+pub fn assert_bit_for_bit_checks<L: Lesson>(gpu: &Gpu, flags: &[&str], count: usize) {
+    let o = run_lesson::<L>(gpu, flags, 1);
+    let bitwise: Vec<_> = o.checks.iter().filter(|c| c.name.contains("bit for bit")).collect();
+    assert_eq!(bitwise.len(), count, "{} {flags:?}: {:?}", L::NAME, o.checks);
+    let passed = bitwise.iter().all(|c| c.verdict == Verdict::Passed);
+    assert!(passed, "{} {flags:?}: {bitwise:?}", L::NAME);
+}
+
 /// A run with nothing to overlap (one batch, one stream): it passed its checks, its
 /// interpretation opens by saying so (`says`), and no line claims a speed-up.
 pub fn assert_nothing_to_overlap<L>(o: &Outcome<L>, says: &str) {
