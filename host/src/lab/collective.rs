@@ -9,8 +9,8 @@
 //! for each local rank, inside `nccl::group`.
 //!
 //! The rank on the GPU the lesson was handed shares the harness's [`Gpu`] (its context and
-//! its kernels, which may be `--kernels`' module): the lesson passes that `Gpu` to the calls
-//! that launch, and only a second GPU is opened here.
+//! its loaded kernels, not a second module load): the lesson passes that `Gpu` to the calls
+//! that launch, and only the other GPU is opened here.
 use std::ops::Range;
 
 use kernels_gpu::math::compute_element;
