@@ -5,9 +5,8 @@
 //! and the lesson's checks run (bit for bit, against the CPU, the host was free); the bench
 //! exits 1 if one fails.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::basics::Basics;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "basics";
@@ -18,24 +17,12 @@ fn main() {
     };
     let mut b: Basics = set_up(&gpu, &[], 1).unwrap_or_else(|e| fail(BENCH, e));
     let mut c = Criterion::default().configure_from_args();
-    let mut group = quick_group(&mut c, "basics");
-    let mut failure = None;
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("sync_blocking_copies", "1M x 1000"),
-        &mut failure,
-        || b.without(&gpu).map(|s| s.ms),
-    );
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("async_pinned_one_stream", "1M x 1000"),
-        &mut failure,
-        || b.with(&gpu).map(|s| s.ms),
-    );
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let size = "1M x 1000";
+    let ids = [
+        (0, BenchmarkId::new("sync_blocking_copies", size)),
+        (1, BenchmarkId::new("async_pinned_one_stream", size)),
+    ];
+    versions(quick_group(&mut c, "basics"), BENCH, &mut b, &gpu, ids);
     verify(&gpu, &mut b, 2);
     c.final_summary();
 }

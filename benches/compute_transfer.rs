@@ -5,9 +5,8 @@
 //! the lesson's checks run (two streams against one bit for bit, against the CPU); the bench
 //! exits 1 if one fails.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::compute_transfer::ComputeTransfer;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "compute-transfer";
@@ -18,22 +17,12 @@ fn main() {
     };
     let mut ct: ComputeTransfer = set_up(&gpu, &[], 1).unwrap_or_else(|e| fail(BENCH, e));
     let mut c = Criterion::default().configure_from_args();
-    let mut group = quick_group(&mut c, "compute_transfer");
-    let mut failure = None;
     let size = "4 x 512K x 100";
-    gpu_timed(&mut group, BenchmarkId::new("sync_one_stream", size), &mut failure, || {
-        ct.without(&gpu).map(|s| s.ms)
-    });
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new("async_transfer_and_compute_streams", size),
-        &mut failure,
-        || ct.with(&gpu).map(|s| s.ms),
-    );
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let ids = [
+        (0, BenchmarkId::new("sync_one_stream", size)),
+        (1, BenchmarkId::new("async_transfer_and_compute_streams", size)),
+    ];
+    versions(quick_group(&mut c, "compute_transfer"), BENCH, &mut ct, &gpu, ids);
     verify(&gpu, &mut ct, 2);
     c.final_summary();
 }

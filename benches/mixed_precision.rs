@@ -6,9 +6,8 @@
 //! checks run (side stream against one stream bit for bit, both against the CPU reference);
 //! the bench exits 1 if one fails.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::mixed_precision::MixedPrecision;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "mixed-precision";
@@ -21,19 +20,12 @@ fn main() {
     for format in ["bf16", "f16"] {
         let flags = ["--format", format];
         let mut m: MixedPrecision = set_up(&gpu, &flags, 1).unwrap_or_else(|e| fail(BENCH, e));
-        let mut group = quick_group(&mut c, "mixed_precision");
-        let mut failure = None;
         let size = format!("{format} 8 x 4M x 8");
-        gpu_timed(&mut group, BenchmarkId::new("sync_one_stream", &size), &mut failure, || {
-            m.without(&gpu).map(|s| s.ms)
-        });
-        gpu_timed(&mut group, BenchmarkId::new("async_side_stream", &size), &mut failure, || {
-            m.with(&gpu).map(|s| s.ms)
-        });
-        group.finish();
-        if let Some(e) = failure {
-            fail(BENCH, e);
-        }
+        let ids = [
+            (0, BenchmarkId::new("sync_one_stream", &size)),
+            (1, BenchmarkId::new("async_side_stream", &size)),
+        ];
+        versions(quick_group(&mut c, "mixed_precision"), BENCH, &mut m, &gpu, ids);
         verify(&gpu, &mut m, 2);
     }
     c.final_summary();

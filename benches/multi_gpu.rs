@@ -16,29 +16,18 @@
 use criterion::{BenchmarkId, Criterion, Throughput};
 use streamlab::lab::collective::Ranks;
 use streamlab::lab::harness::args_from;
-use streamlab::lab::Lesson;
 use streamlab::lessons::allreduce_overlap::AllreduceOverlap;
 use streamlab::lessons::p2p::P2p;
 use streamlab::lessons::pipeline_parallel::PipelineParallel;
 use streamlab::runtime::context::device_count;
 use streamlab::runtime::nccl;
 use streamlab::Gpu;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, gpu_timed, quick_group, verify, version, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "multi-gpu";
 /// The harness's default seed, as in the C++ twin.
 const SEED: u64 = 0x5EED;
-
-/// Runs version `v` of `lesson` once and returns its GPU time in ms.
-fn version<L: Lesson>(lesson: &mut L, gpu: &Gpu, v: usize) -> streamlab::Result<f64> {
-    match v {
-        0 => lesson.without(gpu),
-        1 => lesson.with(gpu),
-        _ => lesson.other(gpu, v),
-    }
-    .map(|sample| sample.ms)
-}
 
 fn p2p(c: &mut Criterion, gpu: &Gpu) {
     let mib = args_from::<P2p>(&[]).unwrap_or_else(|e| fail(BENCH, e)).mib;
@@ -51,7 +40,7 @@ fn p2p(c: &mut Criterion, gpu: &Gpu) {
     {
         group.throughput(Throughput::BytesDecimal(copied));
         gpu_timed(&mut group, BenchmarkId::new(id, &size), &mut failure, || {
-            version(&mut p, gpu, v)
+            version(&mut p, gpu, v).map(|s| s.ms)
         });
     }
     group.finish();
@@ -67,22 +56,14 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
     let size = format!("{}M x {}", n >> 20, args.iters);
     {
         let mut a: AllreduceOverlap = set_up(gpu, &[], SEED).unwrap_or_else(|e| fail(BENCH, e));
-        let mut group = quick_group(c, "allreduce");
-        let mut failure = None;
-        for (v, id) in [
-            (0, "sequential".to_string()),
-            (1, format!("bucketed_{b}_greatest")),
-            (2, format!("bucketed_{b}_least")),
-            (3, format!("bucketed_{}_greatest", 4 * b)),
-        ] {
-            gpu_timed(&mut group, BenchmarkId::new(id, &size), &mut failure, || {
-                version(&mut a, gpu, v)
-            });
-        }
-        group.finish();
-        if let Some(e) = failure {
-            fail(BENCH, e);
-        }
+        let ids = [
+            "sequential".to_string(),
+            format!("bucketed_{b}_greatest"),
+            format!("bucketed_{b}_least"),
+            format!("bucketed_{}_greatest", 4 * b),
+        ]
+        .map(|id| BenchmarkId::new(id, &size));
+        versions(quick_group(c, "allreduce"), BENCH, &mut a, gpu, ids.into_iter().enumerate());
         verify(gpu, &mut a, 4);
     }
     // The call alone, on ranks of its own (the lesson's, dropped above, hold 3 buffers a GPU).
@@ -108,12 +89,12 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
     let checked = ranks
         .local
         .iter()
-        .try_for_each(|r| r.backward(args.iters, 0..n))
+        .try_for_each(|r| r.backward(gpu, args.iters, 0..n))
         .and_then(|()| all_reduce())
         .and_then(|_| ranks.sums());
     let sums = checked.unwrap_or_else(|e| fail(BENCH, e));
     let mut checks = streamlab::lab::Checks::default();
-    if let Err(e) = ranks.check_sum_is_exact(args.iters, &sums, &mut checks) {
+    if let Err(e) = ranks.check_sum_is_exact(gpu, args.iters, &sums, &mut checks) {
         fail(BENCH, e);
     }
     if let Some(check) = checks.items.iter().find(|c| !c.passed()) {
@@ -124,18 +105,9 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
 fn pipeline(c: &mut Criterion, gpu: &Gpu) {
     let args = args_from::<PipelineParallel>(&[]).unwrap_or_else(|e| fail(BENCH, e));
     let mut p: PipelineParallel = set_up(gpu, &[], SEED).unwrap_or_else(|e| fail(BENCH, e));
-    let mut group = quick_group(c, "pipeline");
-    let mut failure = None;
     let size = format!("{} x {}M x {}", args.micro_batches, args.elements >> 20, args.iters);
-    for (v, id) in [(0, "naive"), (1, "pipelined")] {
-        gpu_timed(&mut group, BenchmarkId::new(id, &size), &mut failure, || {
-            version(&mut p, gpu, v)
-        });
-    }
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let ids = [(0, BenchmarkId::new("naive", &size)), (1, BenchmarkId::new("pipelined", &size))];
+    versions(quick_group(c, "pipeline"), BENCH, &mut p, gpu, ids);
     verify(gpu, &mut p, 2);
 }
 

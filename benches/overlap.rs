@@ -3,9 +3,8 @@
 //! iterations, K = 8; `STREAMLAB_BENCH_STREAMS` changes K). GPU time is measured with events
 //! by the lesson's own code, fed to criterion through `iter_custom`.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::overlap::Overlap;
-use testkit::bench::{fail, gpu_timed, verify};
+use testkit::bench::{fail, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 fn main() {
@@ -17,21 +16,12 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     let mut group = c.benchmark_group("overlap");
     group.sample_size(30);
-    let mut failure = None;
     let size = "16M x 100";
-    gpu_timed(&mut group, BenchmarkId::new("sync_one_stream", size), &mut failure, || {
-        o.without(&gpu).map(|s| s.ms)
-    });
-    gpu_timed(
-        &mut group,
-        BenchmarkId::new(format!("async_{k}_streams"), size),
-        &mut failure,
-        || o.with(&gpu).map(|s| s.ms),
-    );
-    group.finish();
-    if let Some(e) = failure {
-        fail("overlap", e);
-    }
+    let ids = [
+        (0, BenchmarkId::new("sync_one_stream", size)),
+        (1, BenchmarkId::new(format!("async_{k}_streams"), size)),
+    ];
+    versions(group, "overlap", &mut o, &gpu, ids);
     verify(&gpu, &mut o, 2);
     c.final_summary();
 }

@@ -5,9 +5,8 @@
 //! and the lesson's checks run (the data intact through every copy, pinned calls returned at
 //! once and pageable ones held the host); the bench exits 1 if one fails.
 use criterion::{BenchmarkId, Criterion, Throughput};
-use streamlab::lab::Lesson;
 use streamlab::lessons::pinned_vs_pageable::{PinnedVsPageable, KINDS};
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "pinned-vs-pageable";
@@ -20,17 +19,9 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     let mut group = quick_group(&mut c, "h2d_copy");
     group.throughput(Throughput::Bytes(64 << 20));
-    let mut failure = None;
-    gpu_timed(&mut group, BenchmarkId::new("pageable", "64 MiB"), &mut failure, || {
-        p.without(&gpu).map(|s| s.ms)
-    });
-    gpu_timed(&mut group, BenchmarkId::new("pinned", "64 MiB"), &mut failure, || {
-        p.with(&gpu).map(|s| s.ms)
-    });
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let ids =
+        [(0, BenchmarkId::new("pageable", "64 MiB")), (1, BenchmarkId::new("pinned", "64 MiB"))];
+    versions(group, BENCH, &mut p, &gpu, ids);
     verify(&gpu, &mut p, KINDS.len());
     c.final_summary();
 }

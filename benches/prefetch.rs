@@ -5,9 +5,8 @@
 //! checks run (prefetch against no prefetch bit for bit, the accumulator against the CPU);
 //! the bench exits 1 if one fails.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::prefetch::Prefetch;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "prefetch";
@@ -18,19 +17,12 @@ fn main() {
     };
     let mut p: Prefetch = set_up(&gpu, &[], 1).unwrap_or_else(|e| fail(BENCH, e));
     let mut c = Criterion::default().configure_from_args();
-    let mut group = quick_group(&mut c, "prefetch");
-    let mut failure = None;
     let size = "8 x 1M x 50";
-    gpu_timed(&mut group, BenchmarkId::new("sync_no_prefetch", size), &mut failure, || {
-        p.without(&gpu).map(|s| s.ms)
-    });
-    gpu_timed(&mut group, BenchmarkId::new("async_double_buffered", size), &mut failure, || {
-        p.with(&gpu).map(|s| s.ms)
-    });
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let ids = [
+        (0, BenchmarkId::new("sync_no_prefetch", size)),
+        (1, BenchmarkId::new("async_double_buffered", size)),
+    ];
+    versions(quick_group(&mut c, "prefetch"), BENCH, &mut p, &gpu, ids);
     verify(&gpu, &mut p, 2);
     c.final_summary();
 }

@@ -6,9 +6,8 @@
 //! run (every copy round-tripped bit for bit, the small grid overlapped); the bench exits 1
 //! if one fails.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::sleep_streams::{SleepStreams, FULL, SMALL};
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "sleep-streams";
@@ -21,27 +20,13 @@ fn main() {
     let flags = ["--streams", k.as_str(), "--sleep-us", "500"];
     let mut s: SleepStreams = set_up(&gpu, &flags, 1).unwrap_or_else(|e| fail(BENCH, e));
     let mut c = Criterion::default().configure_from_args();
-    let mut failure = None;
     let launches = format!("{k} launches");
     for (name, grid) in [("sleep_streams_small", SMALL), ("sleep_streams_full", FULL)] {
-        let mut group = quick_group(&mut c, name);
-        for (v, id) in [
-            (2 * grid, "sync_one_stream".to_string()),
-            (2 * grid + 1, format!("async_{k}_streams")),
-        ] {
-            gpu_timed(&mut group, BenchmarkId::new(id, &launches), &mut failure, || {
-                match v {
-                    0 => s.without(&gpu),
-                    1 => s.with(&gpu),
-                    _ => s.other(&gpu, v),
-                }
-                .map(|sample| sample.ms)
-            });
-        }
-        group.finish();
-    }
-    if let Some(e) = failure {
-        fail(BENCH, e);
+        let ids = [
+            (2 * grid, BenchmarkId::new("sync_one_stream", &launches)),
+            (2 * grid + 1, BenchmarkId::new(format!("async_{k}_streams"), &launches)),
+        ];
+        versions(quick_group(&mut c, name), BENCH, &mut s, &gpu, ids);
     }
     verify(&gpu, &mut s, 4);
     c.final_summary();

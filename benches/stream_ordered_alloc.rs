@@ -5,9 +5,8 @@
 //! by the lesson's own code, fed to criterion through `iter_custom`. Afterwards every version
 //! runs once more and the lesson's checks run; the bench exits 1 if one fails.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::stream_ordered_alloc::StreamOrderedAlloc;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "stream-ordered-alloc";
@@ -18,28 +17,11 @@ fn main() {
     };
     let mut s: StreamOrderedAlloc = set_up(&gpu, &[], 1).unwrap_or_else(|e| fail(BENCH, e));
     let mut c = Criterion::default().configure_from_args();
-    let mut group = quick_group(&mut c, "stream_ordered_alloc");
-    let mut failure = None;
     let size = "4 streams x 8 rounds x 512K";
-    for (v, id) in [
-        (0, "sync_cuMemAlloc"),
-        (1, "async_pool_keep"),
-        (2, "async_pool_release"),
-        (3, "bound_setup"),
-    ] {
-        gpu_timed(&mut group, BenchmarkId::new(id, size), &mut failure, || {
-            match v {
-                0 => s.without(&gpu),
-                1 => s.with(&gpu),
-                _ => s.other(&gpu, v),
-            }
-            .map(|sample| sample.ms)
-        });
-    }
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let ids = ["sync_cuMemAlloc", "async_pool_keep", "async_pool_release", "bound_setup"]
+        .map(|id| BenchmarkId::new(id, size));
+    let group = quick_group(&mut c, "stream_ordered_alloc");
+    versions(group, BENCH, &mut s, &gpu, ids.into_iter().enumerate());
     verify(&gpu, &mut s, 4);
     c.final_summary();
 }

@@ -8,7 +8,7 @@ use criterion::{BenchmarkId, Criterion};
 use streamlab::lab::harness::args_from;
 use streamlab::lab::Lesson;
 use streamlab::lessons::stream_sweep::StreamSweep;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "stream-sweep";
@@ -24,22 +24,8 @@ fn main() {
         .unwrap_or_else(|e| fail(BENCH, e));
     let mut sweep: StreamSweep = set_up(&gpu, &flags, 1).unwrap_or_else(|e| fail(BENCH, e));
     let mut c = Criterion::default().configure_from_args();
-    let mut group = quick_group(&mut c, "stream_sweep");
-    let mut failure = None;
-    for (v, name) in names.iter().enumerate() {
-        gpu_timed(&mut group, BenchmarkId::new("16M x 100", name), &mut failure, || {
-            match v {
-                0 => sweep.without(&gpu),
-                1 => sweep.with(&gpu),
-                _ => sweep.other(&gpu, v),
-            }
-            .map(|s| s.ms)
-        });
-    }
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let ids = names.iter().map(|name| BenchmarkId::new("16M x 100", name)).enumerate();
+    versions(quick_group(&mut c, "stream_sweep"), BENCH, &mut sweep, &gpu, ids);
     verify(&gpu, &mut sweep, names.len());
     c.final_summary();
 }

@@ -7,9 +7,8 @@
 //! and the lesson's checks run (each managed version against the explicit copies bit for bit,
 //! those against the CPU); the bench exits 1 if one fails.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::Lesson;
 use streamlab::lessons::unified_memory::UnifiedMemory;
-use testkit::bench::{fail, gpu_timed, quick_group, verify};
+use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "unified-memory";
@@ -20,28 +19,16 @@ fn main() {
     };
     let mut u: UnifiedMemory = set_up(&gpu, &[], 1).unwrap_or_else(|e| fail(BENCH, e));
     let mut c = Criterion::default().configure_from_args();
-    let mut group = quick_group(&mut c, "unified_memory");
-    let mut failure = None;
     let size = "16 chunks x 512K x 50, 4 streams";
-    for (v, id) in [
-        (0, "managed_page_faults"),
-        (1, "managed_prefetch"),
-        (2, "explicit_pinned_copies"),
-        (3, "managed_advise_host"),
-    ] {
-        gpu_timed(&mut group, BenchmarkId::new(id, size), &mut failure, || {
-            match v {
-                0 => u.without(&gpu),
-                1 => u.with(&gpu),
-                _ => u.other(&gpu, v),
-            }
-            .map(|sample| sample.ms)
-        });
-    }
-    group.finish();
-    if let Some(e) = failure {
-        fail(BENCH, e);
-    }
+    let ids = [
+        "managed_page_faults",
+        "managed_prefetch",
+        "explicit_pinned_copies",
+        "managed_advise_host",
+    ]
+    .map(|id| BenchmarkId::new(id, size));
+    let group = quick_group(&mut c, "unified_memory");
+    versions(group, BENCH, &mut u, &gpu, ids.into_iter().enumerate());
     verify(&gpu, &mut u, 4);
     c.final_summary();
 }

@@ -4,7 +4,7 @@
 use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
 use streamlab::lessons::basics::{Basics, IN_CALLS, UNITS};
-use testkit::{accepted, gpu, refuses, run_lesson, run_refusal, set_up};
+use testkit::{accepted, gpu, refuses, run_lesson, run_refuses, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -83,11 +83,7 @@ const OVER_BUDGET: &[(&[&str], &str)] =
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn flags_over_budget_are_refused_by_the_run_too() {
-    let gpu = gpu();
-    for (flags, mentions) in OVER_BUDGET {
-        let why = run_refusal::<Basics>(&gpu, flags);
-        assert!(why.contains(mentions), "{flags:?}: {why}");
-    }
+    run_refuses::<Basics, _>(&gpu(), OVER_BUDGET);
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.

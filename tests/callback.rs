@@ -6,7 +6,10 @@ use streamlab::lab::host_pipeline::{batch_value, check_event_order};
 use streamlab::lab::Lesson;
 use streamlab::lessons::callback::{Callback, AHEAD, GPU_WORK, PREPARE};
 use streamlab::math::compute_element;
-use testkit::{accepted, gpu, refuses, run_lesson, run_refusal, set_up};
+use testkit::{
+    accepted, assert_nothing_to_overlap, gpu, refuses, run_lesson, run_refuses, set_up,
+    BATCHES_REFUSED_BY_PLAN,
+};
 
 fn flags(n: usize, batches: usize, iters: u32) -> Vec<String> {
     vec![
@@ -92,23 +95,9 @@ fn callback_lesson_passes_and_overlaps_host_and_gpu() {
 #[ignore = "needs a CUDA GPU"]
 fn one_batch_is_reported_as_nothing_to_pipeline() {
     let gpu = gpu();
-    let o =
-        run_lesson::<Callback>(&gpu, &["--elements", "4096", "--batches", "1", "--iters", "20"], 2);
-    assert!(o.passed(), "{}", o.report.to_text());
-    assert!(o.report.interpretation[0].contains("nothing to"), "{}", o.report.to_text());
-    assert!(
-        !o.report.interpretation.iter().any(|l| l.contains("x faster")),
-        "{}",
-        o.report.to_text()
-    );
+    let flags = ["--elements", "4096", "--batches", "1", "--iters", "20"];
+    assert_nothing_to_overlap(&run_lesson::<Callback>(&gpu, &flags, 2), "nothing to");
 }
-
-/// Flags that parse but that the plan refuses: the same on a GPU, with its work model.
-const REFUSED_BY_PLAN: [(&[&str], &str); 2] = [
-    (&["--batches", "1024", "--elements", "100000000"], "--batches 1024 x --elements"),
-    // One batch of 2^28 elements for 100,000 iterations would compute for over a minute.
-    (&["--elements", "268435456", "--batches", "1", "--iters", "100000"], "estimated"),
-];
 
 /// Flags refused while parsing, before any GPU is touched.
 const REFUSED_BY_PARSER: [(&[&str], &str); 6] = [
@@ -124,17 +113,13 @@ const REFUSED_BY_PARSER: [(&[&str], &str); 6] = [
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_run_refuses_hostile_flags_in_one_line_before_running() {
-    let gpu = gpu();
-    for (flags, mentions) in REFUSED_BY_PLAN {
-        let why = run_refusal::<Callback>(&gpu, flags);
-        assert!(why.contains(mentions), "{flags:?}: {why}");
-    }
+    run_refuses::<Callback, _>(&gpu(), BATCHES_REFUSED_BY_PLAN);
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    refuses::<Callback, _>(REFUSED_BY_PLAN.iter().chain(&REFUSED_BY_PARSER));
+    refuses::<Callback, _>(BATCHES_REFUSED_BY_PLAN.iter().chain(&REFUSED_BY_PARSER));
     accepted::<Callback>(&[]);
     accepted::<Callback>(&["--elements", "1", "--batches", "1", "--iters", "1"]);
 }

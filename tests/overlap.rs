@@ -2,10 +2,9 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine).
 use approx::assert_relative_eq;
 use streamlab::lab::data::ensure_close_to_reference;
-use streamlab::lab::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::overlap::Overlap;
-use testkit::{gpu, refuses, run_lesson, set_up};
+use testkit::{assert_bit_for_bit, gpu, refuses, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -13,18 +12,8 @@ fn multi_stream_equals_one_stream_bit_for_bit_for_awkward_sizes() {
     let gpu = gpu();
     // Sizes K does not divide, K = 1, K = n, and the 64-stream maximum.
     for (n, k) in [(1_000_003, 8), (4097, 3), (65, 64), (5, 5), (1, 1), (100_000, 1)] {
-        let (n_flag, k_flag) = (n.to_string(), k.to_string());
-        let o = run_lesson::<Overlap>(
-            &gpu,
-            &["--elements", &n_flag, "--streams", &k_flag, "--iters", "20"],
-            1,
-        );
-        assert_eq!(
-            o.checks.iter().find(|c| c.name.contains("bit for bit")).map(|c| c.verdict),
-            Some(Verdict::Passed),
-            "n={n} k={k}: {:?}",
-            o.checks
-        );
+        let (n, k) = (n.to_string(), k.to_string());
+        assert_bit_for_bit::<Overlap>(&gpu, &["--elements", &n, "--streams", &k, "--iters", "20"]);
     }
 }
 

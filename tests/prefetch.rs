@@ -3,10 +3,12 @@
 //! run everywhere.
 use approx::assert_relative_eq;
 use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
-use streamlab::lab::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::prefetch::{check_accumulator, reference_element, Prefetch};
-use testkit::{accepted, gpu, refuses, run_lesson, run_refusal, set_up};
+use testkit::{
+    accepted, assert_bit_for_bit, assert_nothing_to_overlap, gpu, refuses, run_lesson, run_refuses,
+    set_up, BATCHES_REFUSED_BY_PLAN,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -14,15 +16,9 @@ fn prefetch_equals_no_prefetch_bit_for_bit() {
     let gpu = gpu();
     // 1 and 2 batches never reuse a buffer; 3 and 9 do (the consumed-event path).
     for (n, batches) in [(1, 1), (4097, 2), (100_003, 3), (5000, 9)] {
-        let (n_flag, b_flag) = (n.to_string(), batches.to_string());
-        let flags = ["--elements", &n_flag, "--batches", &b_flag, "--iters", "20"];
-        let o = run_lesson::<Prefetch>(&gpu, &flags, 1);
-        assert_eq!(
-            o.checks.iter().find(|c| c.name.contains("bit for bit")).map(|c| c.verdict),
-            Some(Verdict::Passed),
-            "n={n} batches={batches}: {:?}",
-            o.checks
-        );
+        let (n, batches) = (n.to_string(), batches.to_string());
+        let flags = ["--elements", &n, "--batches", &batches, "--iters", "20"];
+        assert_bit_for_bit::<Prefetch>(&gpu, &flags);
     }
 }
 
@@ -69,40 +65,25 @@ fn prefetch_lesson_passes_and_overlaps() {
 fn one_batch_is_reported_as_nothing_to_prefetch() {
     let gpu = gpu();
     let flags = ["--elements", "4096", "--batches", "1", "--iters", "20"];
-    let o = run_lesson::<Prefetch>(&gpu, &flags, 3);
-    let r = &o.report;
-    assert!(o.passed(), "{}", r.to_text());
-    assert!(r.interpretation[0].contains("no next batch"), "{}", r.to_text());
-    assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
+    assert_nothing_to_overlap(&run_lesson::<Prefetch>(&gpu, &flags, 3), "no next batch");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn hostile_flags_are_refused_in_one_line_before_running() {
-    let gpu = gpu();
-    let why = run_refusal::<Prefetch>(&gpu, &["--batches", "1024", "--elements", "100000000"]);
-    assert!(why.contains("--batches 1024"), "{why}");
-    let why = run_refusal::<Prefetch>(
-        &gpu,
-        &["--batches", "1", "--elements", "268435456", "--iters", "100000"],
-    );
-    assert!(why.contains("per repeat"), "{why}");
+    run_refuses::<Prefetch, _>(&gpu(), BATCHES_REFUSED_BY_PLAN);
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
+    refuses::<Prefetch, _>(BATCHES_REFUSED_BY_PLAN);
     refuses::<Prefetch, _>([
         (&["--batches", "0"][..], "whole number from 1 to 4096"),
         (&["--batches", "4097"], "whole number from 1 to 4096"),
         (&["--elements", "0"], "whole number from 1 to 4294967295"),
         (&["--elements", "18446744073709551615", "--batches", "18446744073709551615"], "--"),
         (&["--iters", "4294967295"], "whole number from 1 to 100000"),
-        (
-            &["--batches", "1024", "--elements", "100000000"],
-            "--batches 1024 x --elements 100000000",
-        ),
-        (&["--batches", "1", "--elements", "268435456", "--iters", "100000"], "per repeat"),
     ]);
     accepted::<Prefetch>(&[]);
     accepted::<Prefetch>(&["--elements", "1", "--batches", "1", "--iters", "1"]);

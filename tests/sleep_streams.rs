@@ -6,7 +6,7 @@
 //! strongest comparison with it is bit for bit, which the round-trip check makes.
 use streamlab::lab::report::Verdict;
 use streamlab::lessons::sleep_streams::{one_stream_ms, speedup, SleepStreams, FULL, SMALL};
-use testkit::{accepted, gpu, refuses, run_lesson, run_refusal};
+use testkit::{accepted, gpu, refuses, run_lesson, run_refusal, run_refuses};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -83,11 +83,7 @@ const REFUSED_BY_THE_PLAN: &[(&[&str], &str)] = &[
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn flags_the_plan_refuses_are_refused_by_the_run_too() {
-    let gpu = gpu();
-    for (flags, mentions) in REFUSED_BY_THE_PLAN {
-        let why = run_refusal::<SleepStreams>(&gpu, flags);
-        assert!(why.contains(mentions), "{flags:?}: {why}");
-    }
+    run_refuses::<SleepStreams, _>(&gpu(), REFUSED_BY_THE_PLAN);
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.

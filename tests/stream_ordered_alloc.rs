@@ -3,35 +3,19 @@
 //! machine); the flag refusals run anywhere.
 use approx::assert_relative_eq;
 use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
-use streamlab::lab::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::stream_ordered_alloc::{StreamOrderedAlloc, KEPT_MIB};
 use streamlab::runtime::{AsContext, DeviceBuffer, HostBuffer, Stream};
-use testkit::{gpu, refuses, run_lesson, set_up};
+use testkit::{assert_bit_for_bit_checks, gpu, refuses, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_version_equals_the_others_bit_for_bit_for_awkward_sizes() {
     let gpu = gpu();
     for (n, k, b) in [(4097, 3, 2), (1, 1, 1), (65, 64, 1), (100_003, 5, 3)] {
-        let flags = [n.to_string(), k.to_string(), b.to_string()];
-        let o = run_lesson::<StreamOrderedAlloc>(
-            &gpu,
-            &[
-                "--elements",
-                &flags[0],
-                "--streams",
-                &flags[1],
-                "--rounds",
-                &flags[2],
-                "--iters",
-                "20",
-            ],
-            1,
-        );
-        let bitwise: Vec<_> = o.checks.iter().filter(|c| c.name.contains("bit for bit")).collect();
-        assert_eq!(bitwise.len(), 3, "n={n} k={k} b={b}: {:?}", o.checks);
-        assert!(bitwise.iter().all(|c| c.verdict == Verdict::Passed), "n={n} k={k}: {bitwise:?}");
+        let (n, k, b) = (n.to_string(), k.to_string(), b.to_string());
+        let flags = ["--elements", &n, "--streams", &k, "--rounds", &b, "--iters", "20"];
+        assert_bit_for_bit_checks::<StreamOrderedAlloc>(&gpu, &flags, 3);
     }
 }
 

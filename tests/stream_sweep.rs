@@ -2,7 +2,7 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine).
 use streamlab::lab::report::Verdict;
 use streamlab::lessons::stream_sweep::{best, rows, version_streams, StreamSweep};
-use testkit::{gpu, refuses, run_lesson};
+use testkit::{assert_nothing_to_overlap, gpu, refuses, run_lesson};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -43,15 +43,8 @@ fn the_sweep_passes_with_sane_rows() {
 #[ignore = "needs a CUDA GPU"]
 fn one_stream_is_reported_as_no_sweep() {
     let gpu = gpu();
-    let o = run_lesson::<StreamSweep>(
-        &gpu,
-        &["--elements", "4096", "--streams", "1", "--iters", "20"],
-        2,
-    );
-    let r = &o.report;
-    assert!(o.passed(), "{}", r.to_text());
-    assert!(r.interpretation[0].contains("no sweep"), "{}", r.to_text());
-    assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
+    let flags = ["--elements", "4096", "--streams", "1", "--iters", "20"];
+    assert_nothing_to_overlap(&run_lesson::<StreamSweep>(&gpu, &flags, 2), "no sweep");
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.

@@ -3,11 +3,10 @@
 //! refusals and the plan run anywhere.
 use approx::assert_relative_eq;
 use streamlab::lab::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
-use streamlab::lab::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::unified_memory::{UnifiedMemory, GPU_MS, READ_MS, VERSIONS};
 use streamlab::runtime::{Advice, AsContext, Location, ManagedBuffer, Stream};
-use testkit::{accepted, gpu, refuses, run_lesson, set_up};
+use testkit::{accepted, assert_bit_for_bit_checks, gpu, refuses, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -15,15 +14,9 @@ fn every_managed_version_equals_the_explicit_copies_for_awkward_sizes() {
     let gpu = gpu();
     // A chunk smaller than a page (chunks share pages across streams), odd sizes, one chunk.
     for (n, chunks, k) in [(1000, 7, 3), (1, 1, 1), (4097, 5, 8), (100_003, 3, 2)] {
-        let flags = [n.to_string(), chunks.to_string(), k.to_string()];
-        let o = run_lesson::<UnifiedMemory>(
-            &gpu,
-            &["--elements", &flags[0], "--chunks", &flags[1], "--streams", &flags[2]],
-            1,
-        );
-        let bitwise: Vec<_> = o.checks.iter().filter(|c| c.name.contains("bit for bit")).collect();
-        assert_eq!(bitwise.len(), 3, "n={n} chunks={chunks}: {:?}", o.checks);
-        assert!(bitwise.iter().all(|c| c.verdict == Verdict::Passed), "n={n}: {bitwise:?}");
+        let (n, chunks, k) = (n.to_string(), chunks.to_string(), k.to_string());
+        let flags = ["--elements", &n, "--chunks", &chunks, "--streams", &k];
+        assert_bit_for_bit_checks::<UnifiedMemory>(&gpu, &flags, 3);
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use streamlab;
 use streamlab::lab::harness::{args_from, run};
+use streamlab::lab::report::Verdict;
 use streamlab::lab::{Lesson, Outcome, Settings};
 use streamlab::Gpu;
 
@@ -36,20 +37,6 @@ pub fn gpu() -> TestGpu {
     let gpu =
         Gpu::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and found none: {e}"));
     TestGpu { gpu, _exclusive: exclusive }
-}
-
-/// Whether this machine has the NVIDIA driver's device nodes: an answer that does not come
-/// from streamlab itself, so tests of streamlab's no-GPU behaviour can tell which to expect.
-pub fn machine_has_nvidia_gpu() -> bool {
-    // /dev/nvidiactl alone is not enough: containers without a GPU can have it.
-    std::fs::read_dir("/dev").is_ok_and(|dir| {
-        dir.flatten().any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.strip_prefix("nvidia")
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        })
-    })
 }
 
 /// The GPU for a bench, or `None` after printing "not run: no GPU" (benches have no
@@ -112,6 +99,55 @@ pub fn run_refusal<L: Lesson>(gpu: &Gpu, flags: &[&str]) -> String {
     }
 }
 
+/// Checks that a run of `L` on `gpu` (with this GPU's work model) refuses each
+/// `(flags, mentions)` case before running, in one line that contains `mentions`: what the
+/// plan refuses without a GPU ([`refuses`]), the run refuses too.
+pub fn run_refuses<'a, L: Lesson, C: std::borrow::Borrow<(&'a [&'a str], &'a str)>>(
+    gpu: &Gpu,
+    cases: impl IntoIterator<Item = C>,
+) {
+    for case in cases {
+        let (flags, mentions) = *case.borrow();
+        let why = run_refusal::<L>(gpu, flags);
+        assert!(why.contains(mentions), "{flags:?}: {why} (expected {mentions})");
+    }
+}
+
+/// Flags that every batched lesson (compute-transfer, prefetch, callback) parses but its
+/// plan refuses, whatever the GPU: more results than `lab::batches` keeps, and one batch of
+/// 2^28 elements for 100,000 iterations, over a minute of compute.
+pub const BATCHES_REFUSED_BY_PLAN: [(&[&str], &str); 2] = [
+    (&["--batches", "1024", "--elements", "100000000"], "--batches 1024 x --elements 100000000"),
+    (&["--batches", "1", "--elements", "268435456", "--iters", "100000"], "per repeat"),
+];
+
+/// Runs `L` once with `flags` and asserts that its first "bit for bit" check (the version
+/// with the technique against the one without) passed.
+pub fn assert_bit_for_bit<L: Lesson>(gpu: &Gpu, flags: &[&str]) {
+    let o = run_lesson::<L>(gpu, flags, 1);
+    let verdict = o.checks.iter().find(|c| c.name.contains("bit for bit")).map(|c| c.verdict);
+    assert_eq!(verdict, Some(Verdict::Passed), "{} {flags:?}: {:?}", L::NAME, o.checks);
+}
+
+/// Runs `L` once with `flags` and asserts that it made `count` "bit for bit" checks (each
+/// version against the baseline) and that every one passed.
+pub fn assert_bit_for_bit_checks<L: Lesson>(gpu: &Gpu, flags: &[&str], count: usize) {
+    let o = run_lesson::<L>(gpu, flags, 1);
+    let bitwise: Vec<_> = o.checks.iter().filter(|c| c.name.contains("bit for bit")).collect();
+    assert_eq!(bitwise.len(), count, "{} {flags:?}: {:?}", L::NAME, o.checks);
+    let passed = bitwise.iter().all(|c| c.verdict == Verdict::Passed);
+    assert!(passed, "{} {flags:?}: {bitwise:?}", L::NAME);
+}
+
+/// A run with nothing to overlap (one batch, one stream): it passed its checks, its
+/// interpretation opens by saying so (`says`), and no line claims a speed-up.
+pub fn assert_nothing_to_overlap<L>(o: &Outcome<L>, says: &str) {
+    let r = &o.report;
+    assert!(o.passed(), "{}", r.to_text());
+    assert!(r.interpretation[0].contains(says), "{}", r.to_text());
+    assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
+}
+
 /// Panics unless `L` accepts `flags` without a GPU (parse and budget).
 pub fn accepted<L: Lesson>(flags: &[&str]) {
     args_from::<L>(flags)
@@ -166,6 +202,44 @@ pub mod bench {
         });
     }
 
+    /// Runs version `v` of `lesson` once: [`Lesson::without`] (0), [`Lesson::with`] (1),
+    /// else [`Lesson::other`].
+    ///
+    /// [`Lesson::without`]: streamlab::lab::Lesson::without
+    /// [`Lesson::with`]: streamlab::lab::Lesson::with
+    /// [`Lesson::other`]: streamlab::lab::Lesson::other
+    pub fn version<L: streamlab::lab::Lesson>(
+        lesson: &mut L,
+        gpu: &streamlab::Gpu,
+        v: usize,
+    ) -> streamlab::Result<streamlab::lab::Sample> {
+        match v {
+            0 => lesson.without(gpu),
+            1 => lesson.with(gpu),
+            _ => lesson.other(gpu, v),
+        }
+    }
+
+    /// Benches each `(v, id)` in `group`: version `v` of `lesson`, timed by the lesson's own
+    /// code (its sample's ms). Then finishes the group, and on the first error ends `bench`
+    /// (exit 1).
+    pub fn versions<L: streamlab::lab::Lesson>(
+        mut group: BenchmarkGroup<'_, WallTime>,
+        bench: &str,
+        lesson: &mut L,
+        gpu: &streamlab::Gpu,
+        ids: impl IntoIterator<Item = (usize, BenchmarkId)>,
+    ) {
+        let mut failure = None;
+        for (v, id) in ids {
+            gpu_timed(&mut group, id, &mut failure, || version(lesson, gpu, v).map(|s| s.ms));
+        }
+        group.finish();
+        if let Some(e) = failure {
+            fail(bench, e);
+        }
+    }
+
     /// Reports a bench's failure and exits non-zero, so a failed check fails `cargo bench`.
     pub fn fail(bench: &str, e: streamlab::Error) -> ! {
         eprintln!("{bench} bench: {e}");
@@ -181,12 +255,7 @@ pub mod bench {
     ) {
         let mut runs = Vec::new();
         for v in 0..versions {
-            let sample = match v {
-                0 => lesson.without(gpu),
-                1 => lesson.with(gpu),
-                i => lesson.other(gpu, i),
-            };
-            runs.push(sample.unwrap_or_else(|e| fail(L::NAME, e)));
+            runs.push(version(lesson, gpu, v).unwrap_or_else(|e| fail(L::NAME, e)));
         }
         let measured = streamlab::lab::Measured::from_samples(
             (0..versions).map(|v| format!("version {v}")).collect(),

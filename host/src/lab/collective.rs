@@ -7,6 +7,10 @@
 //! launch` (or torchrun-style variables, [`crate::lab::ranks`]) it drives one GPU, its own
 //! rank of `WORLD_SIZE` (`ncclCommInitRank`). Either way the lesson issues work the same way:
 //! for each local rank, inside `nccl::group`.
+//!
+//! The rank on the GPU the lesson was handed shares the harness's [`Gpu`] (its context and
+//! its loaded kernels, not a second module load): the lesson passes that `Gpu` to the calls
+//! that launch, and only the other GPU is opened here.
 use std::ops::Range;
 
 use kernels_gpu::math::compute_element;
@@ -16,13 +20,16 @@ use crate::lab::data::random_inputs;
 use crate::lab::pipeline::Bracket;
 use crate::lab::{devices, ranks};
 use crate::runtime::nccl::{self, Communicator};
-use crate::runtime::{AsContext, DeviceBuffer, Event, Gpu, Result, Stream};
+use crate::runtime::{AsContext, DeviceBuffer, Error, Event, Gpu, Result, Stream};
 
 /// One rank driven by this process.
 pub struct Rank {
     /// The rank's number among all ranks.
     pub rank: usize,
-    pub gpu: Gpu,
+    /// The rank's GPU when it is not the harness's (`None`: the harness's, handed to each
+    /// call that launches).
+    own: Option<Gpu>,
+    ordinal: u32,
     pub compute: Stream,
     /// Communication streams at the greatest and at the least priority.
     pub comm: [Stream; 2],
@@ -43,12 +50,26 @@ pub fn rank_seed(seed: u64, rank: usize) -> u64 {
 }
 
 impl Rank {
+    /// The rank's GPU: its own, or `harness` (the GPU the lesson was handed) when the rank
+    /// runs there.
+    pub fn gpu<'a>(&'a self, harness: &'a Gpu) -> Result<&'a Gpu> {
+        match &self.own {
+            Some(gpu) => Ok(gpu),
+            None if harness.info.ordinal == self.ordinal => Ok(harness),
+            None => Err(Error::Internal(format!(
+                "rank {} runs on GPU {}, but was handed GPU {}",
+                self.rank, self.ordinal, harness.info.ordinal
+            ))),
+        }
+    }
+
     /// The backward pass over `range` of the gradients, on the compute stream: the range's
-    /// parameters copied to the gradients, then `iters` sin·cos steps on them.
-    pub fn backward(&self, iters: u32, range: Range<usize>) -> Result<()> {
+    /// parameters copied to the gradients, then `iters` sin·cos steps on them. `harness`:
+    /// the GPU the lesson was handed.
+    pub fn backward(&self, harness: &Gpu, iters: u32, range: Range<usize>) -> Result<()> {
         let (params, grads) = (self.params.slice(range.clone())?, self.grads.slice(range.clone())?);
         self.compute.copy_on_device(params, grads)?;
-        self.gpu.compute_chunk(&self.compute, &self.grads, range, iters)
+        self.gpu(harness)?.compute_chunk(&self.compute, &self.grads, range, iters)
     }
 
     /// The sum over ranks of `range` of the gradients, into the same range of the sums.
@@ -68,49 +89,46 @@ pub struct Ranks {
 }
 
 impl Ranks {
-    /// Two GPUs in this process, or this process's rank when started as one of several.
-    /// `events`: the most buckets a version uses.
+    /// Two GPUs in this process (`gpu`, the harness's, and the next one), or this process's
+    /// rank on `gpu` when started as one of several. `events`: the most buckets a version uses.
     pub fn new(gpu: &Gpu, n: usize, events: usize, seed: u64, name: &str) -> Result<Ranks> {
-        let (ordinals, world, comms) = match ranks::from_env()? {
+        let (owned, world, comms) = match ranks::from_env()? {
             None => {
                 let peer = devices::others(gpu, 1)?.remove(0);
-                let ordinals = vec![gpu.info.ordinal, peer.info.ordinal];
                 let comms = Communicator::all(&[gpu.context(), peer.context()])?;
-                (ordinals, 2, comms)
+                (vec![None, Some(peer)], 2, comms)
             }
             Some(env) => {
                 let id = env.share_id(nccl::unique_id)?;
                 let comm = Communicator::join(gpu.context(), &id, env.rank, env.world)?;
-                (vec![gpu.info.ordinal], env.world, vec![comm])
+                (vec![None], env.world, vec![comm])
             }
         };
         let mut local = Vec::new();
-        for (ordinal, nccl) in ordinals.into_iter().zip(comms) {
-            let gpu = Gpu::new(ordinal)?;
-            let (least, greatest) = gpu.info.priority_range;
+        for (own, nccl) in owned.into_iter().zip(comms) {
+            let on = own.as_ref().unwrap_or(gpu);
+            let ordinal = on.info.ordinal;
+            let (least, greatest) = on.info.priority_range;
             let rank = nccl.rank();
             let label = |what: &str| format!("{name} rank {rank} {what}");
             local.push(Rank {
-                compute: Stream::non_blocking(&gpu, label("compute"))?,
+                compute: Stream::non_blocking(on, label("compute"))?,
                 comm: [
                     Stream::non_blocking_with_priority(
-                        &gpu,
+                        on,
                         label("comm (greatest priority)"),
                         greatest,
                     )?,
-                    Stream::non_blocking_with_priority(
-                        &gpu,
-                        label("comm (least priority)"),
-                        least,
-                    )?,
+                    Stream::non_blocking_with_priority(on, label("comm (least priority)"), least)?,
                 ],
-                params: DeviceBuffer::from_slice(&gpu, &random_inputs(n, rank_seed(seed, rank)))?,
-                grads: DeviceBuffer::zeroed(&gpu, n)?,
-                sums: DeviceBuffer::zeroed(&gpu, n)?,
-                ready: (0..events).map(|_| Event::without_timing(&gpu)).collect::<Result<_>>()?,
-                marks: [Event::new(&gpu)?, Event::new(&gpu)?, Event::new(&gpu)?],
+                params: DeviceBuffer::from_slice(on, &random_inputs(n, rank_seed(seed, rank)))?,
+                grads: DeviceBuffer::zeroed(on, n)?,
+                sums: DeviceBuffer::zeroed(on, n)?,
+                ready: (0..events).map(|_| Event::without_timing(on)).collect::<Result<_>>()?,
+                marks: [Event::new(on)?, Event::new(on)?, Event::new(on)?],
                 rank,
-                gpu,
+                ordinal,
+                own,
                 nccl,
             });
         }
@@ -147,41 +165,45 @@ impl Ranks {
         self.sums()
     }
 
-    /// Checks `sums` (each local rank's) against the CPU: the gradients of every rank,
-    /// computed on this GPU, added in rank order. With two ranks NCCL adds once per element,
-    /// so the sum must be bit-identical to the CPU's `a + b`; with more, the order of its
-    /// additions is NCCL's, and the check is approximate. The gradients are also checked
-    /// against the CPU's own sin·cos (approx).
+    /// Checks `sums` (each local rank's) against the CPU: the gradients of every rank added
+    /// on the CPU. The local ranks' gradients are the ones the run that produced `sums` left
+    /// in their buffers (every version computes the whole backward pass), read back here, not
+    /// computed again; another process's rank's are made here from its seed. With two ranks
+    /// NCCL adds once per element, so the sum must be bit-identical to the CPU's `a + b`; with
+    /// more, the order of its additions is NCCL's, and the check is approximate. The first
+    /// local rank's gradients are also checked against the CPU's own sin·cos (approx), so a
+    /// wrong backward pass fails too. `harness`: the GPU the lesson was handed.
     pub fn check_sum_is_exact(
         &self,
+        harness: &Gpu,
         iters: u32,
         sums: &[Vec<f32>],
         checks: &mut Checks,
     ) -> Result<()> {
         let first = &self.local[0];
         let n = first.params.len();
+        self.synchronize()?;
         let mut expected = vec![0f32; n];
-        for q in 0..self.world {
-            let inputs = random_inputs(n, rank_seed(self.seed, q));
-            let grads = match self.local.iter().find(|r| r.rank == q) {
-                Some(r) => {
-                    r.backward(iters, 0..n)?;
-                    self.synchronize()?;
-                    r.grads.to_vec()?
-                }
-                None => {
-                    // Another process's rank: its gradients, made here from its seed.
-                    crate::runtime::memory::copy_to_device_sync(&inputs, &first.grads)?;
-                    first.gpu.compute_chunk(&first.compute, &first.grads, 0..n, iters)?;
-                    self.synchronize()?;
-                    first.grads.to_vec()?
-                }
-            };
-            if q == first.rank {
+        // Local ranks first, read before the first one's gradients serve as scratch for the
+        // other processes' ranks. The order of addition is the CPU's: with two ranks `a + b`
+        // is `b + a` bit for bit, and with more the check is approximate.
+        for r in &self.local {
+            let grads = r.grads.to_vec()?;
+            if r.rank == first.rank {
+                let inputs = random_inputs(n, rank_seed(self.seed, r.rank));
                 checks.approx("gradients: GPU vs CPU reference (approx)", &grads, 4096, |i| {
                     compute_element(inputs[i], iters)
                 });
             }
+            expected.iter_mut().zip(&grads).for_each(|(e, g)| *e += g);
+        }
+        for q in (0..self.world).filter(|q| self.local.iter().all(|r| r.rank != *q)) {
+            // Another process's rank: its gradients, made here from its seed.
+            let inputs = random_inputs(n, rank_seed(self.seed, q));
+            crate::runtime::memory::copy_to_device_sync(&inputs, &first.grads)?;
+            first.gpu(harness)?.compute_chunk(&first.compute, &first.grads, 0..n, iters)?;
+            self.synchronize()?;
+            let grads = first.grads.to_vec()?;
             expected.iter_mut().zip(&grads).for_each(|(e, g)| *e += g);
         }
         for (r, got) in self.local.iter().zip(sums) {

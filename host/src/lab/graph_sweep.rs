@@ -658,7 +658,7 @@ mod tests {
     /// in Chinese, with no English sentence left, for the chain and for the grid.
     #[test]
     fn the_texts_and_names_read_in_chinese() {
-        use crate::lab::text::{english_sentence, has_chinese, Lang};
+        use crate::lab::text::{has_chinese, Lang};
         let chain: Vec<Point> = [1.2, 1.05, 0.9, 0.7]
             .iter()
             .enumerate()
@@ -682,14 +682,13 @@ mod tests {
             figures.extend(r.figures.into_iter().map(|f| f.name));
         }
         assert_eq!(lines.len(), 2 + 3 + 3, "{lines:?}");
-        for line in &lines {
-            let zh = line.render(Lang::Zh);
-            assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
-        }
         let versions = names(&grid_shapes());
-        for name in versions.iter().chain(&figures) {
+        let all = versions.iter().chain(&figures);
+        Report::new("graph", "", "").assert_chinese(&lines, all.clone().map(String::as_str));
+        // The holes are filled in Chinese too: no English word of a shape is left.
+        for name in all {
             let zh = Text::label(name.clone()).render(Lang::Zh);
-            assert!(Text::label(name.clone()).is_translated() && has_chinese(&zh), "{name}: {zh}");
+            assert!(has_chinese(&zh), "{name}: {zh}");
             assert!(!zh.contains("kernels") && !zh.contains("copies"), "{name}: {zh}");
         }
         let median = Text::label(format!("{}, median", versions[1])).render(Lang::Zh);

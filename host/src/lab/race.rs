@@ -136,13 +136,23 @@ pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<Text>
     Ok(t!("race.producer_timing", runs, min, spin))
 }
 
+/// Made-up race runs, for the tests of the checks here and of the `events` lesson's text.
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
     use crate::lab::Sample;
 
-    /// A race run: (producer done, consumer done, wrong elements).
-    fn run((producer, consumer, wrong): (f64, f64, usize)) -> Sample {
+    /// A race run: (producer done, consumer done, wrong elements), in ms; every wrong
+    /// element stale.
+    pub type Run = (f64, f64, usize);
+
+    /// The consumer finished 19.9 ms before the producer and read 10 stale elements.
+    pub const RACED: Run = (20.0, 0.1, 10);
+    /// The consumer finished 0.1 ms after the producer, right.
+    pub const WAITED: Run = (20.0, 20.1, 0);
+
+    /// A run's sample, with the parts the race versions record.
+    pub fn sample((producer, consumer, wrong): Run) -> Sample {
         Sample::ms(consumer)
             .part(PRODUCER_DONE, producer)
             .part(CONSUMER_MINUS_PRODUCER, consumer - producer)
@@ -150,14 +160,22 @@ mod tests {
             .part(STALE_READ, wrong as f64)
     }
 
-    const RACED: (f64, f64, usize) = (20.0, 0.1, 10);
-    const WAITED: (f64, f64, usize) = (20.0, 20.1, 0);
+    /// The versions `names`: the runs without the wait, those with it, then `kernel` once.
+    pub fn measured(names: Vec<String>, without: &[Run], with: &[Run], kernel: Sample) -> Measured {
+        let runs = |r: &[Run]| r.iter().copied().map(sample).collect();
+        Measured::from_samples(names, vec![runs(without), runs(with), vec![kernel]])
+    }
+}
 
-    fn measured(without: &[(f64, f64, usize)], with: &[(f64, f64, usize)]) -> Measured {
-        let runs = |r: &[(f64, f64, usize)]| r.iter().copied().map(run).collect();
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{Run, RACED, WAITED};
+    use super::*;
+    use crate::lab::Sample;
+
+    fn measured(without: &[Run], with: &[Run]) -> Measured {
         let names = vec!["without".into(), "with".into(), "kernel".into()];
-        let kernel = vec![Sample::ms(0.3)];
-        Measured::from_samples(names, vec![runs(without), runs(with), kernel])
+        fixtures::measured(names, without, with, Sample::ms(0.3))
     }
 
     #[test]

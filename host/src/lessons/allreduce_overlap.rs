@@ -61,13 +61,13 @@ pub struct AllreduceOverlap {
 impl AllreduceOverlap {
     /// Every local GPU runs the backward pass and then one all-reduce of all of it, on its
     /// compute stream.
-    fn sequential(&self) -> Result<Sample> {
+    fn sequential(&self, gpu: &Gpu) -> Result<Sample> {
         let ranks = &self.ranks;
         let (mut c, mut a) = (0.0, 0.0);
         let ms = ranks.bracket.time(&ranks.streams, || {
             for r in &ranks.local {
                 r.marks[0].record(&r.compute)?;
-                r.backward(self.iters, 0..r.params.len())?;
+                r.backward(gpu, self.iters, 0..r.params.len())?;
                 r.marks[1].record(&r.compute)?;
             }
             nccl::group(|| {
@@ -87,6 +87,7 @@ impl AllreduceOverlap {
     /// `reversed` issues the second rank's all-reduces in the opposite order: the bug.
     fn bucketed(
         &self,
+        gpu: &Gpu,
         buckets: &[std::ops::Range<usize>],
         comm: usize,
         reversed: bool,
@@ -96,7 +97,7 @@ impl AllreduceOverlap {
             for (b, bucket) in buckets.iter().enumerate() {
                 named("bucket", b, || -> Result<()> {
                     for r in &ranks.local {
-                        r.backward(self.iters, bucket.clone())?;
+                        r.backward(gpu, self.iters, bucket.clone())?;
                         r.ready[b].record(&r.compute)?;
                     }
                     nccl::group(|| {
@@ -159,20 +160,20 @@ impl Lesson for AllreduceOverlap {
     }
 
     /// Compute everything, then all-reduce everything.
-    fn without(&mut self, _gpu: &Gpu) -> Result<Sample> {
-        self.sequential()
+    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.sequential(gpu)
     }
 
     /// B buckets, each all-reduced on the communication stream as soon as it is ready.
-    fn with(&mut self, _gpu: &Gpu) -> Result<Sample> {
-        self.bucketed(&self.buckets[0], 0, false)
+    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.bucketed(gpu, &self.buckets[0], 0, false)
     }
 
     /// The least-priority communication stream, then 4B buckets.
-    fn other(&mut self, _gpu: &Gpu, index: usize) -> Result<Sample> {
+    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
         match index {
-            2 => self.bucketed(&self.buckets[0], 1, false),
-            _ => self.bucketed(&self.buckets[1], 0, false),
+            2 => self.bucketed(gpu, &self.buckets[0], 1, false),
+            _ => self.bucketed(gpu, &self.buckets[1], 0, false),
         }
     }
 
@@ -180,14 +181,16 @@ impl Lesson for AllreduceOverlap {
         self.ranks.streams.iter().collect()
     }
 
-    fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
+    fn verify(&mut self, gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
         let ranks = &self.ranks;
-        let sequential = ranks.sums_of(|| self.sequential())?;
+        let sequential = ranks.sums_of(|| self.sequential(gpu))?;
+        // Against the gradients the sequential run just left.
+        ranks.check_sum_is_exact(gpu, self.iters, &sequential, checks)?;
         for v in 1..4 {
             let sums = ranks.sums_of(|| match v {
-                1 => self.bucketed(&self.buckets[0], 0, false),
-                2 => self.bucketed(&self.buckets[0], 1, false),
-                _ => self.bucketed(&self.buckets[1], 0, false),
+                1 => self.bucketed(gpu, &self.buckets[0], 0, false),
+                2 => self.bucketed(gpu, &self.buckets[0], 1, false),
+                _ => self.bucketed(gpu, &self.buckets[1], 0, false),
             })?;
             let name = &self.names[v];
             for (r, (got, want)) in sums.iter().zip(&sequential).enumerate() {
@@ -198,13 +201,12 @@ impl Lesson for AllreduceOverlap {
                 );
             }
         }
-        ranks.check_sum_is_exact(self.iters, &sequential, checks)?;
         checks.record("result digest (compare runs and processes)", Ok(digest(&sequential[0])));
         // The bug: the same collectives in a different order on the second rank. With equal
         // bucket sizes NCCL cannot tell; it pairs them by position and sums the wrong buckets.
         let equal = self.buckets[0].iter().all(|b| b.len() == self.buckets[0][0].len());
         if ranks.world() >= 2 && self.buckets[0].len() >= 2 && equal {
-            let got = ranks.sums_of(|| self.bucketed(&self.buckets[0], 0, true))?;
+            let got = ranks.sums_of(|| self.bucketed(gpu, &self.buckets[0], 0, true))?;
             let wrong = got[0]
                 .iter()
                 .zip(&sequential[0])

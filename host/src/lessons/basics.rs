@@ -37,6 +37,7 @@ use serde::Serialize;
 
 use crate::lab::budget::MAX_ELEMENTS;
 use crate::lab::data::random_inputs;
+use crate::lab::host_pipeline::ms_since;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::{copy_to_device_sync, copy_to_host_sync};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -114,10 +115,6 @@ pub fn host_work_until(done: &Event) -> Result<u64> {
     }
     std::hint::black_box(state);
     Ok(units)
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }
 
 impl Lesson for Basics {

@@ -273,28 +273,16 @@ pub fn interpret(m: &Measured, last: &[Mismatches; 2], r: &mut Report) {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
+    use crate::lab::race::fixtures::{self, Run, RACED, WAITED};
 
     fn plan(flags: &[&str]) -> Result<()> {
         Events::plan(&args_from::<Events>(flags)?, &WorkModel::H100)?.admit(None)
     }
 
-    /// A race run: (producer done, consumer done, wrong elements).
-    fn run((producer, consumer, wrong): (f64, f64, usize)) -> Sample {
-        Sample::ms(consumer)
-            .part(PRODUCER_DONE, producer)
-            .part(CONSUMER_MINUS_PRODUCER, consumer - producer)
-            .part(WRONG, wrong as f64)
-            .part(STALE_READ, wrong as f64)
-    }
-
-    const RACED: (f64, f64, usize) = (20.0, 0.1, 10);
-    const WAITED: (f64, f64, usize) = (20.0, 20.1, 0);
-
-    fn measured(without: &[(f64, f64, usize)], with: &[(f64, f64, usize)]) -> Measured {
+    fn measured(without: &[Run], with: &[Run]) -> Measured {
         let names = Events::versions(&args_from::<Events>(&[]).unwrap());
-        let kernel = vec![Sample::ms(0.3).part(HOST_CLOCK, 0.35)];
-        let runs = |r: &[(f64, f64, usize)]| r.iter().copied().map(run).collect();
-        Measured::from_samples(names, vec![runs(without), runs(with), kernel])
+        let kernel = Sample::ms(0.3).part(HOST_CLOCK, 0.35);
+        fixtures::measured(names, without, with, kernel)
     }
 
     #[test]

@@ -45,6 +45,7 @@ use serde::Serialize;
 use crate::lab::batches::MAX_TOTAL_ELEMENTS;
 use crate::lab::budget::{CLEAR_SPEEDUP, MAX_STREAMS};
 use crate::lab::data::random_inputs;
+use crate::lab::host_pipeline::ms_since;
 use crate::lab::pipeline::Bracket;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Advice, DeviceBuffer, Error, Gpu, HostBuffer, Location};
@@ -141,10 +142,6 @@ impl UnifiedMemory {
             .part(ENQUEUE_MS, enqueue_ms)
             .part(READ_MS, read_ms))
     }
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }
 
 /// `--chunks` x `--elements`, or a one-line refusal when over [`MAX_TOTAL_ELEMENTS`].
