@@ -493,6 +493,10 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
 /// `--trace`/`--svg` name a file in a folder that exists (the file itself is written later).
 fn writable_folder(m: &ArgMatches, flag: &str) -> Result<(), Error> {
     let Some(path) = m.get_one::<PathBuf>(flag) else { return Ok(()) };
+    if path.is_dir() {
+        let why = format!("--{flag} {}: a folder, not a file: name the file", path.display());
+        return Err(Error::InvalidInput(why));
+    }
     match path.parent() {
         Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => {
             Err(Error::InvalidInput(format!(
