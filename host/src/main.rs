@@ -39,7 +39,7 @@ fn lang_arg() -> Arg {
         .long("lang")
         .value_name("LANG")
         .value_parser(Lang::NAMES)
-        .help("Language of the interpretation and of check and figure names (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en)")
+        .help("Language of what you read: lesson summaries, the interpretation, check and figure names (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en; --json stays English)")
 }
 
 /// The language `--lang` names, else the locale's ([`Lang::from_env`]).
@@ -52,6 +52,7 @@ fn cli() -> Command {
         Arg::new("reps")
             .help_heading("Common flags")
             .long("reps")
+            .value_name("N")
             .global(true)
             .default_value("10")
             .value_parser(streamlab::lab::args::whole(1usize..=10_000))
@@ -59,16 +60,17 @@ fn cli() -> Command {
         Arg::new("seed")
             .help_heading("Common flags")
             .long("seed")
+            .value_name("N")
             .global(true)
             .default_value("24301")
             .value_parser(streamlab::lab::args::whole(0u64..=u64::MAX))
-            .help("Seed of the pseudo-random input data"),
+            .help("Seed of the pseudo-random input data [0..=2^64-1]; the same seed gives the same inputs"),
         Arg::new("timeline")
             .help_heading("Common flags")
             .long("timeline")
             .global(true)
             .action(ArgAction::SetTrue)
-            .help("Also draw what each stream did, for one run of each version"),
+            .help("Also draw in the terminal what each stream did, one row per stream, for one extra run of each version"),
         Arg::new("trace")
             .help_heading("Common flags")
             .long("trace")
@@ -92,10 +94,11 @@ fn cli() -> Command {
         Arg::new("device")
             .help_heading("Common flags")
             .long("device")
+            .value_name("N")
             .global(true)
             .default_value("0")
             .value_parser(streamlab::lab::args::whole(0u32..=1023))
-            .help("Which CUDA device (0-based)"),
+            .help("Which CUDA device, 0-based [0..=1023]; a two-GPU lesson also takes the lowest-numbered other one"),
         Arg::new("json")
             .help_heading("Common flags")
             .long("json")
@@ -108,6 +111,8 @@ fn cli() -> Command {
         .about("Run one lesson by name, or `all`")
         .subcommand_required(true)
         .subcommand_value_name("LESSON")
+        // `help` is not a lesson: `run <LESSON> --help` and `streamlab help run` stay.
+        .disable_help_subcommand(true)
         .args(common)
         .subcommand(Command::new("all").about("Every lesson with its defaults, in teaching order"));
     for lesson in LESSONS {
@@ -129,9 +134,10 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
                 .arg(
                     Arg::new("device")
                         .long("device")
+                        .value_name("N")
                         .default_value("0")
                         .value_parser(streamlab::lab::args::whole(0u32..=1023))
-                        .help("Which CUDA device (0-based)"),
+                        .help("Which CUDA device, 0-based [0..=1023]"),
                 )
                 .arg(
                     Arg::new("json")
@@ -165,6 +171,7 @@ MASTER_ADDR/MASTER_PORT or STREAMLAB_RENDEZVOUS=tcp:host:port (see the README)."
                 .arg(
                     Arg::new("gpus")
                         .long("gpus")
+                        .value_name("N")
                         .required(true)
                         .value_parser(streamlab::lab::args::whole(1usize..=64))
                         .help("Processes to start, one per GPU: rank i uses GPU i [1..=64]"),
@@ -192,11 +199,23 @@ fn clap_error_line(e: &clap::Error, command: &str) -> String {
             names.join(", ")
         );
     }
+    if e.kind() == ErrorKind::MissingSubcommand && command == "streamlab" {
+        return "a command is missing: info, list, run or launch (see streamlab --help)".into();
+    }
     let text = e.render().to_string();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    let tips: String = lines
+    // clap puts the names of missing arguments on the lines after the first.
+    let (first, rest): (String, Vec<&str>) = if e.kind() == ErrorKind::MissingRequiredArgument {
+        let (names, rest): (Vec<&str>, Vec<&str>) =
+            lines.partition(|l| l.starts_with('<') || l.starts_with("--"));
+        (format!("{first} {}", names.join(", ")).trim_end().to_string(), rest)
+    } else {
+        (first.to_string(), lines.collect())
+    };
+    let tips: String = rest
+        .into_iter()
         .filter(|l| l.starts_with("tip:") || l.starts_with("[possible values:"))
         .map(|t| format!("; {t}"))
         .collect();
@@ -208,9 +227,12 @@ fn clap_error_line(e: &clap::Error, command: &str) -> String {
 fn command_path(argv: &[String]) -> String {
     let mut path = vec!["streamlab"];
     let mut words = argv.iter().skip(1).filter(|a| !a.starts_with('-'));
-    if let Some(top) = words.next().filter(|w| ["info", "list", "run"].contains(&w.as_str())) {
+    let top = words.next().filter(|w| ["info", "list", "run", "launch"].contains(&w.as_str()));
+    if let Some(top) = top {
         path.push(top);
-        if let Some(lesson) = words.next().filter(|w| *w == "all" || find(w).is_some()) {
+        // The first word that names a lesson: a flag's value (`--reps 5`) may come before it.
+        let lesson = words.find(|w| top == "run" && (*w == "all" || find(w).is_some()));
+        if let Some(lesson) = lesson {
             path.push(lesson);
         }
     }
@@ -391,11 +413,23 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         }
         None => return Err((Error::Internal("no lesson".into()), None)),
     };
+    let single = selected.len() == 1;
     for (entry, matches) in &selected {
         (entry.check)(matches).map_err(|e| (e, Some(entry.name)))?;
     }
-    let single = selected.len() == 1;
+    // A missing folder is found now, not after minutes of GPU work.
+    for flag in ["trace", "svg"] {
+        writable_folder(m, flag).map_err(|e| (e, single.then(|| selected[0].0.name)))?;
+    }
     if m.get_flag("recorded") {
+        let ignored = ignored_by_recorded(m, &selected);
+        if !ignored.is_empty() {
+            let who = if single { selected[0].0.name } else { "all" };
+            eprintln!(
+                "streamlab: {who}: --recorded shows the recorded run with its own parameters; ignored: {}",
+                ignored.join(", ")
+            );
+        }
         return show_recorded(&selected, &settings_for, json, lang);
     }
     let gpu = Gpu::new(device).map_err(|e| {
@@ -454,6 +488,45 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     } else {
         Err((Error::Verification(format!("checks failed in: {}", failed.join(", "))), None))
     }
+}
+
+/// `--trace`/`--svg` name a file in a folder that exists (the file itself is written later).
+fn writable_folder(m: &ArgMatches, flag: &str) -> Result<(), Error> {
+    let Some(path) = m.get_one::<PathBuf>(flag) else { return Ok(()) };
+    if path.is_dir() {
+        let why = format!("--{flag} {}: a folder, not a file: name the file", path.display());
+        return Err(Error::InvalidInput(why));
+    }
+    match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => {
+            Err(Error::InvalidInput(format!(
+                "--{flag} {}: cannot write it: the folder {} does not exist",
+                path.display(),
+                folder.display()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The flags on the command line that a recorded run cannot honour (it was measured with
+/// its own): `--reps`, `--seed`, `--device` and the lesson's own flags.
+fn ignored_by_recorded(run: &ArgMatches, selected: &[(&'static Entry, ArgMatches)]) -> Vec<String> {
+    use clap::parser::ValueSource;
+    let given = |m: &ArgMatches, id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    let mut ignored: Vec<String> = ["reps", "seed", "device"]
+        .iter()
+        .filter(|id| given(run, id))
+        .map(|id| format!("--{id}"))
+        .collect();
+    for (entry, matches) in selected {
+        for arg in (entry.command)().get_arguments() {
+            if let Some(long) = arg.get_long().filter(|_| given(matches, arg.get_id().as_str())) {
+                ignored.push(format!("--{long}"));
+            }
+        }
+    }
+    ignored
 }
 
 /// `--recorded`: the embedded runs of the selected lessons, labelled, instead of running.
