@@ -96,7 +96,7 @@ fn info_reports_the_device_or_says_in_one_line_there_is_none() {
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
         let err = stderr(&o);
         assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.starts_with("streamlab: no CUDA device available ("), "{err}");
+        assert!(err.starts_with("streamlab: no CUDA device available: "), "{err}");
     }
 }
 

@@ -62,7 +62,7 @@ pub fn sin_cos(x: f32) -> f32 {
 
 /// The compute-intensive workload of the CUDA streams tutorials: `x = sin(x) * cos(x)`,
 /// `iters` times. Bit for bit what CUDA C++'s `sinf(x) * cosf(x)` gives, but with sin and cos
-/// from one [`sincosf`] (1.8x faster on an H200, see docs/measurements.md), and the loop
+/// from one [`sincosf`] (1.70x faster on an H200 at the same unroll, see docs/measurements.md), and the loop
 /// unrolled [`UNROLL`] times by hand (same operations in the same order, so the same bits).
 #[inline(always)]
 pub fn compute_element(mut x: f32, iters: u32) -> f32 {

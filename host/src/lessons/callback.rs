@@ -51,8 +51,8 @@ pub struct Args {
     /// Floats per batch [1..=4294967295]; all batches together at most 268435456.
     #[arg(long, default_value_t = 1 << 20, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
     pub elements: usize,
-    /// sin·cos steps per element [1..=100000]. The default makes a batch's GPU work about
-    /// as long as its host preparation; try 50 (host-bound) or 5000 (GPU-bound).
+    /// sin·cos steps per element [1..=100000]: the GPU's share of a batch against the host's
+    /// preparation. Try 50 (host-bound) or 5000 (GPU-bound); the report gives both per batch.
     #[arg(long, default_value_t = 500, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
 }

@@ -50,8 +50,8 @@ pub struct Args {
     /// Floats per batch [1..=4294967295]; all batches together at most 268435456.
     #[arg(long, default_value_t = 524_288, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
     pub elements: usize,
-    /// sin·cos steps per element [1..=100000]. The default makes one batch's compute about
-    /// as long as its upload plus download on an H100; try 20 or 400 to tip the balance.
+    /// sin·cos steps per element [1..=100000]: one batch's compute against its upload plus
+    /// download. Try 20 or 400 to tip the balance; the report gives both times.
     #[arg(long, default_value_t = 100, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
 }

@@ -168,7 +168,7 @@ pub fn check_non_blocking_overlapped(m: &Measured) -> Result<Text> {
 impl Lesson for DefaultStream {
     const NAME: &'static str = "default-stream";
     const SUMMARY: &'static str =
-        "the legacy default stream serializes blocking streams; a non-blocking stream overlaps it";
+        "the legacy default stream serializes blocking streams; a non-blocking stream, or each host thread's per-thread default stream, overlaps";
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

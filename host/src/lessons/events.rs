@@ -40,8 +40,8 @@ use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
-    /// Floats [1..=4294967295]. The default's producer grid fits on an H100 at once, so it
-    /// spins once; more elements spin once per wave.
+    /// Floats [1..=4294967295]. The default's producer grid fits on an H100 or H200 (132
+    /// SMs) at once, so it spins once; more elements spin once per wave.
     #[arg(long, default_value_t = 1 << 18, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
     pub elements: usize,
     /// sin·cos steps of the kernel timed with events [1..=100000]. Try 10 to see the

@@ -52,8 +52,8 @@ pub struct Args {
     /// Floats per batch [1..=4294967295]; all batches together at most 268435456.
     #[arg(long, default_value_t = 1 << 20, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
     pub elements: usize,
-    /// sin·cos steps per element [1..=100000]. The default makes one step about as long as
-    /// one batch's upload on an H100; try 5 or 500 to make one stage dominate.
+    /// sin·cos steps per element [1..=100000]: one step's compute against one batch's upload.
+    /// Try 5 or 500 to make one stage dominate; the report gives both times.
     #[arg(long, default_value_t = 50, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
 }

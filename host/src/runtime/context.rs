@@ -18,7 +18,7 @@ fn init_driver() -> Result<()> {
     // SAFETY: only looks for the library on the loader's path; nothing is called.
     if !unsafe { cu::is_culib_present() } {
         return Err(Error::NoDevice(
-            "libcuda.so.1 (the NVIDIA driver's library) is not installed on this machine".into(),
+            "libcuda.so.1, the NVIDIA driver's library, is not installed on this machine".into(),
         ));
     }
     // SAFETY: cuInit takes flags 0 and may be called more than once.

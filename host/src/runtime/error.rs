@@ -116,7 +116,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NoDevice(why) => write!(f, "no CUDA device available ({why})"),
+            Error::NoDevice(why) => write!(f, "no CUDA device available: {why}"),
             Error::Cuda { op, stream: Some(s), code } => {
                 write!(f, "{op} on stream \"{s}\": {code}")
             }

@@ -90,7 +90,7 @@ impl<T: Pod> ManagedBuffer<T> {
         let context = on.context();
         let attr = A::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS;
         if !supported(context, attr, "CONCURRENT_MANAGED_ACCESS")? {
-            return Err(Error::NoDevice("this device or system cannot migrate managed memory on demand (concurrentManagedAccess is 0: it needs a Pascal or newer GPU on Linux)".into()));
+            return Err(Error::NotRun("needs managed memory migrated on demand, which this device or system lacks (concurrentManagedAccess is 0: it takes a Pascal or newer GPU on Linux)".into()));
         }
         let bytes = bytes_of::<T>(n, "cuMemAllocManaged")?;
         context.ensure_device_memory(bytes, &format!("cuMemAllocManaged of {n} elements"))?;

@@ -121,8 +121,8 @@ impl Context {
         let status = unsafe { cu::cuDeviceGetAttribute(&mut supported, attr, self.device()) };
         check(status, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)", None)?;
         if supported == 0 {
-            return Err(Error::NoDevice(
-                "this device or driver has no memory pools (cudaMallocAsync needs CUDA 11.2+)"
+            return Err(Error::NotRun(
+                "needs memory pools, which this device or driver lacks (cuMemAllocAsync needs CUDA 11.2+)"
                     .into(),
             ));
         }

@@ -380,7 +380,9 @@ pub const LABELS: &[(&str, &str)] = &[
     ("measured / model", "实测 / 模型"),
 
     // default-stream
+    // The summary before the per-thread variants: the embedded recordings carry it.
     ("the legacy default stream serializes blocking streams; a non-blocking stream overlaps it", "传统默认流让阻塞流串行执行；非阻塞流可以与它重叠"),
+    ("the legacy default stream serializes blocking streams; a non-blocking stream, or each host thread's per-thread default stream, overlaps", "传统默认流让阻塞流串行执行；非阻塞流，或每个主机线程各自的每线程默认流，可以重叠"),
     ("legacy + blocking stream", "传统默认流 + 阻塞流"),
     ("legacy + non-blocking stream", "传统默认流 + 非阻塞流"),
     ("blocking stream waited for the legacy default stream", "阻塞流等待了传统默认流"),
