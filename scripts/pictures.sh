@@ -7,7 +7,9 @@
 # For each lesson: `streamlab run <lesson> --timeline --trace … --svg … --json`, then
 #   $OUT/img/<lesson>.svg          the picture (and <lesson>-plot.svg for a sweeping lesson)
 #   $OUT/recorded/<lesson>.json    the recorded run the binary embeds: {lesson, gpu, date,
-#                                  command, report, trace}
+#                                  command, report, trace}; report.kernels names the kernels
+#                                  that ran (a digest of the PTX the binary embeds), so a
+#                                  binary built with other kernels says so under --recorded
 #   $OUT/traces/<lesson>.json      the trace alone (ui.perfetto.dev)
 #   $OUT/reports/<lesson>.txt      the run's report as text (timeline, recording cost)
 #   $OUT/pictures.log              what ran, exit codes, libcupti used, recording costs
@@ -91,7 +93,8 @@ where = source.get("library") or source.get("why", "?")
 cost = [f for f in report["figures"] if f["name"].startswith("recording cost")]
 costs = ", ".join(f'{f["name"]} {f["value"]:+.2f}%' for f in cost) or "no cost figure"
 checks = "all checks passed" if rc == "0" else "A CHECK FAILED (exit 5): the recording shows it"
-print(f"    {lesson}: {source.get('recorder', '?')} ({where}); {costs}; {checks}")
+kernels = report.get("kernels") or "NO KERNELS ID (a binary older than the id)"
+print(f"    {lesson}: {source.get('recorder', '?')} ({where}); {costs}; kernels {kernels}; {checks}")
 with open(f"{out}/reports/{lesson}.txt", "w") as text:
     text.write(f"== {lesson} on {report['device']}\n")
     for f in report["figures"]:

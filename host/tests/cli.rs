@@ -130,3 +130,87 @@ fn help_documents_the_exit_codes() {
     let out = stdout(&streamlab(&["--help"]));
     assert!(out.contains("Exit codes") && out.contains("5  a result check failed"), "{out}");
 }
+
+/// A fresh folder of this test process's own under the system's temporary folder.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamlab-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn recorded_names_the_flags_it_ignores_on_stderr_and_succeeds() {
+    assert!(
+        streamlab::lab::recorded::find("overlap").is_some(),
+        "this build embeds no recorded run of overlap (docs/recorded)"
+    );
+    let note = "--recorded shows the recorded run with its own parameters; ignored: ";
+    for (args, who, ignored) in [
+        (
+            &["run", "overlap", "--recorded", "--reps", "3", "--streams", "8"][..],
+            "overlap",
+            "--reps, --streams",
+        ),
+        (&["run", "overlap", "--seed", "2", "--recorded", "--json"], "overlap", "--seed"),
+        (&["run", "all", "--recorded", "--device", "1"], "all", "--device"),
+    ] {
+        let o = streamlab(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err, format!("streamlab: {who}: {note}{ignored}\n"), "{args:?}");
+        assert!(stdout(&o).contains("recorded on "), "{args:?}: the run is still shown");
+    }
+    // Flags a recorded run honours are not named.
+    for args in
+        [&["run", "overlap", "--recorded"][..], &["run", "overlap", "--recorded", "--timeline"]]
+    {
+        let o = streamlab(args);
+        assert_eq!((o.status.code(), stderr(&o)), (Some(0), String::new()), "{args:?}");
+    }
+}
+
+#[test]
+fn trace_and_svg_naming_a_missing_folder_or_a_folder_are_refused_before_the_gpu() {
+    // Without the check, a machine with no GPU would exit 3 (no device), and one with a GPU
+    // would run the lesson before failing to write: exit 2 proves the refusal comes first.
+    let dir = scratch("folders");
+    let missing = dir.join("no-such-folder").join("t.json");
+    let missing = missing.to_str().unwrap();
+    let folder = dir.to_str().unwrap();
+    let cannot = format!("cannot write it: the folder {}", dir.join("no-such-folder").display());
+    for flag in ["--trace", "--svg"] {
+        let not_a_file = format!("{flag} {folder}: a folder, not a file: name the file");
+        assert_refused(&["run", "overlap", flag, missing], &format!("overlap: {flag} {missing}"));
+        assert_refused(&["run", "overlap", flag, missing], &cannot);
+        assert_refused(&["run", "overlap", flag, folder], &format!("overlap: {not_a_file}"));
+        assert_refused(&["run", "overlap", "--recorded", flag, missing], &cannot);
+        assert_refused(&["run", "overlap", "--recorded", flag, folder], &not_a_file);
+        assert_refused(&["run", "all", flag, missing], &cannot);
+    }
+    assert!(!dir.join("no-such-folder").exists(), "the missing folder was made");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_missing_command_or_argument_is_named_in_one_complete_line() {
+    assert_refused(&[], "a command is missing: info, list, run or launch (see streamlab --help)");
+    for (args, named) in [
+        (
+            &["launch"][..],
+            "not provided: --gpus <N>, <run LESSON [FLAGS]>... (see streamlab launch --help)",
+        ),
+        (
+            &["launch", "--gpus", "2"],
+            "not provided: <run LESSON [FLAGS]>... (see streamlab launch --help)",
+        ),
+        (
+            &["launch", "run", "allreduce-overlap"],
+            "not provided: --gpus <N> (see streamlab launch --help)",
+        ),
+    ] {
+        assert_refused(args, named);
+        let err = stderr(&streamlab(args));
+        assert!(err.ends_with("--help)\n"), "{args:?}: the line is cut short: {err}");
+    }
+}

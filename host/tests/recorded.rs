@@ -78,6 +78,39 @@ fn every_embedded_run_is_shown_with_its_gpu_and_date() {
     }
 }
 
+/// Every recording made before the report named its kernels (all of those in docs/recorded
+/// when the id came in) says, in both languages, that an earlier build's kernels made it;
+/// one made with this binary's kernels says nothing of them.
+#[test]
+fn recorded_says_when_its_kernels_are_not_this_binarys() {
+    let lessons = recorded::lessons();
+    assert!(!lessons.is_empty(), "this build embeds no recorded runs (docs/recorded)");
+    for lesson in lessons {
+        let run = recorded::find(lesson).unwrap().unwrap();
+        let en = text(&streamlab(&["run", lesson, "--recorded", "--lang", "en"]).stdout);
+        let zh = text(&streamlab(&["run", lesson, "--recorded", "--lang", "zh"]).stdout);
+        let header: Vec<&str> = en.lines().take_while(|l| !l.starts_with("== ")).collect();
+        let said = |what: &str| en.contains(what);
+        match run.report.kernels.as_deref() {
+            _ if run.same_kernels() => {
+                assert!(!said("recorded with"), "{lesson}: {header:?}");
+                assert!(!zh.contains("录制时用的"), "{lesson}: {zh}");
+            }
+            None => {
+                assert!(said("(recorded with an earlier build of the kernels"), "{lesson}: {en}");
+                assert!(zh.contains("较早一次构建的核函数"), "{lesson}: {zh}");
+            }
+            Some(theirs) => {
+                assert!(said("recorded with other kernels") && said(theirs), "{lesson}: {en}");
+                assert!(zh.contains(theirs), "{lesson}: {zh}");
+            }
+        }
+        let o = streamlab(&["run", lesson, "--recorded", "--json"]);
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["details"]["recorded"]["same_kernels"], run.same_kernels(), "{lesson}");
+    }
+}
+
 #[test]
 fn the_flags_are_documented() {
     let o = streamlab(&["run", "overlap", "--help"]);

@@ -8,10 +8,15 @@
 //! machine); `build.rs` lists whichever are there, so the build works without any. Each
 //! file holds `{lesson, gpu, date, command, report, trace}`: the `--json` report and the
 //! `--trace` file of one `streamlab run`.
+//!
+//! The report names the kernels that ran ([`Report::kernels`], a digest of the embedded
+//! PTX): where a recording's differ from this binary's, or it predates the field, the
+//! header says so, since a kernel change moves the figures (after the first recordings the
+//! compute kernel went from sinf*cosf to sincosf and became 1.76x faster).
 use serde::Deserialize;
 
 use crate::lab::output;
-use crate::lab::report::Report;
+use crate::lab::report::{kernels_id, Report};
 use crate::lab::span::Recording;
 use crate::lab::text::{Lang, Text};
 use crate::lab::trace;
@@ -42,10 +47,34 @@ impl RecordedRun {
         t!("recorded.label", gpu = self.gpu.clone(), date = self.date.clone())
     }
 
-    /// The line `--recorded` prints above the report, in `lang`.
+    /// The line `--recorded` prints above the report, in `lang`, and below it a second
+    /// one where the run's kernels are not this binary's ([`Self::kernels_note`]).
     pub fn header(&self, lang: Lang) -> String {
-        t!("recorded.header", label = self.label_text(), command = self.command.clone())
-            .render(lang)
+        let header =
+            t!("recorded.header", label = self.label_text(), command = self.command.clone());
+        match self.kernels_note() {
+            Some(note) => format!("{}\n{}", header.render(lang), note.render(lang)),
+            None => header.render(lang),
+        }
+    }
+
+    /// Whether the run was made with the kernels this binary embeds ([`kernels_id`]).
+    pub fn same_kernels(&self) -> bool {
+        self.report.kernels.as_deref() == Some(kernels_id())
+    }
+
+    /// What to say about the run's kernels: nothing where they are this binary's; that they
+    /// came from an earlier build where the run predates the id; else both ids.
+    pub fn kernels_note(&self) -> Option<Text> {
+        match self.report.kernels.as_deref() {
+            _ if self.same_kernels() => None,
+            None => Some(t!("recorded.kernels_earlier")),
+            Some(theirs) => Some(t!(
+                "recorded.kernels_other",
+                kernels = theirs.to_string(),
+                ours = kernels_id().to_string()
+            )),
+        }
     }
 
     /// The recorded versions, from the trace (or the report where the trace has none).
@@ -121,7 +150,13 @@ pub fn show_in(
         t!("recorded.device", gpu = run.gpu.clone(), label = run.label_text()).render(lang);
     report.detail(
         "recorded",
-        serde_json::json!({"gpu": run.gpu, "date": run.date, "command": run.command}),
+        serde_json::json!({
+            "gpu": run.gpu,
+            "date": run.date,
+            "command": run.command,
+            "kernels": run.report.kernels,
+            "same_kernels": run.same_kernels(),
+        }),
     );
     let provenance = format!("{}; command: {}", run.label(), run.command);
     let mut drawn = run.report.clone();
@@ -138,6 +173,11 @@ mod tests {
     use crate::lab::trace::Meta;
 
     fn recorded() -> String {
+        recorded_with(Some(kernels_id()))
+    }
+
+    /// A recorded run whose report names `kernels` (none: made before the id was kept).
+    fn recorded_with(kernels: Option<&str>) -> String {
         let r = Recording {
             version: "8 streams".into(),
             source: Source::Cupti { library: "libcupti.so.13".into(), version: 130001 },
@@ -149,6 +189,7 @@ mod tests {
         };
         let mut report = Report::new("overlap", "one stream vs K streams", "NVIDIA H200");
         report.figure("8 streams, median", 2.9, "ms");
+        report.kernels = kernels.map(str::to_string);
         let meta = Meta {
             lesson: "overlap".into(),
             title: "t".into(),
@@ -190,6 +231,38 @@ mod tests {
         let svg = std::fs::read_to_string(&s).unwrap();
         assert!(svg.contains("recorded on NVIDIA H200 on 2026-11-23"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_header_says_when_the_kernels_are_not_this_binarys() {
+        let earlier = "recorded with an earlier build of the kernels";
+        let earlier_zh = "较早一次构建的核函数";
+        let other = "recorded with other kernels, ptx-0000000000000000, than the ones";
+        let same = parse(&recorded()).unwrap();
+        assert!(same.same_kernels());
+        let header = same.header(Lang::En);
+        assert_eq!(header.lines().count(), 1, "{header}");
+        assert!(!header.contains("kernels"), "{header}");
+        assert!(!same.header(Lang::Zh).contains("核函数"), "{}", same.header(Lang::Zh));
+        let report = show(&same, None, None).unwrap();
+        assert_eq!(report.details["recorded"]["same_kernels"], true);
+
+        let unknown = parse(&recorded_with(None)).unwrap();
+        assert!(!unknown.same_kernels());
+        let header = unknown.header(Lang::En);
+        assert_eq!(header.lines().count(), 2, "{header}");
+        assert!(header.lines().nth(1).unwrap().contains(earlier), "{header}");
+        assert!(unknown.header(Lang::Zh).contains(earlier_zh), "{}", unknown.header(Lang::Zh));
+        let report = show(&unknown, None, None).unwrap();
+        assert_eq!(report.details["recorded"]["same_kernels"], false);
+        assert_eq!(report.details["recorded"]["kernels"], serde_json::Value::Null);
+
+        let another = parse(&recorded_with(Some("ptx-0000000000000000"))).unwrap();
+        let header = another.header(Lang::En);
+        assert!(header.contains(other) && header.contains(kernels_id()), "{header}");
+        assert!(!header.contains(earlier), "{header}");
+        let zh = another.header(Lang::Zh);
+        assert!(zh.contains("ptx-0000000000000000") && zh.contains(kernels_id()), "{zh}");
     }
 
     /// `--recorded --lang zh` for every embedded run: the title, every figure and check name

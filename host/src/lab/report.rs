@@ -5,6 +5,22 @@ use serde_json::{Map, Value};
 
 use crate::lab::text::{label, pad, width, Lang, Text};
 
+/// The identity of the kernels this binary embeds: a 64-bit FNV-1a digest of the PTX text
+/// (`runtime::kernels::PTX`), in hex. Two builds share it when they embed the same PTX (the
+/// same kernel source, compiler and `STREAMLAB_GPU_ARCH`); a change to any kernel changes it.
+/// Not a security digest: it tells builds apart, nothing more.
+pub fn kernels_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| format!("ptx-{:016x}", fnv1a(crate::runtime::kernels::PTX.as_bytes())))
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Figure {
     pub name: String,
@@ -56,6 +72,10 @@ pub struct Report {
     pub lesson: String,
     pub title: String,
     pub device: String,
+    /// Which kernels made the figures: [`kernels_id`] of the binary that ran. Runs recorded
+    /// before it was kept have none (`--recorded` says so: [`crate::lab::recorded`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<String>,
     pub parameters: Map<String, Value>,
     pub figures: Vec<Figure>,
     pub checks: Vec<Check>,
@@ -102,6 +122,7 @@ impl Report {
             lesson: lesson.into(),
             title: title.into(),
             device: device.into(),
+            kernels: Some(kernels_id().to_string()),
             parameters: Map::new(),
             figures: Vec::new(),
             checks: Vec::new(),
@@ -261,6 +282,17 @@ mod tests {
         assert_eq!(json["messages"][0]["args"]["ms"], "5.018");
         assert_eq!(json["messages"][1], "A line some lesson wrote itself.");
         assert_eq!(json["figures"][0]["name"], "8 streams, median");
+        assert_eq!(json["kernels"], kernels_id());
+    }
+
+    #[test]
+    fn the_kernels_id_is_a_digest_of_the_embedded_ptx() {
+        // FNV-1a's published test vectors.
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        let id = kernels_id();
+        assert_eq!(id, format!("ptx-{:016x}", fnv1a(crate::runtime::kernels::PTX.as_bytes())));
+        assert_eq!(id.len(), "ptx-".len() + 16, "{id}");
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.label", "recorded on {gpu} on {date}"),
     ("recorded.device", "{gpu} (a run {label}, embedded in streamlab: not measured on this machine)"),
     ("recorded.header", "(a run {label}, embedded in streamlab: not measured on this machine; it ran `{command}`)"),
+    ("recorded.kernels_earlier", "(recorded with an earlier build of the kernels, not the one this binary carries: figures measured with this build may differ)"),
+    ("recorded.kernels_other", "(recorded with other kernels, {kernels}, than the ones this binary carries, {ours}: figures measured with this build may differ)"),
     ("recorded.none", "== {lesson}: no recorded run embedded for this lesson"),
     ("list.more", "streamlab run <LESSON> --help shows a lesson's flags, with defaults and ranges."),
 
