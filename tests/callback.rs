@@ -81,7 +81,10 @@ fn callback_lesson_passes_and_overlaps_host_and_gpu() {
     assert!(seq >= 0.9 * 4.0 * (prep + g), "{}", o.report.to_text());
     assert!(pipe < seq, "pipelined {pipe} ms vs sequential {seq} ms\n{}", o.report.to_text());
     assert_eq!(o.lesson.events.len(), 16, "{:?}", o.lesson.events);
-    assert!(o.measured.with().part(AHEAD) >= 0.0);
+    // A count of batches 1..4 prepared before the previous callback: 0 to 3, never NaN (a
+    // missing part) or more than there are. Which count depends on the host's speed.
+    let ahead = o.measured.with().part(AHEAD);
+    assert!((0.0..=3.0).contains(&ahead), "{ahead} batches ahead\n{}", o.report.to_text());
     assert!(o
         .report
         .details
