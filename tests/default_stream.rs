@@ -3,7 +3,7 @@
 //! run everywhere.
 use streamlab::lab::Lesson;
 use streamlab::lessons::default_stream::{DefaultStream, GAP_US};
-use testkit::{gpu, refusal, run_lesson, set_up};
+use testkit::{assert_every_check_asserted, gpu, refusal, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -37,15 +37,17 @@ fn default_stream_report_passes() {
 fn the_smallest_accepted_sleep_still_shows_the_claim() {
     let gpu = gpu();
     let o = run_lesson::<DefaultStream>(&gpu, &["--sleep-us", "100"], 3);
-    assert!(o.passed(), "at its minimum sleep:\n{}", o.report.to_text());
+    // Asserted, not merely passed: a "not asserted" claim would pass `o.passed()`.
+    assert_every_check_asserted(&o);
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    for sleep in ["0.001", "-1", "1e9", "inf", "NaN", "99"] {
+    for sleep in ["0.001", "-1", "1e9", "1e7", "inf", "NaN", "99"] {
         let why = refusal::<DefaultStream>(&["--sleep-us", sleep]);
-        assert!(why.contains("--sleep-us"), "--sleep-us {sleep}: {why}");
+        let names_the_range = why.contains("number from 100 to 5000000");
+        assert!(why.contains("--sleep-us") && names_the_range, "--sleep-us {sleep}: {why}");
     }
 }
 

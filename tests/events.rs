@@ -76,21 +76,30 @@ fn events_lesson_passes_and_times_the_kernel() {
 }
 
 /// Flags that parse but that the plan refuses: the same on a GPU, with its work model.
-const REFUSED_BY_PLAN: [(&[&str], &str); 2] = [
+const REFUSED_BY_PLAN: [(&[&str], &str); 3] = [
     // 4e9 elements: thousands of producer waves.
     (&["--elements", "4000000000"], "waves"),
+    // 100 waves of a one-second spin on an H100 (more on a GPU with fewer SMs).
+    (&["--elements", "27033600", "--sleep-us", "1e6"], "estimated"),
     // The timed kernel: 2^32 - 1 elements x 100,000 iterations, over ten minutes.
-    (&["--elements", "4294967295", "--sleep-us", "100", "--iters", "100000"], "estimated"),
+    (
+        &["--elements", "4294967295", "--sleep-us", "100", "--iters", "100000"],
+        "--iters 100000 is estimated",
+    ),
 ];
 
 /// Flags refused while parsing, before any GPU is touched.
-const REFUSED_BY_PARSER: [(&[&str], &str); 5] = [
-    (&["--sleep-us", "50"], "--sleep-us"),
+const REFUSED_BY_PARSER: [(&[&str], &str); 9] = [
+    (&["--elements", "0"], "--elements"),
+    (&["--elements", "4294967296"], "--elements"),
+    (&["--sleep-us", "50"], "number from 100 to 1000000"),
     (&["--sleep-us", "NaN"], "--sleep-us"),
+    (&["--sleep-us", "inf"], "--sleep-us"),
+    (&["--sleep-us", "-1"], "--sleep-us"),
     (&["--sleep-us", "2e6"], "--sleep-us"),
     // One thread's 4e9 dependent steps would run for minutes whatever the estimate says.
     (&["--iters", "4294967295"], "whole number from 1 to 100000"),
-    (&["--iters", "0"], "--iters"),
+    (&["--iters", "0"], "whole number from 1 to 100000"),
 ];
 
 #[test]

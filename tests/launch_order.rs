@@ -4,7 +4,7 @@
 use streamlab::lab::harness::args_from;
 use streamlab::lab::Lesson;
 use streamlab::lessons::launch_order::{LaunchOrder, GAP_US, LAST_START_US, OUT_OF_ORDER, WAITED};
-use testkit::{gpu, refuses, run_lesson, run_refusal, set_up};
+use testkit::{assert_every_check_asserted, gpu, refuses, run_lesson, run_refusal, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -39,7 +39,8 @@ fn launch_order_report_passes() {
 fn the_smallest_accepted_sleep_still_shows_the_claim() {
     let gpu = gpu();
     let o = run_lesson::<LaunchOrder>(&gpu, &["--sleep-us", "100"], 3);
-    assert!(o.passed(), "at its minimum sleep:\n{}", o.report.to_text());
+    // Asserted, not merely passed: a "not asserted" claim would pass `o.passed()`.
+    assert_every_check_asserted(&o);
 }
 
 #[test]

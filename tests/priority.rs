@@ -4,7 +4,7 @@
 use streamlab::lab::harness::args_from;
 use streamlab::lab::Lesson;
 use streamlab::lessons::priority::{Priority, LONG_DONE, SHORT_MINUS_LONG};
-use testkit::{gpu, refuses, run_lesson, run_refusal, set_up};
+use testkit::{assert_every_check_asserted, gpu, refuses, run_lesson, run_refusal, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -34,7 +34,8 @@ fn priority_report_passes() {
 fn the_smallest_accepted_sleep_still_shows_the_claim() {
     let gpu = gpu();
     let o = run_lesson::<Priority>(&gpu, &["--sleep-us", "100"], 3);
-    assert!(o.passed(), "at its minimum sleep:\n{}", o.report.to_text());
+    // Asserted, not merely passed: a "not asserted" claim would pass `o.passed()`.
+    assert_every_check_asserted(&o);
 }
 
 #[test]

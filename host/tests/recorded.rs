@@ -4,7 +4,7 @@
 use streamlab::lab::recorded;
 
 mod common;
-use common::{machine_has_nvidia_gpu, streamlab, text};
+use common::{streamlab, text};
 
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("streamlab-{name}-{}", std::process::id()));
@@ -12,17 +12,21 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// `streamlab` with `args` and every GPU hidden from the driver (an invalid first index in
+/// `CUDA_VISIBLE_DEVICES` hides them all), so the no-GPU path runs on a GPU machine too
+/// instead of the test returning early and counting as passed.
+fn streamlab_without_a_gpu(args: &[&str]) -> std::process::Output {
+    common::streamlab_in(&[("CUDA_VISIBLE_DEVICES", "-1")], args)
+}
+
 #[test]
 fn without_a_gpu_the_error_line_points_to_recorded() {
-    if machine_has_nvidia_gpu() {
-        return; // the GPU runs the lesson instead
-    }
-    let o = streamlab(&["run", "overlap", "--reps", "1"]);
+    let o = streamlab_without_a_gpu(&["run", "overlap", "--reps", "1"]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("--recorded"), "{err}");
-    let o = streamlab(&["run", "all"]);
+    assert!(err.contains("no CUDA device available") && err.contains("--recorded"), "{err}");
+    let o = streamlab_without_a_gpu(&["run", "all"]);
     let err = text(&o.stderr);
     assert_eq!((o.status.code(), err.lines().count()), (Some(3), 1), "{err}");
     assert!(err.contains("--recorded"), "{err}");

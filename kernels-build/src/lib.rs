@@ -317,6 +317,17 @@ mod tests {
         let var = "KERNELS_BUILD_TEST_ARCH_UNSET_9d1c";
         let built = PtxBuilder::new("/k").arch_from_env(var, "sm_90");
         assert_eq!(built.resolve_arch().unwrap(), "sm_90");
+        // An unset variable's bad default names the default, a set one names the variable.
+        let err = PtxBuilder::new("/k").arch_from_env(var, "sm_61").resolve_arch().unwrap_err();
+        assert!(err.message().starts_with("default architecture \"sm_61\" is not"), "{err}");
+        let set = "KERNELS_BUILD_TEST_ARCH_SET_4f2a";
+        env::set_var(set, "sm_52");
+        let err = PtxBuilder::new("/k").arch_from_env(set, "sm_90").resolve_arch().unwrap_err();
+        assert!(err.message().starts_with(&format!("{set}=\"sm_52\" is not")), "{err}");
+        env::set_var(set, "sm_80");
+        let built = PtxBuilder::new("/k").arch_from_env(set, "sm_90");
+        assert_eq!(built.resolve_arch().unwrap(), "sm_80", "the variable wins over the default");
+        env::remove_var(set);
     }
 
     #[test]

@@ -148,6 +148,18 @@ pub fn assert_nothing_to_overlap<L>(o: &Outcome<L>, says: &str) {
     assert!(!r.interpretation.iter().any(|l| l.contains("x faster")), "{}", r.to_text());
 }
 
+/// A run that made its claims: every check passed and was asserted. `Outcome::passed` alone
+/// also accepts a check that passed with "not asserted: ..." (too little work to judge, or
+/// kernels serialized by a tool), so a test that promises the claim asserts this instead.
+pub fn assert_every_check_asserted<L>(o: &Outcome<L>) {
+    let text = o.report.to_text();
+    assert!(!o.checks.is_empty(), "no checks were made\n{text}");
+    for c in &o.checks {
+        let asserted = c.verdict == Verdict::Passed && !c.detail.starts_with("not asserted");
+        assert!(asserted, "{}: {:?}: {}\n{text}", c.name, c.verdict, c.detail);
+    }
+}
+
 /// Panics unless `L` accepts `flags` without a GPU (parse and budget).
 pub fn accepted<L: Lesson>(flags: &[&str]) {
     args_from::<L>(flags)

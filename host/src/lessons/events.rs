@@ -275,45 +275,19 @@ mod tests {
     use crate::lab::harness::args_from;
     use crate::lab::race::fixtures::{self, Run, RACED, WAITED};
 
-    fn plan(flags: &[&str]) -> Result<()> {
-        Events::plan(&args_from::<Events>(flags)?, &WorkModel::H100)?.admit(None)
-    }
-
     fn measured(without: &[Run], with: &[Run]) -> Measured {
         let names = Events::versions(&args_from::<Events>(&[]).unwrap());
         let kernel = Sample::ms(0.3).part(HOST_CLOCK, 0.35);
         fixtures::measured(names, without, with, kernel)
     }
 
+    /// What the flag checks refuse is tested in tests/events.rs, with a GPU and without.
     #[test]
-    fn flags_are_checked_before_the_gpu() {
-        assert!(plan(&[]).is_ok());
-        assert!(plan(&["--elements", "1", "--iters", "1", "--sleep-us", "100"]).is_ok());
+    fn the_default_producer_is_one_wave_and_one_block_more_is_two() {
+        let wave = WorkModel::H100.blocks_per_wave * BLOCK;
         assert_eq!(producer_waves(1 << 18, &WorkModel::H100), 1);
-        for (flags, expected) in [
-            (&["--elements", "0"][..], "--elements"),
-            (&["--elements", "4294967296"], "--elements"),
-            (&["--sleep-us", "50"], "number from 100 to 1000000"),
-            (&["--sleep-us", "2e6"], "--sleep-us"),
-            (&["--sleep-us", "NaN"], "--sleep-us"),
-            (&["--sleep-us", "inf"], "--sleep-us"),
-            (&["--sleep-us", "-1"], "--sleep-us"),
-            // 4e9 elements are ~15,000 waves of a 20 ms spin, twice a repeat.
-            (&["--elements", "4000000000"], "waves"),
-            // 100 waves of a one-second spin.
-            (&["--elements", "27033600", "--sleep-us", "1e6"], "estimated"),
-            // One thread's 4e9 dependent steps: minutes, whatever a throughput estimate says.
-            (&["--iters", "4294967295"], "whole number from 1 to 100000"),
-            (&["--iters", "0"], "whole number from 1 to 100000"),
-            // The timed kernel: 2^32 - 1 elements x 100,000 iterations, over ten minutes.
-            (
-                &["--elements", "4294967295", "--sleep-us", "100", "--iters", "100000"],
-                "--iters 100000 is estimated",
-            ),
-        ] {
-            let e = plan(flags).unwrap_err().to_string();
-            assert!(e.contains(expected), "{flags:?}: {e}");
-        }
+        assert_eq!(producer_waves(wave, &WorkModel::H100), 1);
+        assert_eq!(producer_waves(wave + 1, &WorkModel::H100), 2);
     }
 
     fn told(m: &Measured, last: &[Mismatches; 2]) -> String {

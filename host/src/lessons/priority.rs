@@ -284,11 +284,38 @@ mod tests {
     const IN_ORDER: (f64, f64) = (4.0, 4.5);
     const HIGH_FIRST: (f64, f64) = (4.5, 1.0);
 
+    /// A device's facts: `sms` SMs of `threads` resident threads each.
+    fn device(sms: i32, threads: i32) -> crate::runtime::DeviceInfo {
+        crate::runtime::DeviceInfo {
+            ordinal: 0,
+            name: "test".into(),
+            compute_capability: (9, 0),
+            multiprocessors: sms,
+            max_threads_per_multiprocessor: threads,
+            total_memory_bytes: 0,
+            free_memory_bytes: 0,
+            clock_khz: 1_980_000,
+            memory_clock_khz: 0,
+            memory_bus_width_bits: 0,
+            l2_cache_bytes: 0,
+            concurrent_kernels: true,
+            async_engine_count: 2,
+            device_overlap: true,
+            priority_range: (0, -5),
+            driver_version: 0,
+            ptx_arch: "sm_90",
+        }
+    }
+
     #[test]
     fn waves_are_the_resident_blocks_of_every_sm() {
-        // An H100: 132 SMs x 8 blocks of 256 threads.
-        assert_eq!(WorkModel::H100.blocks_per_wave * 8, 8448);
-        assert_eq!(shape(1, (0, -5)).high_blocks, 1056);
+        // The wave setup sizes the grids by: SMs x the 256-thread blocks one SM holds.
+        let wave = |sms, threads| WorkModel::for_device(&device(sms, threads)).blocks_per_wave;
+        // An H100: 132 SMs x 2048 threads, 8 blocks each: the model judged before the GPU.
+        assert_eq!(wave(132, 2048), 1056);
+        assert_eq!(wave(132, 2048), WorkModel::H100.blocks_per_wave);
+        // An sm_89 part: 1536 threads, 6 blocks of 256 an SM.
+        assert_eq!(wave(58, 1536), 58 * 6);
     }
 
     #[test]
