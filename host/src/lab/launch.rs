@@ -85,9 +85,12 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
 }
 
 /// Waits for every rank; after the first failure, gives the rest [`GRACE`] and stops them.
+/// Returns the code of the rank that failed first (in time, not by rank number: a rank
+/// stopped because another failed has not told what went wrong), or 0.
 fn wait_for(mut ranks: Vec<Child>) -> i32 {
     let mut codes: Vec<Option<i32>> = vec![None; ranks.len()];
     let mut failed_at: Option<Instant> = None;
+    let mut first_failure = 0;
     while codes.iter().any(Option::is_none) {
         for (rank, child) in ranks.iter_mut().enumerate() {
             if codes[rank].is_some() {
@@ -98,6 +101,7 @@ fn wait_for(mut ranks: Vec<Child>) -> i32 {
                 let code = status.code().unwrap_or(70);
                 if code != 0 && failed_at.is_none() {
                     failed_at = Some(Instant::now());
+                    first_failure = code;
                 }
                 codes[rank] = Some(code);
             }
@@ -114,7 +118,7 @@ fn wait_for(mut ranks: Vec<Child>) -> i32 {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    codes.into_iter().flatten().find(|&c| c != 0).unwrap_or(0)
+    first_failure
 }
 
 #[cfg(test)]
@@ -154,5 +158,9 @@ mod tests {
         let hang = Command::new("sleep").arg("600").spawn().unwrap();
         assert_eq!(wait_for(vec![sh(3), hang]), 3);
         assert!(start.elapsed() < GRACE + Duration::from_secs(5));
+        // Rank 1 fails first and rank 0, waiting for it, is stopped: rank 1's code, not the
+        // stopped rank's.
+        let hang = Command::new("sleep").arg("600").spawn().unwrap();
+        assert_eq!(wait_for(vec![hang, sh(3)]), 3);
     }
 }

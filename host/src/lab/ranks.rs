@@ -8,7 +8,7 @@
 //! - `STREAMLAB_RENDEZVOUS=tcp:host:port`, or torchrun's `MASTER_ADDR` and `MASTER_PORT`:
 //!   rank 0 listens there and sends the id to each rank that connects (across machines).
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -72,17 +72,60 @@ pub fn from_env() -> Result<Option<RankEnv>> {
     parse(|k| std::env::var(k).ok())
 }
 
-fn waited_too_long(what: &str) -> Error {
+fn waited_too_long(what: &str, wait: Duration) -> Error {
     Error::NotRun(format!(
         "rank 0's NCCL id did not arrive through {what} within {} s",
-        WAIT.as_secs()
+        wait.as_secs_f64()
     ))
+}
+
+/// One try at reading rank 0's id from `addr`, giving up at `deadline`: None when nothing
+/// listens there yet, or what answered closed without an id. Connecting and reading are
+/// both bounded, so a peer that accepts and never writes (another program on the port, a
+/// rank 0 that died) cannot hold this rank forever.
+fn read_id(addr: &str, deadline: Instant) -> Result<Option<UniqueId>> {
+    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let targets = addr
+        .to_socket_addrs()
+        .map_err(|e| Error::InvalidInput(format!("rendezvous address {addr}: {e}")))?;
+    for target in targets {
+        let Ok(peer) = TcpStream::connect_timeout(&target, left().min(Duration::from_secs(5)))
+        else {
+            continue;
+        };
+        peer.set_read_timeout(Some(left()))
+            .map_err(|e| Error::InvalidInput(format!("reading from {addr}: {e}")))?;
+        let mut line = String::new();
+        return match BufReader::new(peer).read_line(&mut line) {
+            Ok(_) if line.trim().is_empty() => Ok(None),
+            Ok(_) => UniqueId::from_hex(&line).map(Some),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(Error::InvalidInput(format!("reading from {addr}: {e}"))),
+        };
+    }
+    Ok(None)
 }
 
 impl RankEnv {
     /// The id all ranks share: rank 0 makes it with `make` and publishes it; the others wait
     /// for it.
     pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
+        self.share_id_within(make, WAIT)
+    }
+
+    /// [`RankEnv::share_id`], waiting at most `wait` for rank 0's id.
+    fn share_id_within(
+        &self,
+        make: impl FnOnce() -> Result<UniqueId>,
+        wait: Duration,
+    ) -> Result<UniqueId> {
         let io = |what: &str, e: std::io::Error| Error::InvalidInput(format!("{what}: {e}"));
         match (&self.rendezvous, self.rank) {
             (Rendezvous::File(path), 0) => {
@@ -101,8 +144,8 @@ impl RankEnv {
                     if let Ok(text) = std::fs::read_to_string(path) {
                         return UniqueId::from_hex(&text);
                     }
-                    if start.elapsed() > WAIT {
-                        return Err(waited_too_long(&path.display().to_string()));
+                    if start.elapsed() > wait {
+                        return Err(waited_too_long(&path.display().to_string(), wait));
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
@@ -122,17 +165,13 @@ impl RankEnv {
                 Ok(id)
             }
             (Rendezvous::Tcp(addr), _) => {
-                let start = Instant::now();
+                let deadline = Instant::now() + wait;
                 loop {
-                    if let Ok(peer) = TcpStream::connect(addr) {
-                        let mut line = String::new();
-                        BufReader::new(peer)
-                            .read_line(&mut line)
-                            .map_err(|e| io(&format!("reading from {addr}"), e))?;
-                        return UniqueId::from_hex(&line);
+                    if let Some(id) = read_id(addr, deadline)? {
+                        return Ok(id);
                     }
-                    if start.elapsed() > WAIT {
-                        return Err(waited_too_long(addr));
+                    if Instant::now() >= deadline {
+                        return Err(waited_too_long(addr, wait));
                     }
                     std::thread::sleep(Duration::from_millis(100));
                 }
@@ -208,5 +247,27 @@ mod tests {
         for rank in [1, 2] {
             assert!(at(rank).share_id(|| panic!("only rank 0 makes it")).unwrap() == id);
         }
+    }
+
+    #[test]
+    fn a_tcp_rank_gives_up_on_a_peer_that_accepts_and_never_answers() {
+        // Something listens on the port (another program, a rank 0 that hung) and says
+        // nothing: the rank must give up in time, not wait in read forever.
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = silent.local_addr().unwrap().to_string();
+        let held = std::thread::spawn(move || {
+            let kept: Vec<TcpStream> = silent.incoming().take(1).flatten().collect();
+            std::thread::sleep(Duration::from_secs(3));
+            drop(kept);
+        });
+        let r1 = RankEnv { rank: 1, world: 2, rendezvous: Rendezvous::Tcp(addr.clone()) };
+        let start = Instant::now();
+        let e =
+            r1.share_id_within(|| panic!("rank 1 never makes the id"), Duration::from_millis(300));
+        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+        let Err(e) = e else { panic!("an id from a peer that sent none") };
+        let e = e.to_string();
+        assert!(e.contains(&addr) && e.contains("did not arrive"), "{e}");
+        held.join().unwrap();
     }
 }

@@ -152,6 +152,8 @@ impl Context {
 
     /// Waits for all work on the device (`cudaDeviceSynchronize`).
     pub fn synchronize(&self) -> Result<()> {
+        // cuCtxSynchronize waits for the current context: make it this one.
+        self.bind()?;
         // SAFETY: no arguments; the context is current.
         check(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize", None)
     }
@@ -167,6 +169,8 @@ impl Context {
 
     /// (free, total) device memory in bytes (`cudaMemGetInfo`).
     pub fn memory(&self) -> Result<(usize, usize)> {
+        // cuMemGetInfo reports the current context's device: make it this one.
+        self.bind()?;
         let (mut free, mut total) = (0, 0);
         // SAFETY: valid out-pointers; the context is current.
         let status = unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) };
@@ -199,6 +203,7 @@ impl Context {
 
     /// The device facts `streamlab info` prints and lessons size their work by.
     pub fn info(&self, ptx_arch: &'static str) -> Result<DeviceInfo> {
+        // Binds this context, which the priority range below is asked of.
         let (free, total) = self.memory()?;
         let (mut least, mut greatest) = (0, 0);
         // SAFETY: valid out-pointers; the context is current.

@@ -21,17 +21,22 @@ pub struct Link {
     /// `CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED`: atomics over the link are native
     /// (NVLink), not emulated.
     pub native_atomics: bool,
-    /// NVLink links between the two that NVML reports active; None when NVML is not there.
+    /// NVLink links between the two that NVML reports active, direct or through NVSwitches;
+    /// None when NVML is not there.
     pub nvlinks: Option<u32>,
+    /// Those links go through NVSwitches (an HGX board), not GPU to GPU.
+    pub nvswitch: bool,
 }
 
 impl Link {
     /// The link in words: "NVLink (18 links)", "PCIe or another non-NVLink path", ...
     pub fn kind(&self) -> String {
         match self.nvlinks {
-            Some(n) if n > 0 => {
-                format!("NVLink ({n} link{} active)", if n == 1 { "" } else { "s" })
-            }
+            Some(n) if n > 0 => format!(
+                "NVLink{} ({n} link{} active)",
+                if self.nvswitch { " through NVSwitch" } else { "" },
+                if n == 1 { "" } else { "s" }
+            ),
             Some(_) => "PCIe (no active NVLink between them)".into(),
             None if self.native_atomics => "NVLink, by the native-atomics attribute".into(),
             None => "PCIe or another non-NVLink path (NVML not available to say more)".into(),
@@ -54,6 +59,7 @@ pub fn link(from: &Context, to: &Context) -> Result<Link> {
     // SAFETY: valid out-pointer and device handles.
     let status = unsafe { cu::cuDeviceCanAccessPeer(&mut access, from.device(), to.device()) };
     check(status, "cuDeviceCanAccessPeer", None)?;
+    let nvlinks = nvml::active_links(&from.pci_bus_id()?, &to.pci_bus_id()?);
     Ok(Link {
         from: from.ordinal(),
         to: to.ordinal(),
@@ -61,7 +67,8 @@ pub fn link(from: &Context, to: &Context) -> Result<Link> {
         performance_rank: attribute(P2p::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, from, to)?,
         native_atomics: attribute(P2p::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, from, to)?
             != 0,
-        nvlinks: nvml::active_links(&from.pci_bus_id()?, &to.pci_bus_id()?),
+        nvlinks: nvlinks.map(|l| l.total()),
+        nvswitch: nvlinks.is_some_and(|l| l.switched > 0),
     })
 }
 
@@ -87,4 +94,29 @@ pub fn disable_access(from: &Context, to: &Context) -> Result<()> {
         return Ok(());
     }
     check(status, "cuCtxDisablePeerAccess", None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Link;
+
+    fn link(nvlinks: Option<u32>, nvswitch: bool, native_atomics: bool) -> Link {
+        Link {
+            from: 0,
+            to: 1,
+            access: true,
+            performance_rank: 0,
+            native_atomics,
+            nvlinks,
+            nvswitch,
+        }
+    }
+
+    #[test]
+    fn the_link_is_named_by_what_nvml_and_the_driver_saw() {
+        assert_eq!(link(Some(18), true, true).kind(), "NVLink through NVSwitch (18 links active)");
+        assert_eq!(link(Some(1), false, true).kind(), "NVLink (1 link active)");
+        assert!(link(Some(0), false, false).kind().starts_with("PCIe"));
+        assert!(link(None, false, true).kind().contains("native-atomics"));
+    }
 }

@@ -85,6 +85,8 @@ pub(crate) struct StreamInner {
 
 impl StreamInner {
     pub(crate) fn synchronize(&self) -> Result<()> {
+        // The legacy and per-thread handles mean the current context's stream.
+        self.context.bind()?;
         // SAFETY: `raw` is a live stream (or the legacy default stream) of a live context.
         let status = unsafe { cu::cuStreamSynchronize(self.raw) };
         check(status, "cuStreamSynchronize", Some(&self.name))
@@ -250,6 +252,7 @@ impl Stream {
 
     /// `true` when all work queued so far has finished (`cudaStreamQuery`), without blocking.
     pub fn is_idle(&self) -> Result<bool> {
+        self.inner.context.bind()?;
         // SAFETY: `raw` is a live stream.
         let status = unsafe { cu::cuStreamQuery(self.inner.raw) };
         if status as u32 == DriverCode::NOT_READY {
@@ -258,8 +261,10 @@ impl Stream {
         self.check(status, "cuStreamQuery").map(|_| true)
     }
 
-    /// Work queued on this stream after this call waits until `event` has completed.
+    /// Work queued on this stream after this call waits until `event` has completed. The
+    /// event may belong to another GPU's context; the call is made in this stream's.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
+        self.inner.context.bind()?;
         // SAFETY: both handles are live; flags 0 is the only documented value.
         let status = unsafe { cu::cuStreamWaitEvent(self.inner.raw, event.raw, 0) };
         self.check(status, "cuStreamWaitEvent")
@@ -319,7 +324,7 @@ impl std::fmt::Debug for Stream {
 /// A CUDA event: a marker in a stream, for timing and for cross-stream dependencies.
 pub struct Event {
     raw: cu::CUevent,
-    _context: Context,
+    context: Context,
 }
 
 impl Event {
@@ -352,21 +357,25 @@ impl Event {
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the context is current.
         check(unsafe { cu::cuEventCreate(&mut raw, flags) }, op, None)?;
-        Ok(Event { raw, _context: on.context().clone() })
+        Ok(Event { raw, context: on.context().clone() })
     }
 
     pub fn as_raw(&self) -> cu::CUevent {
         self.raw
     }
 
-    /// Marks the point in `stream` reached once all work queued before it is done.
+    /// Marks the point in `stream` reached once all work queued before it is done. The
+    /// stream must be of the event's context (a record on another GPU's stream is refused
+    /// by the driver); the call is made in that context, whichever GPU was used last.
     pub fn record(&self, stream: &Stream) -> Result<()> {
+        stream.context().bind()?;
         // SAFETY: both handles are live.
         stream.check(unsafe { cu::cuEventRecord(self.raw, stream.as_raw()) }, "cuEventRecord")
     }
 
     /// Blocks the host until the event has completed.
     pub fn synchronize(&self) -> Result<()> {
+        self.context.bind()?;
         // SAFETY: live handle.
         let status = unsafe { cu::cuEventSynchronize(self.raw) };
         check(status, "cuEventSynchronize", None)
@@ -374,6 +383,7 @@ impl Event {
 
     /// `true` once the event has completed (`cudaEventQuery`), without blocking.
     pub fn is_complete(&self) -> Result<bool> {
+        self.context.bind()?;
         // SAFETY: live handle.
         let status = unsafe { cu::cuEventQuery(self.raw) };
         if status as u32 == DriverCode::NOT_READY {
@@ -385,6 +395,7 @@ impl Event {
     /// Milliseconds from `start` to this event; both must have completed.
     pub fn elapsed_ms(&self, start: &Event) -> Result<f64> {
         let mut ms = 0f32;
+        self.context.bind()?;
         // SAFETY: valid out-pointer, both handles live.
         let status = unsafe { cu::cuEventElapsedTime(&mut ms, start.raw, self.raw) };
         check(status, "cuEventElapsedTime", None)?;
