@@ -166,7 +166,8 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
 (torchrun's names) and a rendezvous file this launcher owns, through which rank 0 hands NCCL's \
 unique id to the others. Rank 0's report is printed. To run across machines, start `streamlab \
 run allreduce-overlap --device <LOCAL_RANK>` on each with RANK, WORLD_SIZE and either \
-MASTER_ADDR/MASTER_PORT or STREAMLAB_RENDEZVOUS=tcp:host:port (see the README).",
+MASTER_ADDR/MASTER_PORT (rank 0 listens on MASTER_PORT + 1: torchrun's own store holds \
+MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port (see the README).",
                 )
                 .arg(
                     Arg::new("gpus")

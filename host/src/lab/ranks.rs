@@ -7,6 +7,8 @@
 //!   launch` uses a file in a folder it owns and removes);
 //! - `STREAMLAB_RENDEZVOUS=tcp:host:port`, or torchrun's `MASTER_ADDR` and `MASTER_PORT`:
 //!   rank 0 listens there and sends the id to each rank that connects (across machines).
+//!   From `MASTER_PORT` it takes the port above it: under torchrun, `MASTER_PORT` itself is
+//!   torchrun's own store, already bound.
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
@@ -59,7 +61,13 @@ pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
             Some(("tcp", addr)) if addr.contains(':') => Rendezvous::Tcp(addr.into()),
             _ => return bad(format!("STREAMLAB_RENDEZVOUS={r:?}: use file:/path or tcp:host:port")),
         },
-        (None, Some(host), Some(port)) => Rendezvous::Tcp(format!("{host}:{port}")),
+        (None, Some(host), Some(port)) => {
+            let above = port.trim().parse::<u16>().ok().and_then(|p| p.checked_add(1));
+            let Some(above) = above else {
+                return bad(format!("MASTER_PORT={port:?} must be a port from 0 to 65534 (streamlab listens on the one above it)"));
+            };
+            Rendezvous::Tcp(format!("{host}:{above}"))
+        }
         _ => {
             return bad("RANK is set but not how the ranks meet: set STREAMLAB_RENDEZVOUS=file:/path (or tcp:host:port), or MASTER_ADDR and MASTER_PORT".into())
         }
@@ -204,7 +212,7 @@ mod tests {
         ]);
         assert_eq!(
             tcp.unwrap().unwrap(),
-            RankEnv { rank: 0, world: 4, rendezvous: Rendezvous::Tcp("10.0.0.1:29500".into()) }
+            RankEnv { rank: 0, world: 4, rendezvous: Rendezvous::Tcp("10.0.0.1:29501".into()) }
         );
         for bad in [
             vec![("RANK", "0")],
@@ -212,6 +220,13 @@ mod tests {
             vec![("RANK", "x"), ("WORLD_SIZE", "2")],
             vec![("RANK", "0"), ("WORLD_SIZE", "2")],
             vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("STREAMLAB_RENDEZVOUS", "smoke:signals")],
+            vec![
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "a"),
+                ("MASTER_PORT", "65535"),
+            ],
+            vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a"), ("MASTER_PORT", "http")],
         ] {
             let e = env(&bad).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
