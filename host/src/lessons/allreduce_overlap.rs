@@ -84,13 +84,11 @@ impl AllreduceOverlap {
 
     /// Bucket by bucket: the backward on the compute stream, each bucket's all-reduce on the
     /// communication stream (`comm`: 0 greatest priority, 1 least) once its event fires.
-    /// `reversed` issues the second rank's all-reduces in the opposite order: the bug.
     fn bucketed(
         &self,
         gpu: &Gpu,
         buckets: &[std::ops::Range<usize>],
         comm: usize,
-        reversed: bool,
     ) -> Result<Sample> {
         let ranks = &self.ranks;
         let ms = ranks.bracket.time(&ranks.streams, || {
@@ -102,8 +100,6 @@ impl AllreduceOverlap {
                     }
                     nccl::group(|| {
                         ranks.local.iter().try_for_each(|r| {
-                            let b =
-                                if reversed && r.rank % 2 == 1 { buckets.len() - 1 - b } else { b };
                             r.comm[comm].wait_event(&r.ready[b])?;
                             r.all_reduce(buckets[b].clone(), &r.comm[comm])
                         })
@@ -114,6 +110,28 @@ impl AllreduceOverlap {
             Ok(())
         })?;
         Ok(Sample::ms(ms))
+    }
+
+    /// The bug: the second rank issues the same all-reduces in the opposite order. NCCL
+    /// pairs collectives by their position in each communicator's sequence, not by bucket,
+    /// so it sums the wrong buckets. The whole backward runs first, so every bucket is ready
+    /// before any all-reduce reads it and the wrong sums are the same in every run.
+    fn reversed_order(&self, gpu: &Gpu) -> Result<()> {
+        let (ranks, buckets) = (&self.ranks, &self.buckets[0]);
+        for r in &ranks.local {
+            r.backward(gpu, self.iters, 0..r.params.len())?;
+            r.ready[0].record(&r.compute)?;
+        }
+        for b in 0..buckets.len() {
+            nccl::group(|| {
+                ranks.local.iter().try_for_each(|r| {
+                    let b = if r.rank % 2 == 1 { buckets.len() - 1 - b } else { b };
+                    r.comm[0].wait_event(&r.ready[0])?;
+                    r.all_reduce(buckets[b].clone(), &r.comm[0])
+                })
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -166,14 +184,14 @@ impl Lesson for AllreduceOverlap {
 
     /// B buckets, each all-reduced on the communication stream as soon as it is ready.
     fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.bucketed(gpu, &self.buckets[0], 0, false)
+        self.bucketed(gpu, &self.buckets[0], 0)
     }
 
     /// The least-priority communication stream, then 4B buckets.
     fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
         match index {
-            2 => self.bucketed(gpu, &self.buckets[0], 1, false),
-            _ => self.bucketed(gpu, &self.buckets[1], 0, false),
+            2 => self.bucketed(gpu, &self.buckets[0], 1),
+            _ => self.bucketed(gpu, &self.buckets[1], 0),
         }
     }
 
@@ -188,9 +206,9 @@ impl Lesson for AllreduceOverlap {
         ranks.check_sum_is_exact(gpu, self.iters, &sequential, checks)?;
         for v in 1..4 {
             let sums = ranks.sums_of(|| match v {
-                1 => self.bucketed(gpu, &self.buckets[0], 0, false),
-                2 => self.bucketed(gpu, &self.buckets[0], 1, false),
-                _ => self.bucketed(gpu, &self.buckets[1], 0, false),
+                1 => self.bucketed(gpu, &self.buckets[0], 0),
+                2 => self.bucketed(gpu, &self.buckets[0], 1),
+                _ => self.bucketed(gpu, &self.buckets[1], 0),
             })?;
             let name = &self.names[v];
             for (r, (got, want)) in sums.iter().zip(&sequential).enumerate() {
@@ -206,7 +224,7 @@ impl Lesson for AllreduceOverlap {
         // bucket sizes NCCL cannot tell; it pairs them by position and sums the wrong buckets.
         let equal = self.buckets[0].iter().all(|b| b.len() == self.buckets[0][0].len());
         if ranks.world() >= 2 && self.buckets[0].len() >= 2 && equal {
-            let got = ranks.sums_of(|| self.bucketed(gpu, &self.buckets[0], 0, true))?;
+            let got = ranks.sums_of(|| self.reversed_order(gpu))?;
             let wrong = got[0]
                 .iter()
                 .zip(&sequential[0])
