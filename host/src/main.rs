@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use streamlab::lab::output::tagged;
 use streamlab::lab::text::{label, Lang};
-use streamlab::lab::{recorded, t, Entry, Settings};
+use streamlab::lab::{ranks, recorded, t, Entry, Settings};
 use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
 
@@ -77,14 +77,14 @@ fn cli() -> Command {
             .global(true)
             .value_name("FILE.json")
             .value_parser(clap::value_parser!(PathBuf))
-            .help("Also write one recorded run of each version as a Chrome trace (ui.perfetto.dev); with `all`, FILE-<lesson>.json"),
+            .help("Also write one recorded run of each version as a Chrome trace (ui.perfetto.dev); with `all`, FILE-<lesson>.json; rank i > 0 of a multi-process run writes FILE-rank<i>.json"),
         Arg::new("svg")
             .help_heading("Common flags")
             .long("svg")
             .global(true)
             .value_name("FILE.svg")
             .value_parser(clap::value_parser!(PathBuf))
-            .help("Also draw one recorded run of each version as an SVG picture (a sweep's plot goes to FILE-plot.svg); with `all`, FILE-<lesson>.svg"),
+            .help("Also draw one recorded run of each version as an SVG picture (a sweep's plot goes to FILE-plot.svg); with `all`, FILE-<lesson>.svg; rank i > 0 writes FILE-rank<i>.svg"),
         Arg::new("recorded")
             .help_heading("Common flags")
             .long("recorded")
@@ -383,9 +383,14 @@ fn info(device: u32, json: bool) -> Result<(), Error> {
 
 fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     let all = matches!(m.subcommand(), Some(("all", _)));
-    // With `all`, each lesson writes its own file: trace.json -> trace-overlap.json.
+    // With `all`, each lesson writes its own file: trace.json -> trace-overlap.json; and a
+    // rank above 0 (under `launch` or torchrun) its own too: trace-rank1.json.
+    let rank = ranks::from_env().ok().flatten().map(|r| r.rank);
     let path = |flag: &str, lesson: &str| {
-        m.get_one::<PathBuf>(flag).map(|p| if all { tagged(p, lesson) } else { p.clone() })
+        m.get_one::<PathBuf>(flag).map(|p| {
+            let p = if all { tagged(p, lesson) } else { p.clone() };
+            ranks::own_file(&p, rank)
+        })
     };
     let settings_for = |lesson: &str| Settings {
         reps: *m.get_one::<usize>("reps").unwrap_or(&10),

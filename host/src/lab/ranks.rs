@@ -4,7 +4,9 @@
 //! GPU on this machine; `--device` picks it). The ranks meet through NCCL's unique id, which
 //! rank 0 makes and hands to the others, by
 //! - `STREAMLAB_RENDEZVOUS=file:/shared/path`: rank 0 writes the id there (`streamlab
-//!   launch` uses a file in a folder it owns and removes);
+//!   launch` uses a file in a folder it owns and removes). Give each run a path of its own:
+//!   a rank that finds the previous run's id there joins a communicator that no longer
+//!   exists and waits in NCCL;
 //! - `STREAMLAB_RENDEZVOUS=tcp:host:port`, or torchrun's `MASTER_ADDR` and `MASTER_PORT`:
 //!   rank 0 listens there and sends the id to each rank that connects (across machines).
 //!   From `MASTER_PORT` it takes the port above it: under torchrun, `MASTER_PORT` itself is
@@ -78,6 +80,16 @@ pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
 /// [`parse`] of this process's environment.
 pub fn from_env() -> Result<Option<RankEnv>> {
     parse(|k| std::env::var(k).ok())
+}
+
+/// The file a rank writes for `path` (`--trace`, `--svg`): rank 0, or a process that runs
+/// alone, writes `path` itself; rank i > 0 writes `path` tagged `rank<i>`
+/// (`t.json` -> `t-rank1.json`), so ranks that share a folder do not overwrite each other.
+pub fn own_file(path: &std::path::Path, rank: Option<usize>) -> PathBuf {
+    match rank {
+        Some(r) if r > 0 => crate::lab::output::tagged(path, &format!("rank{r}")),
+        _ => path.to_path_buf(),
+    }
 }
 
 fn waited_too_long(what: &str, wait: Duration) -> Error {
@@ -191,6 +203,14 @@ impl RankEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_above_zero_write_files_of_their_own() {
+        let p = std::path::Path::new("out/t.json");
+        assert_eq!(own_file(p, None), p);
+        assert_eq!(own_file(p, Some(0)), p);
+        assert_eq!(own_file(p, Some(3)), std::path::Path::new("out/t-rank3.json"));
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Result<Option<RankEnv>> {
         let map: std::collections::HashMap<String, String> =
