@@ -1,7 +1,7 @@
 //! The `streamlab` binary as a script sees it: exit codes and one-line errors. These run
 //! everywhere; where a GPU is present the device branch is asserted instead.
 mod common;
-use common::{machine_has_nvidia_gpu, stderr, stdout, streamlab};
+use common::{machine_has_nvidia_gpu, stderr, stdout, streamlab, streamlab_in};
 
 /// Exit 2, one line on stderr that contains `expected`, no panic, nothing on stdout.
 fn assert_refused(args: &[&str], expected: &str) {
@@ -102,10 +102,8 @@ fn info_reports_the_device_or_says_in_one_line_there_is_none() {
 
 #[test]
 fn without_a_gpu_a_lesson_exits_3_in_one_line_naming_itself() {
-    if machine_has_nvidia_gpu() {
-        return; // the GPU branch is every GPU test
-    }
-    let o = streamlab(&["run", "overlap", "--reps", "1"]);
+    // Every GPU hidden, so a GPU machine takes the no-GPU path too (cuInit finds none).
+    let o = streamlab_in(&[("CUDA_VISIBLE_DEVICES", "-1")], &["run", "overlap", "--reps", "1"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
