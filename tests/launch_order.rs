@@ -1,10 +1,11 @@
 //! GPU tests of the launch-order lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
-use streamlab::lab::harness::args_from;
 use streamlab::lab::Lesson;
 use streamlab::lessons::launch_order::{LaunchOrder, GAP_US, LAST_START_US, OUT_OF_ORDER, WAITED};
-use testkit::{assert_every_check_asserted, gpu, refuses, run_lesson, run_refusal, set_up};
+use testkit::{
+    accepted, assert_every_check_asserted, gpu, refusal, run_lesson, run_refusal, set_up,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -61,24 +62,29 @@ fn the_run_refuses_what_the_plan_refuses() {
     assert!(why.contains("--sleep-us"), "{why}");
 }
 
+/// (flag, value, the range the refusal must name): refused as they parse.
+const OUT_OF_RANGE: [[&str; 3]; 5] = [
+    ["--sleep-us", "0.001", "number from 100 to 10000000"],
+    ["--sleep-us", "1e9", "number from 100 to 10000000"],
+    ["--sleep-us", "NaN", "number from 100 to 10000000"],
+    ["--streams", "0", "whole number from 1 to 64"],
+    ["--streams", "65", "whole number from 1 to 64"],
+];
+
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    refuses::<LaunchOrder, _>([
-        (&["--sleep-us", "0.001"][..], "--sleep-us"),
-        (&["--sleep-us", "1e9"], "--sleep-us"),
-        (&["--streams", "0"], "--streams"),
-        (&["--streams", "65"], "--streams"),
-        (&["--streams", "64", "--sleep-us", "1e7"], "--sleep-us"),
-    ]);
+    for [flag, value, range] in OUT_OF_RANGE {
+        let why = refusal::<LaunchOrder>(&[flag, value]);
+        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
+    }
+    // Each in range, too much together: 64 streams of 10 s sleeps.
+    let why = refusal::<LaunchOrder>(&["--streams", "64", "--sleep-us", "1e7"]);
+    assert!(why.contains("--streams x --sleep-us") && why.contains("per repeat"), "{why}");
 }
 
 #[test]
 fn the_default_and_the_shortest_sleep_pass_the_checks() {
-    for flags in [&[][..], &["--sleep-us", "100"]] {
-        let args = args_from::<LaunchOrder>(flags).unwrap();
-        LaunchOrder::plan(&args, &streamlab::lab::WorkModel::H100)
-            .and_then(|p| p.admit(None))
-            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
-    }
+    accepted::<LaunchOrder>(&[]);
+    accepted::<LaunchOrder>(&["--sleep-us", "100"]);
 }

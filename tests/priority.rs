@@ -1,10 +1,11 @@
 //! GPU tests of the priority lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
-use streamlab::lab::harness::args_from;
 use streamlab::lab::Lesson;
 use streamlab::lessons::priority::{Priority, LONG_DONE, SHORT_MINUS_LONG};
-use testkit::{assert_every_check_asserted, gpu, refuses, run_lesson, run_refusal, set_up};
+use testkit::{
+    accepted, assert_every_check_asserted, gpu, refusal, refuses, run_lesson, run_refusal, set_up,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -58,23 +59,34 @@ fn the_run_refuses_what_the_plan_refuses_with_this_gpus_waves() {
     assert!(why.contains("--sleep-us"), "{why}");
 }
 
+/// (flag, value, the range the refusal must name): refused as they parse.
+const OUT_OF_RANGE: [[&str; 3]; 4] = [
+    ["--sleep-us", "0.001", "number from 100 to 10000000"],
+    ["--sleep-us", "NaN", "number from 100 to 10000000"],
+    ["--waves", "0", "whole number from 1 to 1024"],
+    ["--waves", "1025", "whole number from 1 to 1024"],
+];
+
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    refuses::<Priority, _>([
-        (&["--sleep-us", "0.001"][..], "--sleep-us"),
-        (&["--waves", "0"], "--waves"),
-        (&["--batches", "1025"], "--waves"),
-        (&["--batches", "1024", "--sleep-us", "1e7"], "--sleep-us"),
-    ]);
+    for [flag, value, range] in OUT_OF_RANGE {
+        let why = refusal::<Priority>(&[flag, value]);
+        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
+    }
+    // The old flag name is refused by the new one.
+    refuses::<Priority, _>([(&["--batches", "1025"][..], "--waves")]);
+    // 1024 waves: 2050 sleeps a repeat, so at most 29,268 µs each.
+    accepted::<Priority>(&["--waves", "1024", "--sleep-us", "29268"]);
+    let why = refusal::<Priority>(&["--waves", "1024", "--sleep-us", "29269"]);
+    assert!(why.contains("--waves x --sleep-us"), "{why}");
+    let why = refusal::<Priority>(&["--batches", "1024", "--sleep-us", "1e7"]);
+    assert!(why.contains("--sleep-us") && why.contains("per repeat"), "{why}");
 }
 
 #[test]
-fn the_default_and_the_shortest_sleep_pass_the_checks() {
-    for flags in [&[][..], &["--sleep-us", "100"]] {
-        let args = args_from::<Priority>(flags).unwrap();
-        Priority::plan(&args, &streamlab::lab::WorkModel::H100)
-            .and_then(|p| p.admit(None))
-            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
-    }
+fn the_default_the_shortest_sleep_and_the_old_flag_name_pass_the_checks() {
+    accepted::<Priority>(&[]);
+    accepted::<Priority>(&["--sleep-us", "100"]);
+    accepted::<Priority>(&["--batches", "2"]);
 }

@@ -6,7 +6,7 @@
 //! strongest comparison with it is bit for bit, which the round-trip check makes.
 use streamlab::lab::report::Verdict;
 use streamlab::lessons::sleep_streams::{one_stream_ms, speedup, SleepStreams, FULL, SMALL};
-use testkit::{accepted, gpu, refuses, run_lesson, run_refusal, run_refuses};
+use testkit::{accepted, gpu, refusal, refuses, run_lesson, run_refusal, run_refuses};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -65,18 +65,20 @@ fn a_sleep_over_any_gpus_bound_is_refused_by_the_run() {
     assert!(why.contains("--sleep-us"), "{why}");
 }
 
-/// (flags, what the refusal must mention): out of the flags' ranges, refused as they parse.
-const OUT_OF_RANGE: &[(&[&str], &str)] = &[
+/// (flag, value, the range the refusal must name): refused as they parse.
+const OUT_OF_RANGE: [[&str; 3]; 6] = [
     // 2^62: at 4 bytes an element, a 64-bit byte count wraps to 0.
-    (&["--elements", "4611686018427387904"], "--elements"),
-    (&["--streams", "65"], "--streams"),
-    (&["--sleep-us", "0.001"], "--sleep-us"),
-    (&["--sleep-us", "NaN"], "--sleep-us"),
+    ["--elements", "4611686018427387904", "whole number from 1 to 4294967295"],
+    ["--elements", "0", "whole number from 1 to 4294967295"],
+    ["--streams", "65", "whole number from 1 to 64"],
+    ["--sleep-us", "1", "number from 10 to 10000000"],
+    ["--sleep-us", "0.001", "number from 10 to 10000000"],
+    ["--sleep-us", "NaN", "number from 10 to 10000000"],
 ];
 /// In range, but refused by the plan.
 const REFUSED_BY_THE_PLAN: &[(&[&str], &str)] = &[
-    (&["--elements", "3", "--streams", "4"], "--streams"),
-    (&["--sleep-us", "1e7"], "--sleep-us"),
+    (&["--elements", "3", "--streams", "4"], "--streams 4 is more than --elements 3"),
+    (&["--sleep-us", "1e7"], "--streams x --sleep-us"),
 ];
 
 /// The run plans again with the real GPU's model: what the plan refuses, it refuses too.
@@ -89,7 +91,15 @@ fn flags_the_plan_refuses_are_refused_by_the_run_too() {
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    refuses::<SleepStreams, _>(OUT_OF_RANGE.iter().chain(REFUSED_BY_THE_PLAN));
+    for [flag, value, range] in OUT_OF_RANGE {
+        let why = refusal::<SleepStreams>(&[flag, value]);
+        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
+    }
+    refuses::<SleepStreams, _>(REFUSED_BY_THE_PLAN);
+    // 4 streams on an H100 (4 full-grid waves): 40 sleeps a repeat, so 1.5 s each at most.
+    accepted::<SleepStreams>(&["--elements", "100", "--sleep-us", "1.4e6"]);
+    let why = refusal::<SleepStreams>(&["--elements", "100", "--sleep-us", "1.6e6"]);
+    assert!(why.contains("--sleep-us") && why.contains("per repeat"), "{why}");
 }
 
 #[test]

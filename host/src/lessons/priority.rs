@@ -252,10 +252,6 @@ mod tests {
     use super::*;
     use crate::lab::harness::args_from;
 
-    fn plan(flags: &[&str]) -> Result<()> {
-        Priority::plan(&args_from::<Priority>(flags)?, &WorkModel::H100)?.admit(None)
-    }
-
     fn shape(waves: usize, range: (i32, i32)) -> Shape {
         Shape {
             waves,
@@ -318,26 +314,7 @@ mod tests {
         assert_eq!(wave(58, 1536), 58 * 6);
     }
 
-    #[test]
-    fn sleeps_outlast_a_launch_and_bound_a_repeat() {
-        assert!(plan(&[]).is_ok());
-        assert!(plan(&["--sleep-us", "100"]).is_ok());
-        // The old flag name still works.
-        assert!(plan(&["--batches", "2"]).is_ok());
-        // 1024 waves: 2050 waves a repeat, so at most 29,268 µs each.
-        assert!(plan(&["--waves", "1024", "--sleep-us", "29268"]).is_ok());
-        for (flags, expected) in [
-            (&["--sleep-us", "0.001"][..], "number from 100 to 10000000"),
-            (&["--sleep-us", "NaN"], "number from 100 to 10000000"),
-            (&["--waves", "0"], "whole number from 1 to 1024"),
-            (&["--waves", "1025"], "whole number from 1 to 1024"),
-            (&["--waves", "1024", "--sleep-us", "29269"], "--waves x --sleep-us"),
-            (&["--batches", "1024", "--sleep-us", "1e7"], "per repeat"),
-        ] {
-            let e = plan(flags).unwrap_err().to_string();
-            assert!(e.contains(expected), "{flags:?}: {e}");
-        }
-    }
+    // What the flag checks refuse is tested in tests/priority.rs.
 
     #[test]
     fn checks_follow_finish_order() {
