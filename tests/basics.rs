@@ -4,7 +4,7 @@
 use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
 use streamlab::lessons::basics::{Basics, IN_CALLS, UNITS};
-use testkit::{accepted, gpu, refuses, run_lesson, run_refuses, set_up};
+use testkit::{accepted, gpu, refusal, refuses, run_lesson, run_refuses, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -67,17 +67,17 @@ fn a_few_microseconds_of_gpu_work_make_no_host_claim() {
     assert!(told.contains("Not a claim here"), "{text}");
 }
 
-/// (flags, what the refusal must mention): out of the flags' ranges, refused as they parse.
-const OUT_OF_RANGE: &[(&[&str], &str)] = &[
-    (&["--elements", "0"], "--elements"),
+/// (flag, value, the range the refusal must name): refused as they parse.
+const OUT_OF_RANGE: [[&str; 3]; 4] = [
+    ["--elements", "0", "whole number from 1 to 4294967295"],
     // 2^62: at 4 bytes an element, a 64-bit byte count wraps to 0.
-    (&["--elements", "4611686018427387904"], "--elements"),
-    (&["--iters", "0"], "--iters"),
-    (&["--iters", "1000000"], "--iters"),
+    ["--elements", "4611686018427387904", "whole number from 1 to 4294967295"],
+    ["--iters", "0", "whole number from 1 to 100000"],
+    ["--iters", "1000000", "whole number from 1 to 100000"],
 ];
 /// In range, but over the time budget: about half an hour of kernel on an H100.
 const OVER_BUDGET: &[(&[&str], &str)] =
-    &[(&["--elements", "1073741824", "--iters", "100000"], "--iters")];
+    &[(&["--elements", "1073741824", "--iters", "100000"], "--elements x --iters")];
 
 /// The run plans again with the real GPU's model: what the plan refuses, it refuses too.
 #[test]
@@ -89,11 +89,17 @@ fn flags_over_budget_are_refused_by_the_run_too() {
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    refuses::<Basics, _>(OUT_OF_RANGE.iter().chain(OVER_BUDGET));
+    for [flag, value, range] in OUT_OF_RANGE {
+        let why = refusal::<Basics>(&[flag, value]);
+        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
+    }
+    refuses::<Basics, _>(OVER_BUDGET);
+    assert!(refusal::<Basics>(OVER_BUDGET[0].0).contains("per repeat"));
 }
 
 #[test]
-fn the_defaults_and_the_smallest_flags_pass_the_checks() {
+fn the_defaults_and_the_extreme_flags_pass_the_checks() {
     accepted::<Basics>(&[]);
     accepted::<Basics>(&["--elements", "1", "--iters", "1"]);
+    accepted::<Basics>(&["--iters", "100000"]);
 }

@@ -4,7 +4,7 @@ use approx::assert_relative_eq;
 use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
 use streamlab::lessons::overlap::Overlap;
-use testkit::{assert_bit_for_bit, gpu, refuses, run_lesson, set_up};
+use testkit::{accepted, assert_bit_for_bit, gpu, refuses, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -73,7 +73,10 @@ fn hostile_flags_are_refused_without_a_gpu() {
         (&["--streams", "0"], "whole number from 1 to 64"),
         (&["--streams", "-3"], "whole number from 1 to 64"),
         (&["--iters", "0"], "whole number from 1 to 100000"),
+        (&["--streams", "9", "--elements", "8"], "--streams 9 is more than --elements 8"),
+        (&["--elements", "4294967295", "--iters", "100000"], "per repeat"),
     ]);
+    accepted::<Overlap>(&[]);
     // Host memory: four buffers of 2^30 floats (16 GiB) are refused exactly where
     // /proc/meminfo says they do not fit.
     let args = streamlab::lab::harness::args_from::<Overlap>(&[

@@ -2,7 +2,7 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine).
 use streamlab::lab::report::Verdict;
 use streamlab::lessons::stream_sweep::{best, rows, version_streams, StreamSweep};
-use testkit::{assert_nothing_to_overlap, gpu, refuses, run_lesson};
+use testkit::{accepted, assert_nothing_to_overlap, gpu, refusal, refuses, run_lesson};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -47,17 +47,33 @@ fn one_stream_is_reported_as_no_sweep() {
     assert_nothing_to_overlap(&run_lesson::<StreamSweep>(&gpu, &flags, 2), "no sweep");
 }
 
+/// (flag, value, the range the refusal must name): refused as they parse.
+const OUT_OF_RANGE: [[&str; 3]; 6] = [
+    ["--streams", "0", "whole number from 1 to 64"],
+    ["--streams", "65", "whole number from 1 to 64"],
+    ["--elements", "0", "whole number from 1 to 4294967295"],
+    ["--elements", "18446744073709551615", "whole number from 1 to 4294967295"],
+    ["--iters", "0", "whole number from 1 to 100000"],
+    ["--iters", "4294967295", "whole number from 1 to 100000"],
+];
+
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_in_one_line_without_a_gpu() {
+    for [flag, value, range] in OUT_OF_RANGE {
+        let why = refusal::<StreamSweep>(&[flag, value]);
+        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
+    }
     refuses::<StreamSweep, _>([
-        (&["--streams", "0"][..], "--streams"),
-        (&["--streams", "65"], "--streams"),
-        (&["--elements", "4", "--streams", "8"], "--streams 8 is more than --elements 4"),
-        (&["--elements", "0"], "--elements"),
-        (&["--elements", "18446744073709551615"], "--elements"),
-        (&["--iters", "4294967295"], "--iters"),
+        (&["--elements", "4", "--streams", "8"][..], "--streams 8 is more than --elements 4"),
         // 4G elements x 100000 iterations, seven times over.
         (&["--elements", "4294967295", "--iters", "100000"], "per repeat"),
     ]);
+}
+
+#[test]
+fn the_default_and_one_stream_pass_the_checks() {
+    accepted::<StreamSweep>(&[]);
+    // One stream is allowed: the report says there is no sweep.
+    accepted::<StreamSweep>(&["--elements", "1", "--streams", "1", "--iters", "1"]);
 }

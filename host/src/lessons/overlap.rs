@@ -148,22 +148,4 @@ impl Lesson for Overlap {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::lab::harness::args_from;
-
-    #[test]
-    fn flags_are_checked_before_the_gpu() {
-        let plan = |flags: &[&str]| {
-            Overlap::plan(&args_from::<Overlap>(flags)?, &WorkModel::H100)?.admit(None)
-        };
-        assert!(plan(&[]).is_ok());
-        let e = plan(&["--streams", "9", "--elements", "8"]).unwrap_err().to_string();
-        assert!(e.contains("--streams 9 is more than --elements 8"), "{e}");
-        let e = args_from::<Overlap>(&["--streams", "65"]).unwrap_err().to_string();
-        assert!(e.contains("whole number from 1 to 64"), "{e}");
-        let e = plan(&["--elements", "4294967295", "--iters", "100000"]).unwrap_err().to_string();
-        assert!(e.contains("per repeat"), "{e}");
-    }
-}
+// What the flag checks refuse is tested in tests/overlap.rs.

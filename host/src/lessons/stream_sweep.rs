@@ -307,27 +307,7 @@ mod tests {
         assert_eq!(names, ["K = 1, one stream", "K = 6", "K = 2", "K = 4"]);
     }
 
-    #[test]
-    fn flags_are_checked_before_the_gpu() {
-        let plan = |flags: &[&str]| {
-            StreamSweep::plan(&args_from::<StreamSweep>(flags)?, &WorkModel::H100)?.admit(None)
-        };
-        plan(&[]).unwrap();
-        // One stream is allowed: the report says there is no sweep.
-        plan(&["--elements", "1", "--streams", "1", "--iters", "1"]).unwrap();
-        for (flags, expected) in [
-            (&["--streams", "0"][..], "whole number from 1 to 64"),
-            (&["--streams", "65"], "whole number from 1 to 64"),
-            (&["--elements", "0"], "whole number from 1 to 4294967295"),
-            (&["--iters", "4294967295"], "whole number from 1 to 100000"),
-            (&["--elements", "4", "--streams", "8"], "--streams 8 is more than --elements 4"),
-            // 4G elements x 100000 iterations, seven times over.
-            (&["--elements", "4294967295", "--iters", "100000"], "per repeat"),
-        ] {
-            let e = plan(flags).unwrap_err().to_string();
-            assert!(e.contains(expected) && !e.contains('\n'), "{flags:?}: {e}");
-        }
-    }
+    // What the flag checks refuse is tested in tests/stream_sweep.rs.
 
     /// Versions of `ks` timed `ms`; the one-stream phases are H = 1, C = 2, D = 1 ms.
     fn measured(ks: &[usize], ms: &[f64]) -> Measured {
