@@ -15,7 +15,7 @@ use streamlab::runtime::memory::copy_to_device_sync;
 use streamlab::runtime::stream::{fork, join};
 use streamlab::runtime::{DeviceBuffer, Event, HostBuffer, Stream};
 use streamlab::{Error, Gpu};
-use testkit::{gpu, refusal, run_lesson, set_up};
+use testkit::{accepted, gpu, refusal, run_lesson, set_up};
 
 /// Runs normal work on `s` (scale a buffer in place, copy it back) and checks the result:
 /// proof that the stream left capture mode and works.
@@ -413,26 +413,32 @@ fn every_sweep_shape_replays_as_by_stream_and_node_priority_instantiates() {
     assert!(sample.ms > 0.0 && sample.value("gpu") > 0.0, "{sample:?}");
 }
 
+/// (flag, value, the range the refusal must name): refused as they parse.
+const OUT_OF_RANGE: [[&str; 3]; 7] = [
+    ["--elements", "0", "whole number from 1 to 4294967295"],
+    ["--elements", "4294967296", "whole number from 1 to 4294967295"],
+    ["--elements", "18446744073709551615", "whole number from 1 to 4294967295"],
+    ["--elements", "4611686018427387903", "whole number from 1 to 4294967295"],
+    ["--iters", "0", "whole number from 1 to 1000000"],
+    ["--iters", "1000001", "whole number from 1 to 1000000"],
+    ["--iters", "4294967295", "whole number from 1 to 1000000"],
+];
+
 /// The flag checks need no GPU: they run before `cuInit`, so nothing is allocated.
 #[test]
 fn default_and_small_flags_pass_and_hostile_flags_are_refused_without_a_gpu() {
-    let plan = |flags: &[&str]| {
-        let args = streamlab::lab::harness::args_from::<GraphDag>(flags)?;
-        GraphDag::plan(&args, &streamlab::lab::WorkModel::H100)?.admit(None)
-    };
-    plan(&[]).unwrap();
-    plan(&["--elements", "1", "--iters", "1"]).unwrap();
-    for n in ["0", "4294967296", "18446744073709551615", "4611686018427387903"] {
-        let why = refusal::<GraphDag>(&["--elements", n]);
-        assert!(why.contains("--elements"), "{why}");
-    }
-    for i in ["0", "1000001", "4294967295"] {
-        let why = refusal::<GraphDag>(&["--iters", i]);
-        assert!(why.contains("--iters"), "{why}");
+    accepted::<GraphDag>(&[]);
+    accepted::<GraphDag>(&["--elements", "1", "--iters", "1"]);
+    for [flag, value, range] in OUT_OF_RANGE {
+        let why = refusal::<GraphDag>(&[flag, value]);
+        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
     }
     // Allowed one by one, too much together: at least tens of us a replay, 2 versions.
     let why = refusal::<GraphDag>(&["--iters", "1000000"]);
     assert!(why.contains("--iters") && why.contains("60 s"), "{why}");
+    // The copies grow with the elements: 128M floats a replay, 1000 replays, twice.
+    let why = refusal::<GraphDag>(&["--elements", "134217728"]);
+    assert!(why.contains("--elements") && why.contains("per repeat"), "{why}");
     // The largest array a kernel takes, replayed by default: its copies alone take longer.
     let why = refusal::<GraphDag>(&["--elements", "4294967295"]);
     assert!(why.contains("60 s") || why.contains("host memory"), "{why}");

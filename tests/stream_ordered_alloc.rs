@@ -6,7 +6,7 @@ use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::Lesson;
 use streamlab::lessons::stream_ordered_alloc::{StreamOrderedAlloc, KEPT_MIB};
 use streamlab::runtime::{AsContext, DeviceBuffer, HostBuffer, Stream};
-use testkit::{assert_bit_for_bit_checks, gpu, refuses, run_lesson, set_up};
+use testkit::{assert_bit_for_bit_checks, gpu, refusal, refuses, run_lesson, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -101,8 +101,14 @@ fn hostile_flags_are_refused_without_a_gpu() {
         (&["--rounds", "1025"], "whole number from 1 to 1024"),
         (&["--rounds", "-1"], "whole number from 1 to 1024"),
         (&["--iters", "0"], "whole number from 1 to 100000"),
-        (&["--elements", "100000000", "--iters", "100000"], "per repeat"),
+        (&["--elements", "100000000", "--iters", "100000"], "--rounds x --iters"),
         (&["--elements", "4294967295", "--streams", "64", "--rounds", "1024"], "per repeat"),
+        (
+            &["--elements", "4294967295", "--streams", "64", "--rounds", "1024", "--iters", "1"],
+            "per repeat",
+        ),
     ]);
+    let why = refusal::<StreamOrderedAlloc>(&["--elements", "100000000", "--iters", "100000"]);
+    assert!(why.contains("per repeat"), "{why}");
     testkit::accepted::<StreamOrderedAlloc>(&["--elements", "65536", "--iters", "10"]);
 }

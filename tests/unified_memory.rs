@@ -108,9 +108,13 @@ fn hostile_flags_are_refused_without_a_gpu() {
         (&["--chunks", "4097"], "whole number from 1 to 4096"),
         (&["--streams", "65"], "whole number from 1 to 64"),
         (&["--iters", "0"], "whole number from 1 to 100000"),
-        (&["--elements", "268435456", "--chunks", "2"], "more than the 268435456 floats"),
+        (
+            &["--elements", "268435456", "--chunks", "2"],
+            "--chunks 2 x --elements 268435456 is more than the 268435456 floats of managed",
+        ),
         (&["--elements", "1000000", "--chunks", "256", "--iters", "100000"], "per repeat"),
     ]);
     accepted::<UnifiedMemory>(&["--elements", "1", "--chunks", "1"]);
+    accepted::<UnifiedMemory>(&["--elements", "1", "--chunks", "1", "--streams", "64"]);
     accepted::<UnifiedMemory>(&["--elements", "65536", "--chunks", "4", "--iters", "10"]);
 }

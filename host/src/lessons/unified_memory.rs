@@ -300,22 +300,14 @@ mod tests {
     use super::*;
     use crate::lab::harness::args_from;
 
-    fn plan(flags: &[&str]) -> Result<Plan> {
-        let plan = UnifiedMemory::plan(&args_from::<UnifiedMemory>(flags)?, &WorkModel::H100)?;
-        plan.admit(None)?;
-        Ok(plan)
-    }
-
+    /// What the flag checks refuse is tested in tests/unified_memory.rs.
     #[test]
-    fn the_plan_counts_every_buffer_and_refuses_what_is_too_big() {
-        let p = plan(&[]).unwrap();
+    fn the_plan_counts_every_buffer() {
+        let a = args_from::<UnifiedMemory>(&[]).unwrap();
+        let p = UnifiedMemory::plan(&a, &WorkModel::H100).unwrap();
+        assert!(p.admit(None).is_ok());
         // 16 chunks of 2^19 floats: 32 MiB a buffer, 7 on the host, 4 on the device.
         assert_eq!((p.host_bytes, p.device_bytes), (7 << 25, 4 << 25));
-        let e = plan(&["--elements", "268435456", "--chunks", "2"]).unwrap_err().to_string();
-        assert!(e.contains("--chunks 2 x --elements 268435456") && e.contains("managed"), "{e}");
-        let e = plan(&["--elements", "1000000", "--chunks", "256", "--iters", "100000"]);
-        assert!(e.unwrap_err().to_string().contains("per repeat"));
-        assert!(plan(&["--elements", "1", "--chunks", "1", "--streams", "64"]).is_ok());
     }
 
     /// One sample per version: total, GPU and read times, and the host's enqueue time.
