@@ -147,5 +147,3 @@ impl Lesson for Overlap {
         r.explain(t!("overlap.sweep"));
     }
 }
-
-// What the flag checks refuse is tested in tests/overlap.rs.
