@@ -4,7 +4,9 @@
 use streamlab::lab::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
 use streamlab::lessons::basics::{Basics, IN_CALLS, UNITS};
-use testkit::{accepted, gpu, refusal, refuses, run_lesson, run_refuses, set_up};
+use testkit::{
+    accepted, gpu, refusal, refuses, refuses_out_of_range, run_lesson, run_refuses, set_up,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -89,10 +91,7 @@ fn flags_over_budget_are_refused_by_the_run_too() {
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    for [flag, value, range] in OUT_OF_RANGE {
-        let why = refusal::<Basics>(&[flag, value]);
-        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
-    }
+    refuses_out_of_range::<Basics>(&OUT_OF_RANGE);
     refuses::<Basics, _>(OVER_BUDGET);
     assert!(refusal::<Basics>(OVER_BUDGET[0].0).contains("per repeat"));
 }

@@ -15,7 +15,7 @@ use streamlab::runtime::memory::copy_to_device_sync;
 use streamlab::runtime::stream::{fork, join};
 use streamlab::runtime::{DeviceBuffer, Event, HostBuffer, Stream};
 use streamlab::{Error, Gpu};
-use testkit::{accepted, gpu, refusal, run_lesson, set_up};
+use testkit::{accepted, gpu, refusal, refuses_out_of_range, run_lesson, set_up};
 
 /// Runs normal work on `s` (scale a buffer in place, copy it back) and checks the result:
 /// proof that the stream left capture mode and works.
@@ -429,10 +429,7 @@ const OUT_OF_RANGE: [[&str; 3]; 7] = [
 fn default_and_small_flags_pass_and_hostile_flags_are_refused_without_a_gpu() {
     accepted::<GraphDag>(&[]);
     accepted::<GraphDag>(&["--elements", "1", "--iters", "1"]);
-    for [flag, value, range] in OUT_OF_RANGE {
-        let why = refusal::<GraphDag>(&[flag, value]);
-        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
-    }
+    refuses_out_of_range::<GraphDag>(&OUT_OF_RANGE);
     // Allowed one by one, too much together: at least tens of us a replay, 2 versions.
     let why = refusal::<GraphDag>(&["--iters", "1000000"]);
     assert!(why.contains("--iters") && why.contains("60 s"), "{why}");

@@ -4,7 +4,8 @@
 use streamlab::lab::Lesson;
 use streamlab::lessons::launch_order::{LaunchOrder, GAP_US, LAST_START_US, OUT_OF_ORDER, WAITED};
 use testkit::{
-    accepted, assert_every_check_asserted, gpu, refusal, run_lesson, run_refusal, set_up,
+    accepted, assert_every_check_asserted, gpu, refusal, refuses_out_of_range, run_lesson,
+    run_refusal, set_up,
 };
 
 #[test]
@@ -74,10 +75,7 @@ const OUT_OF_RANGE: [[&str; 3]; 5] = [
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    for [flag, value, range] in OUT_OF_RANGE {
-        let why = refusal::<LaunchOrder>(&[flag, value]);
-        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
-    }
+    refuses_out_of_range::<LaunchOrder>(&OUT_OF_RANGE);
     // Each in range, too much together: 64 streams of 10 s sleeps.
     let why = refusal::<LaunchOrder>(&["--streams", "64", "--sleep-us", "1e7"]);
     assert!(why.contains("--streams x --sleep-us") && why.contains("per repeat"), "{why}");

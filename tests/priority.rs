@@ -4,7 +4,8 @@
 use streamlab::lab::Lesson;
 use streamlab::lessons::priority::{Priority, LONG_DONE, SHORT_MINUS_LONG};
 use testkit::{
-    accepted, assert_every_check_asserted, gpu, refusal, refuses, run_lesson, run_refusal, set_up,
+    accepted, assert_every_check_asserted, gpu, refusal, refuses, refuses_out_of_range, run_lesson,
+    run_refusal, set_up,
 };
 
 #[test]
@@ -70,10 +71,7 @@ const OUT_OF_RANGE: [[&str; 3]; 4] = [
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    for [flag, value, range] in OUT_OF_RANGE {
-        let why = refusal::<Priority>(&[flag, value]);
-        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
-    }
+    refuses_out_of_range::<Priority>(&OUT_OF_RANGE);
     // The old flag name is refused by the new one.
     refuses::<Priority, _>([(&["--batches", "1025"][..], "--waves")]);
     // 1024 waves: 2050 sleeps a repeat, so at most 29,268 µs each.

@@ -6,7 +6,9 @@
 //! strongest comparison with it is bit for bit, which the round-trip check makes.
 use streamlab::lab::report::Verdict;
 use streamlab::lessons::sleep_streams::{one_stream_ms, speedup, SleepStreams, FULL, SMALL};
-use testkit::{accepted, gpu, refusal, refuses, run_lesson, run_refusal, run_refuses};
+use testkit::{
+    accepted, gpu, refusal, refuses, refuses_out_of_range, run_lesson, run_refusal, run_refuses,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -91,10 +93,7 @@ fn flags_the_plan_refuses_are_refused_by_the_run_too() {
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_without_a_gpu() {
-    for [flag, value, range] in OUT_OF_RANGE {
-        let why = refusal::<SleepStreams>(&[flag, value]);
-        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
-    }
+    refuses_out_of_range::<SleepStreams>(&OUT_OF_RANGE);
     refuses::<SleepStreams, _>(REFUSED_BY_THE_PLAN);
     // 4 streams on an H100 (4 full-grid waves): 40 sleeps a repeat, so 1.5 s each at most.
     accepted::<SleepStreams>(&["--elements", "100", "--sleep-us", "1.4e6"]);

@@ -2,7 +2,9 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine).
 use streamlab::lab::report::Verdict;
 use streamlab::lessons::stream_sweep::{best, rows, version_streams, StreamSweep};
-use testkit::{accepted, assert_nothing_to_overlap, gpu, refusal, refuses, run_lesson};
+use testkit::{
+    accepted, assert_nothing_to_overlap, gpu, refuses, refuses_out_of_range, run_lesson,
+};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -60,10 +62,7 @@ const OUT_OF_RANGE: [[&str; 3]; 6] = [
 /// The flag checks need no GPU: they run before `cuInit`.
 #[test]
 fn hostile_flags_are_refused_in_one_line_without_a_gpu() {
-    for [flag, value, range] in OUT_OF_RANGE {
-        let why = refusal::<StreamSweep>(&[flag, value]);
-        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
-    }
+    refuses_out_of_range::<StreamSweep>(&OUT_OF_RANGE);
     refuses::<StreamSweep, _>([
         (&["--elements", "4", "--streams", "8"][..], "--streams 8 is more than --elements 4"),
         // 4G elements x 100000 iterations, seven times over.

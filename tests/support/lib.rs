@@ -75,6 +75,15 @@ pub fn refusal<L: Lesson>(flags: &[&str]) -> String {
     }
 }
 
+/// Checks that `L` refuses each `[flag, value, range]` as it parses, without a GPU, in one
+/// line that names both the flag and its range (e.g. "whole number from 1 to 64").
+pub fn refuses_out_of_range<L: Lesson>(rows: &[[&str; 3]]) {
+    for [flag, value, range] in rows {
+        let why = refusal::<L>(&[flag, value]);
+        assert!(why.contains(flag) && why.contains(range), "{flag} {value}: {why}");
+    }
+}
+
 /// Checks that `L` refuses each `(flags, mentions)` case without a GPU, in one line that
 /// contains `mentions`, as invalid input (exit 2).
 pub fn refuses<'a, L: Lesson, C: std::borrow::Borrow<(&'a [&'a str], &'a str)>>(
