@@ -212,6 +212,10 @@ pub enum Source {
     /// A pair of CUDA events around each operation: a span starts when the stream reaches
     /// the operation, so queueing shows up as work.
     Events { why: String },
+    /// Events on several GPUs: each GPU's spans are timed against a reference event of its
+    /// own (the driver times events only within one device), and the GPUs are lined up by
+    /// when the host recorded those references, so only to within a few microseconds.
+    EventsAcrossDevices { why: String },
 }
 
 impl Source {
@@ -225,6 +229,9 @@ impl Source {
         match self {
             Source::Cupti { .. } => t!("timeline.cupti"),
             Source::Events { why } => t!("timeline.events", why = why.clone()),
+            Source::EventsAcrossDevices { why } => {
+                t!("timeline.events_devices", why = why.clone())
+            }
         }
     }
 }
