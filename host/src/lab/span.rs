@@ -337,6 +337,16 @@ mod tests {
     }
 
     #[test]
+    fn an_events_recording_of_several_gpus_says_its_alignment_is_approximate() {
+        let one = Source::Events { why: "no libcupti".into() }.describe();
+        let two = Source::EventsAcrossDevices { why: "no libcupti".into() }.describe();
+        assert!(!one.contains("host clock"), "{one}");
+        assert!(two.contains("host clock") && two.contains("no libcupti"), "{two}");
+        let json = serde_json::to_string(&Source::EventsAcrossDevices { why: "x".into() }).unwrap();
+        assert_eq!(json, r#"{"recorder":"events_across_devices","why":"x"}"#);
+    }
+
+    #[test]
     fn bandwidth_is_bytes_over_time() {
         let mut s = Span::new("s", Work::CopyToDevice, "copy to device", 1.0, 2.0);
         s.bytes = 50_000_000;
