@@ -9,6 +9,16 @@
 //! lesson's label for the operation ([`crate::lab::span::named`]) and by its stream's name.
 //! Host functions are stamped on the driver's thread when they run.
 //!
+//! NCCL collectives issued inside a group are enqueued only in `ncclGroupEnd` (NCCL docs,
+//! "Group Calls"): NCCL launches their kernel there, through the driver's `cuLaunchKernelEx`
+//! (or `cuLaunchKernel`; NCCL's `src/enqueue.cc`), and that launch gets a correlation id of
+//! its own, which the kernel's record carries ("each function invocation is assigned a
+//! unique correlation ID that is identical to the correlation ID in the memcpy, memset, or
+//! kernel activity record that is associated with this function", CUPTI's
+//! `CUpti_ActivityAPI`). So the observer runs `ncclGroupEnd` under a tag of the group, and
+//! [`grouped`] gives each kernel launched under it to the group's collective on the kernel's
+//! device: the span is then the all-reduce, named and placed on the lesson's stream.
+//!
 //! `STREAMLAB_RECORDER=events` uses the events recorder even where CUPTI is there (to
 //! compare the two).
 use std::cell::RefCell;
@@ -19,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use crate::lab::output::Cost;
 use crate::lab::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
 use crate::lab::stats::Stats;
-use crate::lab::timeline::{observing, OpNote, Timeline};
+use crate::lab::timeline::{deferred, events_source, observing, OpNote, Timeline};
 use crate::runtime::cupti::{self, ApiCall, Collected, CopyKind, Cupti, MemoryKind};
 use crate::runtime::{DeviceBuffer, Error, Gpu, HostBuffer, Observer, Op, Result, Stream};
 
@@ -166,7 +176,7 @@ fn with_events<T>(
         Ok(())
     })?;
     let out = out.ok_or_else(|| Error::Internal("a recorded run returned nothing".into()))?;
-    let mut recording = empty(Source::Events { why });
+    let mut recording = empty(events_source(why, streams));
     recording.spans = spans;
     Ok((out, recording))
 }
@@ -180,6 +190,23 @@ struct CuptiObserver {
     stamps: RefCell<Vec<(u64, Stamp)>>,
     /// The stamp of the host function being enqueued (between `wrap_host_fn` and `observe`).
     next_stamp: RefCell<Option<Stamp>>,
+    /// The tags of the collectives issued in the NCCL group now open.
+    grouped: RefCell<Vec<u64>>,
+    /// Each ended group's collectives, by group number (see [`group_tag`]).
+    groups: RefCell<Vec<Vec<u64>>>,
+}
+
+/// The op tag the driver calls of `ncclGroupEnd` number `group` are noted with: apart from
+/// the operations' tags (their index in the notes), by its top bit.
+pub fn group_tag(group: usize) -> u64 {
+    GROUP_TAG | group as u64
+}
+
+const GROUP_TAG: u64 = 1 << 63;
+
+/// The group number of a [`group_tag`].
+fn group_of(tag: u64) -> Option<usize> {
+    (tag & GROUP_TAG != 0).then_some((tag & !GROUP_TAG) as usize)
 }
 
 impl Observer for CuptiObserver {
@@ -194,7 +221,20 @@ impl Observer for CuptiObserver {
         if let Some(stamp) = self.next_stamp.borrow_mut().take() {
             self.stamps.borrow_mut().push((tag, stamp));
         }
+        if deferred(op) {
+            self.grouped.borrow_mut().push(tag);
+        }
         cupti::with_op_tag(tag, enqueue)
+    }
+
+    fn group_end(&self, end: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let members = std::mem::take(&mut *self.grouped.borrow_mut());
+        let group = {
+            let mut groups = self.groups.borrow_mut();
+            groups.push(members);
+            groups.len() - 1
+        };
+        cupti::with_op_tag(group_tag(group), end)
     }
 
     fn wrap_host_fn(
@@ -225,6 +265,8 @@ fn with_cupti<T>(
         ops: RefCell::default(),
         stamps: RefCell::default(),
         next_stamp: RefCell::default(),
+        grouped: RefCell::default(),
+        groups: RefCell::default(),
     });
     let out = observing(streams, Rc::clone(&observer) as Rc<dyn Observer>, run)?;
     let collected = session
@@ -241,10 +283,11 @@ fn with_cupti<T>(
         .collect();
     let handles: Vec<(usize, String)> =
         streams.iter().map(|s| (s.as_raw() as usize, s.name().to_owned())).collect();
-    let ops = observer.ops.borrow();
+    let (ops, groups) = (observer.ops.borrow(), observer.groups.borrow());
     let mut recording =
         empty(Source::Cupti { library: c.path().display().to_string(), version: c.version() });
-    (recording.spans, recording.host, recording.flows) = resolve(&collected, &ops, &runs, &handles);
+    (recording.spans, recording.host, recording.flows) =
+        resolve(&collected, &ops, &groups, &runs, &handles);
     Ok((out, recording))
 }
 
@@ -264,17 +307,89 @@ struct Placed {
     issued_ns: Option<u64>,
 }
 
+/// The op tags of the kernels NCCL launched in each group's `ncclGroupEnd`, by their
+/// records' correlation ids. `groups` holds each group's collectives (their tags, in issue
+/// order), by group number ([`group_tag`]). A group's kernels on a device go to its
+/// collectives on that device in launch order: the n-th kernel to the n-th collective, and
+/// any more to the last (NCCL may split one collective into several launches; when it fuses
+/// several into one kernel, the kernel is named by the first).
+///
+/// Where a collective got no kernel that way (CUPTI saw no launch under the group's tag:
+/// none traced, or one made on a thread of NCCL's, where the tag is not set), NCCL's kernels
+/// (named `nccl...`) launched by no tagged call are given to such collectives, device by
+/// device, in start order and issue order.
+pub fn grouped(collected: &Collected, ops: &[OpNote], groups: &[Vec<u64>]) -> HashMap<u32, u64> {
+    let launch: HashMap<u32, &ApiCall> =
+        collected.calls.iter().map(|c| (c.correlation, c)).collect();
+    let kernels =
+        || collected.activities.iter().filter(|a| matches!(a.work, cupti::Work::Kernel { .. }));
+    let on_device = |members: &[u64], device: u32| -> Vec<u64> {
+        let mine = |t: &&u64| ops.get(**t as usize).is_some_and(|n| n.device == device);
+        members.iter().filter(mine).copied().collect()
+    };
+    let mut out = HashMap::new();
+    for (g, members) in groups.iter().enumerate() {
+        let tag = Some(group_tag(g));
+        let mut launched: Vec<(u64, &cupti::Activity)> = kernels()
+            .filter_map(|a| {
+                launch.get(&a.correlation).filter(|c| c.tag == tag).map(|c| (c.start_ns, a))
+            })
+            .collect();
+        launched.sort_by_key(|(at, a)| (*at, a.correlation));
+        let mut count: HashMap<u32, usize> = HashMap::new();
+        for (_, a) in launched {
+            let mine = on_device(members, a.device);
+            let n = count.entry(a.device).or_default();
+            if let Some(t) = mine.get(*n).or(mine.last()) {
+                out.insert(a.correlation, *t);
+            }
+            *n += 1;
+        }
+    }
+    let mut waiting: Vec<u64> =
+        groups.iter().flatten().filter(|t| !out.values().any(|v| v == *t)).copied().collect();
+    waiting.sort_unstable();
+    let mut orphans: Vec<&cupti::Activity> = kernels()
+        .filter(|a| !launch.get(&a.correlation).is_some_and(|c| c.tag.is_some()))
+        .filter(|a| matches!(&a.work, cupti::Work::Kernel { name, .. } if name.starts_with("nccl")))
+        .collect();
+    orphans.sort_by_key(|a| (a.start_ns, a.correlation));
+    let mut devices: Vec<u32> = orphans.iter().map(|a| a.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for device in devices {
+        let kernels = orphans.iter().filter(|a| a.device == device);
+        for (a, t) in kernels.zip(on_device(&waiting, device)) {
+            out.insert(a.correlation, t);
+        }
+    }
+    out
+}
+
 /// Joins CUPTI's records and calls with the observer's notes: device spans in the order the
-/// lesson issued them (records no note names come last), host spans, and flows. `runs` are
-/// host functions' (tag, start, end) stamps; `handles` the observed streams' raw handles.
+/// lesson issued them (records no note names come last), host spans, and flows. `groups`
+/// are the NCCL groups' collectives (see [`grouped`]); `runs` host functions' (tag, start,
+/// end) stamps; `handles` the observed streams' raw handles.
 pub fn resolve(
     collected: &Collected,
     ops: &[OpNote],
+    groups: &[Vec<u64>],
     runs: &[(u64, u64, u64)],
     handles: &[(usize, String)],
 ) -> (Vec<Span>, Vec<HostSpan>, Vec<Flow>) {
     let calls = &collected.calls;
     let by_correlation: HashMap<u32, &ApiCall> = calls.iter().map(|c| (c.correlation, c)).collect();
+    let grouped = grouped(collected, ops, groups);
+    // The operation that enqueued a record: a grouped collective's, or its call's tag (a
+    // group's own tag names no single operation).
+    let tag_of = |a: &cupti::Activity| {
+        grouped.get(&a.correlation).copied().or_else(|| {
+            by_correlation
+                .get(&a.correlation)
+                .and_then(|c| c.tag)
+                .filter(|t| group_of(*t).is_none())
+        })
+    };
     let issued: HashMap<u64, u64> =
         calls.iter().filter_map(|c| c.tag.map(|t| (t, c.start_ns))).collect();
     let origin = collected
@@ -291,17 +406,21 @@ pub fn resolve(
     // CUPTI's stream ids, named by the notes of operations that ran on them.
     let mut stream_names: HashMap<u32, String> = HashMap::new();
     for a in &collected.activities {
-        let tag = by_correlation.get(&a.correlation).and_then(|c| c.tag);
-        if let Some(n) = note(tag) {
+        if let Some(n) = note(tag_of(a)) {
             stream_names.entry(a.stream).or_insert_with(|| n.stream.clone());
         }
     }
 
     let mut placed: Vec<(Option<u64>, Placed)> = Vec::new();
     for a in &collected.activities {
-        let tag = by_correlation.get(&a.correlation).and_then(|c| c.tag);
+        let tag = tag_of(a);
         let n = note(tag);
         let (kind, own_label, memory) = describe(&a.work);
+        // An NCCL collective runs as a kernel of NCCL's.
+        let kind = match n {
+            Some(n) if n.kind == Work::Collective && kind == Work::Kernel => Work::Collective,
+            _ => kind,
+        };
         let mut span = Span::new(
             &n.map(|n| n.stream.clone())
                 .or_else(|| stream_names.get(&a.stream).cloned())
@@ -328,7 +447,12 @@ pub fn resolve(
             span.grid = Some(*grid);
             span.block = Some(*block);
         }
-        placed.push((tag, Placed { span, issued_ns: tag.and_then(|t| issued.get(&t).copied()) }));
+        // A grouped collective was issued when NCCL launched it, in ncclGroupEnd.
+        let issued_ns = match grouped.contains_key(&a.correlation) {
+            true => by_correlation.get(&a.correlation).map(|c| c.start_ns),
+            false => tag.and_then(|t| issued.get(&t).copied()),
+        };
+        placed.push((tag, Placed { span, issued_ns }));
     }
     let mut host = Vec::new();
     for (tag, start, end) in runs {
@@ -352,8 +476,13 @@ pub fn resolve(
     });
 
     for c in calls {
-        let what =
-            note(c.tag).map(|n| if n.name.is_empty() { n.label.clone() } else { n.name.clone() });
+        let what = match c.tag.and_then(group_of) {
+            Some(_) => Some("ncclGroupEnd".to_string()),
+            None => {
+                note(c.tag)
+                    .map(|n| if n.name.is_empty() { n.label.clone() } else { n.name.clone() })
+            }
+        };
         host.push(HostSpan {
             thread: thread_name(c.thread),
             kind: if WAITS.contains(&c.function.as_str()) {
@@ -571,7 +700,7 @@ mod tests {
     #[test]
     fn records_are_named_by_the_operation_that_enqueued_them() {
         let (collected, ops, handles) = scene();
-        let (spans, host, _) = resolve(&collected, &ops, &[], &handles);
+        let (spans, host, _) = resolve(&collected, &ops, &[], &[], &handles);
         let titles: Vec<(&str, &str)> =
             spans.iter().map(|s| (s.stream.as_str(), s.title())).collect();
         assert_eq!(
@@ -597,7 +726,7 @@ mod tests {
     #[test]
     fn flows_go_from_the_record_to_the_waits_it_releases() {
         let (collected, ops, handles) = scene();
-        let (spans, _, flows) = resolve(&collected, &ops, &[], &handles);
+        let (spans, _, flows) = resolve(&collected, &ops, &[], &[], &handles);
         assert_eq!(flows.len(), 2, "{flows:?}");
         let kernel_end = spans[1].end_ms;
         assert_eq!(flows[0].name, "event 1");
@@ -609,11 +738,120 @@ mod tests {
         assert!((flows[1].to_ms - 0.89).abs() < 1e-12);
     }
 
+    fn kernel(name: &str, correlation: u32, device: u32, stream: u32, start: u64) -> Activity {
+        Activity {
+            work: Raw::Kernel { name: name.into(), grid: [8, 1, 1], block: [512, 1, 1] },
+            start_ns: start,
+            end_ns: start + 50_000,
+            device,
+            stream,
+            correlation,
+            bytes: 0,
+        }
+    }
+
+    fn on(device: u32, mut n: OpNote) -> OpNote {
+        n.device = device;
+        n
+    }
+
+    /// Two GPUs: a backward kernel on GPU 0, then one group with bucket 0's all-reduce on
+    /// each GPU's comm stream, which NCCL launches in ncclGroupEnd (correlations 2 and 3, on
+    /// CUPTI streams no other operation used).
+    fn two_gpus() -> (Collected, Vec<OpNote>, Vec<Vec<u64>>) {
+        let ops = vec![
+            note("compute", Work::Kernel, "compute", "bucket 0 kernel"),
+            note("comm", Work::Collective, "all-reduce", "bucket 0 all-reduce"),
+            on(1, note("comm", Work::Collective, "all-reduce", "bucket 0 all-reduce")),
+        ];
+        let nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+        let mut record = call("cuEventRecord", 9, 51_000, Some(group_tag(0)));
+        (record.event, record.stream) = (0xF, 0xC);
+        let collected = Collected {
+            activities: vec![
+                kernel("compute", 1, 0, 11, 100_000),
+                kernel(nccl, 2, 0, 13, 200_000),
+                kernel(nccl, 3, 1, 21, 210_000),
+            ],
+            calls: vec![
+                call("cuLaunchKernel", 1, 10_000, Some(0)),
+                call("cuLaunchKernelEx", 2, 50_000, Some(group_tag(0))),
+                record,
+                call("cuLaunchKernelEx", 3, 52_000, Some(group_tag(0))),
+            ],
+            ..Collected::default()
+        };
+        (collected, ops, vec![vec![1, 2]])
+    }
+
+    #[test]
+    fn kernels_nccl_launches_at_the_group_end_are_the_grouped_all_reduces() {
+        let (collected, ops, groups) = two_gpus();
+        let (spans, host, _) = resolve(&collected, &ops, &groups, &[], &[]);
+        let seen: Vec<(u32, &str, Work, &str)> =
+            spans.iter().map(|s| (s.device, s.stream.as_str(), s.kind, s.title())).collect();
+        assert_eq!(
+            seen,
+            [
+                (0, "compute", Work::Kernel, "bucket 0 kernel"),
+                (0, "comm", Work::Collective, "bucket 0 all-reduce"),
+                (1, "comm", Work::Collective, "bucket 0 all-reduce"),
+            ]
+        );
+        assert_eq!(spans[1].label, "all-reduce");
+        assert!(host.iter().any(|h| h.name == "cuLaunchKernelEx (ncclGroupEnd)"), "{host:?}");
+        // Without the group's collectives, the same records are anonymous kernels.
+        let (spans, _, _) = resolve(&collected, &ops, &[], &[], &[]);
+        assert_eq!((spans[1].stream.as_str(), spans[1].kind), ("stream 13", Work::Kernel));
+    }
+
+    #[test]
+    fn a_collective_split_into_several_launches_keeps_its_name() {
+        let (mut collected, ops, _) = two_gpus();
+        let nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+        collected.activities.push(kernel(nccl, 4, 0, 13, 260_000));
+        collected.calls.push(call("cuLaunchKernelEx", 4, 53_000, Some(group_tag(0))));
+        let named = grouped(&collected, &ops, &[vec![1, 2]]);
+        assert_eq!(named.get(&2), Some(&1));
+        assert_eq!(named.get(&3), Some(&2));
+        assert_eq!(named.get(&4), Some(&1), "a second kernel on GPU 0 is still GPU 0's all-reduce");
+        assert_eq!(named.get(&1), None, "a kernel launched outside any group is not taken");
+    }
+
+    #[test]
+    fn untraced_nccl_kernels_go_to_the_collectives_in_start_and_issue_order() {
+        let (mut collected, mut ops, _) = two_gpus();
+        ops.push(note("comm", Work::Collective, "all-reduce", "bucket 1 all-reduce"));
+        ops.push(on(1, note("comm", Work::Collective, "all-reduce", "bucket 1 all-reduce")));
+        let nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+        // CUPTI saw no launch in either group end but one, on a thread without the tag;
+        // GPU 1's second kernel started first.
+        collected.calls.retain(|c| c.correlation <= 2);
+        collected.calls[1].tag = None;
+        collected.activities.extend([
+            kernel(nccl, 5, 0, 13, 400_000),
+            kernel(nccl, 6, 1, 21, 150_000),
+            kernel("someone_elses_kernel", 7, 0, 13, 120_000),
+        ]);
+        collected.activities[2].start_ns = 420_000;
+        let named = grouped(&collected, &ops, &[vec![1, 2], vec![3, 4]]);
+        let mut pairs: Vec<(u32, u64)> = named.into_iter().collect();
+        pairs.sort_unstable();
+        assert_eq!(pairs, [(2, 1), (3, 4), (5, 3), (6, 2)]);
+    }
+
+    #[test]
+    fn group_tags_stay_apart_from_operation_tags() {
+        assert_eq!(group_of(group_tag(7)), Some(7));
+        assert_eq!(group_of(7), None);
+        assert_ne!(group_tag(0), 0);
+    }
+
     #[test]
     fn host_functions_appear_when_they_ran() {
         let (collected, mut ops, handles) = scene();
         ops.push(note("B", Work::HostFn, "host function", "notify"));
-        let (spans, host, _) = resolve(&collected, &ops, &[(3, 820_000, 830_000)], &handles);
+        let (spans, host, _) = resolve(&collected, &ops, &[], &[(3, 820_000, 830_000)], &handles);
         let f = spans.iter().find(|s| s.kind == Work::HostFn).unwrap();
         assert_eq!((f.stream.as_str(), f.title()), ("B", "notify"));
         assert!((f.ms() - 0.01).abs() < 1e-12);

@@ -212,6 +212,10 @@ pub enum Source {
     /// A pair of CUDA events around each operation: a span starts when the stream reaches
     /// the operation, so queueing shows up as work.
     Events { why: String },
+    /// Events on several GPUs: each GPU's spans are timed against a reference event of its
+    /// own (the driver times events only within one device), and the GPUs are lined up by
+    /// when the host recorded those references, so only to within a few microseconds.
+    EventsAcrossDevices { why: String },
 }
 
 impl Source {
@@ -225,6 +229,9 @@ impl Source {
         match self {
             Source::Cupti { .. } => t!("timeline.cupti"),
             Source::Events { why } => t!("timeline.events", why = why.clone()),
+            Source::EventsAcrossDevices { why } => {
+                t!("timeline.events_devices", why = why.clone())
+            }
         }
     }
 }
@@ -327,6 +334,16 @@ mod tests {
             Span::new("b", Work::CopyToHost, "d", 1.0, 2.0),
         ];
         assert_eq!(rows(&spans), [(0, "b".to_string()), (0, "a".into()), (1, "b".into())]);
+    }
+
+    #[test]
+    fn an_events_recording_of_several_gpus_says_its_alignment_is_approximate() {
+        let one = Source::Events { why: "no libcupti".into() }.describe();
+        let two = Source::EventsAcrossDevices { why: "no libcupti".into() }.describe();
+        assert!(!one.contains("host clock"), "{one}");
+        assert!(two.contains("host clock") && two.contains("no libcupti"), "{two}");
+        let json = serde_json::to_string(&Source::EventsAcrossDevices { why: "x".into() }).unwrap();
+        assert_eq!(json, r#"{"recorder":"events_across_devices","why":"x"}"#);
     }
 
     #[test]

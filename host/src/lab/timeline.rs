@@ -9,12 +9,26 @@
 //! overlap-0 |HHHHCCCCCCDDDD                |
 //! overlap-1 |    HHHHCCCCCCDDDD            |
 //! ```
+//!
+//! Two things the events recorder must do for several GPUs:
+//! - The driver times two events only within one device ("cudaEventElapsedTime() will fail
+//!   if the two input events are associated to different devices", CUDA C++ Programming
+//!   Guide, "Stream and Event Behavior"). So each device's spans are timed against a
+//!   reference event of that device, recorded on an idle stream just before the run, and the
+//!   devices are lined up by the host clock at which their references were recorded
+//!   ([`on_one_clock`]). That alignment is approximate, to within the few microseconds a
+//!   record takes to reach each GPU, and the recording's [`Source`] says so.
+//! - NCCL enqueues collectives issued inside `ncclGroupStart`/`ncclGroupEnd` only at the
+//!   group's end (NCCL docs, "Group Calls"), so the end event of such an all-reduce is
+//!   recorded after `ncclGroupEnd` ([`Observer::group_end`]); recorded right after the
+//!   `ncclAllReduce` call, it would come before the all-reduce and give it zero width.
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::Instant;
 
 pub use crate::lab::span::Span;
-use crate::lab::span::{current_name, rows, Work};
-use crate::runtime::{Event, Observer, Op, Result, Stream};
+use crate::lab::span::{current_name, rows, Source, Work};
+use crate::runtime::{nccl, Error, Event, Observer, Op, OpKind, Result, Stream};
 use crate::t;
 
 /// The character a timeline row draws for this kind of work.
@@ -59,6 +73,12 @@ impl OpNote {
     }
 }
 
+/// Whether `op` is an NCCL collective issued inside a group: enqueued only when the group
+/// ends ([`nccl::in_group`]).
+pub fn deferred(op: &Op<'_>) -> bool {
+    op.kind == OpKind::Collective && nccl::in_group()
+}
+
 /// Runs `run` with `observer` attached to `streams`, and detaches it however `run` ends.
 pub fn observing<T>(
     streams: &[&Stream],
@@ -75,18 +95,44 @@ pub fn observing<T>(
     outcome
 }
 
+/// Places spans timed per device on one clock: each entry is (`host_ms`: when the host
+/// recorded the device's reference event, ms after the first device's; start and end in ms
+/// after that reference). The result is in ms since the earliest start.
+pub fn on_one_clock(timed: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
+    let placed: Vec<(f64, f64)> = timed.iter().map(|(h, a, b)| (h + a, h + b)).collect();
+    let origin = placed.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    placed.into_iter().map(|(a, b)| (a - origin, b - origin)).collect()
+}
+
+/// One device's reference event, and when the host recorded it.
+struct Anchor {
+    context: usize,
+    event: Event,
+    host_ms: f64,
+}
+
 struct Pending {
     span: Span,
+    /// The context of the operation's stream (the key of its [`Anchor`]).
+    context: usize,
     start: Event,
-    end: Event,
+    /// Recorded after the operation, or after the NCCL group end that enqueued it.
+    end: Option<Event>,
 }
 
 /// A recorder that streams call around each operation (see [`Observer`]): it brackets every
 /// operation with two events. A span then starts when the stream reaches the operation, not
 /// when an engine starts it, so queueing shows up as work.
-#[derive(Default)]
 pub struct Timeline {
+    anchors: Vec<Anchor>,
     pending: RefCell<Vec<Pending>>,
+    /// Grouped collectives waiting for their group's end: their index in `pending`, and
+    /// their stream.
+    grouped: RefCell<Vec<(usize, Stream)>>,
+}
+
+fn context_key(stream: &Stream) -> usize {
+    stream.context().as_raw() as usize
 }
 
 impl Observer for Timeline {
@@ -99,8 +145,15 @@ impl Observer for Timeline {
         let start = Event::new(stream.context())?;
         start.record(stream)?;
         enqueue()?;
-        let end = Event::new(stream.context())?;
-        end.record(stream)?;
+        let end = if deferred(op) {
+            let index = self.pending.borrow().len();
+            self.grouped.borrow_mut().push((index, stream.handle()));
+            None
+        } else {
+            let end = Event::new(stream.context())?;
+            end.record(stream)?;
+            Some(end)
+        };
         let note = OpNote::of(stream, op);
         let mut span = Span::new(&note.stream, note.kind, &note.label, 0.0, 0.0);
         (span.name, span.device, span.bytes) = (note.name, note.device, note.bytes);
@@ -109,44 +162,106 @@ impl Observer for Timeline {
         if matches!(span.kind, Work::CopyToDevice | Work::CopyToHost) {
             span.memory = if op.label.contains("pageable") { "pageable" } else { "pinned" }.into();
         }
-        self.pending.borrow_mut().push(Pending { span, start, end });
+        let context = context_key(stream);
+        self.pending.borrow_mut().push(Pending { span, context, start, end });
+        Ok(())
+    }
+
+    /// Ends the group, then records the end event of each of its collectives on its stream:
+    /// after the work `ncclGroupEnd` enqueued there.
+    fn group_end(&self, end: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        let grouped = std::mem::take(&mut *self.grouped.borrow_mut());
+        end()?;
+        for (index, stream) in grouped {
+            let event = Event::new(stream.context())?;
+            event.record(&stream)?;
+            if let Some(p) = self.pending.borrow_mut().get_mut(index) {
+                p.end = Some(event);
+            }
+        }
         Ok(())
     }
 }
 
 impl Timeline {
+    /// A recorder for `streams`, with a reference event on each of their devices (see the
+    /// module doc): the first stream of each device is synchronized, then the references
+    /// are recorded one after another, each stamped with the host's clock.
+    fn anchored(streams: &[&Stream]) -> Result<Timeline> {
+        let mut firsts: Vec<&Stream> = Vec::new();
+        for s in streams {
+            if !firsts.iter().any(|f| context_key(f) == context_key(s)) {
+                firsts.push(s);
+            }
+        }
+        let mut events = Vec::new();
+        for s in &firsts {
+            s.synchronize()?;
+            events.push(Event::new(s.context())?);
+        }
+        let t0 = Instant::now();
+        let mut anchors = Vec::new();
+        for (s, event) in firsts.iter().zip(events) {
+            let before = t0.elapsed().as_secs_f64();
+            event.record(s)?;
+            let after = t0.elapsed().as_secs_f64();
+            let host_ms = (before + after) / 2.0 * 1e3;
+            anchors.push(Anchor { context: context_key(s), event, host_ms });
+        }
+        Ok(Timeline { anchors, pending: RefCell::default(), grouped: RefCell::default() })
+    }
+
     /// Observes `streams` while `run` runs, then resolves what it recorded. `run` must have
     /// completed its work (synchronized) when it returns.
     pub fn record(streams: &[&Stream], run: impl FnOnce() -> Result<()>) -> Result<Vec<Span>> {
-        let timeline = Rc::new(Timeline::default());
+        let timeline = Rc::new(Timeline::anchored(streams)?);
         observing(streams, Rc::clone(&timeline) as Rc<dyn Observer>, run)?;
         timeline.resolve()
+    }
+
+    /// Whether the streams recorded span several devices, whose spans are then lined up by
+    /// the host clock (approximately).
+    pub fn across_devices(streams: &[&Stream]) -> bool {
+        let Some(first) = streams.first() else { return false };
+        streams.iter().any(|s| s.context().ordinal() != first.context().ordinal())
     }
 
     /// Every recorded operation in ms since the earliest start. All recorded work must have
     /// completed.
     pub fn resolve(&self) -> Result<Vec<Span>> {
         let pending = self.pending.borrow();
-        let Some(first) = pending.first() else {
-            return Ok(Vec::new());
-        };
-        let mut spans = pending
-            .iter()
-            .map(|p| {
-                Ok(Span {
-                    start_ms: p.start.elapsed_ms(&first.start)?,
-                    end_ms: p.end.elapsed_ms(&first.start)?,
-                    ..p.span.clone()
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        // Another stream may have started before the first recorded operation.
-        let origin = spans.iter().map(|s| s.start_ms).fold(0.0, f64::min);
-        for s in &mut spans {
-            s.start_ms -= origin;
-            s.end_ms -= origin;
+        let mut timed = Vec::with_capacity(pending.len());
+        for p in pending.iter() {
+            let Some(anchor) = self.anchors.iter().find(|a| a.context == p.context) else {
+                return Err(Error::Internal(format!(
+                    "timeline: no reference event on GPU {} (stream \"{}\" was not observed from the start)",
+                    p.span.device, p.span.stream
+                )));
+            };
+            let Some(end) = &p.end else {
+                return Err(Error::Internal(format!(
+                    "timeline: the {} on stream \"{}\" was issued in an NCCL group that never ended",
+                    p.span.title(),
+                    p.span.stream
+                )));
+            };
+            let start_ms = p.start.elapsed_ms(&anchor.event)?;
+            timed.push((anchor.host_ms, start_ms, end.elapsed_ms(&anchor.event)?));
         }
-        Ok(spans)
+        Ok(on_one_clock(&timed)
+            .into_iter()
+            .zip(pending.iter())
+            .map(|((start_ms, end_ms), p)| Span { start_ms, end_ms, ..p.span.clone() })
+            .collect())
+    }
+}
+
+/// The source of an events recording of `streams` (`why`: why not CUPTI).
+pub fn events_source(why: String, streams: &[&Stream]) -> Source {
+    if Timeline::across_devices(streams) {
+        Source::EventsAcrossDevices { why }
+    } else {
+        Source::Events { why }
     }
 }
 
@@ -219,6 +334,27 @@ mod tests {
         let rows: Vec<&str> = text.lines().collect();
         assert_eq!(rows[0], "GPU0 s0 |KK  |");
         assert_eq!(rows[1], "GPU1 s0 |PPPP|");
+    }
+
+    #[test]
+    fn each_device_is_placed_by_when_the_host_recorded_its_reference() {
+        // GPU 1's reference was recorded 0.25 ms after GPU 0's: 1 ms after it is 1.25 ms
+        // after GPU 0's reference.
+        let timed = [(0.0, 1.0, 3.0), (0.25, 1.0, 2.5), (0.25, 0.5, 0.75)];
+        let placed = on_one_clock(&timed);
+        let near =
+            |a: (f64, f64), b: (f64, f64)| (a.0 - b.0).abs() < 1e-12 && (a.1 - b.1).abs() < 1e-12;
+        // The earliest start (GPU 1's, at 0.75 ms on the host clock) is the origin.
+        assert!(near(placed[0], (0.25, 2.25)), "{placed:?}");
+        assert!(near(placed[1], (0.5, 2.0)), "{placed:?}");
+        assert!(near(placed[2], (0.0, 0.25)), "{placed:?}");
+        assert!(on_one_clock(&[]).is_empty());
+    }
+
+    #[test]
+    fn one_device_keeps_its_own_times() {
+        let placed = on_one_clock(&[(0.0, 0.5, 1.0), (0.0, 0.75, 2.0)]);
+        assert_eq!(placed, [(0.0, 0.5), (0.25, 1.5)]);
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //!
 //! NVLink multicast (NVLS) is turned off for this process (`NCCL_NVLS_ENABLE=0`) before the
 //! library is opened: on shared hosts it can take the GPUs out of service.
+use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 use bytemuck::Pod;
@@ -21,7 +23,7 @@ use crate::runtime::cupti::python_sites;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::memory::DeviceView;
 use crate::runtime::op::{Op, OpKind};
-use crate::runtime::stream::Stream;
+use crate::runtime::stream::{Observer, Stream};
 
 /// `ncclUniqueId`: what every rank needs to find the others (128 opaque bytes).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -248,6 +250,7 @@ impl Communicator {
         }
         let op =
             Op { kind: OpKind::Collective, label: "all-reduce", bytes: send.bytes(), launch: None };
+        note_grouped(stream);
         stream.enqueue(op, || {
             // SAFETY: both views are live device memory of `send.len()` f32s on this
             // communicator's GPU; the stream belongs to that GPU's context.
@@ -277,15 +280,84 @@ impl Drop for Communicator {
     }
 }
 
+thread_local! {
+    /// This thread's open [`group`]s (NCCL's groups nest, and only the outermost end enqueues),
+    /// and the streams collectives were issued on inside them.
+    static GROUP: RefCell<(usize, Vec<Stream>)> = const { RefCell::new((0, Vec::new())) };
+}
+
+/// Whether this thread is inside [`group`]: a collective issued now is not enqueued on its
+/// stream until the outermost group ends (NCCL docs, "Group Calls": inside a group, stream
+/// operations such as `ncclAllReduce` may return before the operation is enqueued).
+pub fn in_group() -> bool {
+    GROUP.with(|g| g.borrow().0 > 0)
+}
+
+/// Notes `stream` as waiting for the open group's end, if a group is open.
+fn note_grouped(stream: &Stream) {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.0 > 0 && !g.1.iter().any(|s| s.as_raw() == stream.as_raw()) {
+            g.1.push(stream.handle());
+        }
+    });
+}
+
+fn open_group() {
+    GROUP.with(|g| g.borrow_mut().0 += 1);
+}
+
+/// Closes the innermost group: the streams noted in the group, if it was the outermost.
+fn close_group() -> Vec<Stream> {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        g.0 = g.0.saturating_sub(1);
+        if g.0 == 0 {
+            std::mem::take(&mut g.1)
+        } else {
+            Vec::new()
+        }
+    })
+}
+
+/// The observers attached to `streams`, each once, in the streams' order.
+fn observers_of(streams: &[Stream]) -> Vec<Rc<dyn Observer>> {
+    let mut out: Vec<Rc<dyn Observer>> = Vec::new();
+    for o in streams.iter().filter_map(Stream::observer) {
+        if !out.iter().any(|seen| std::ptr::addr_eq(Rc::as_ptr(seen), Rc::as_ptr(&o))) {
+            out.push(o);
+        }
+    }
+    out
+}
+
+/// Runs `end` once, inside every observer's [`Observer::group_end`] (the first outermost).
+fn end_observed(observers: &[Rc<dyn Observer>], end: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+    match observers.split_first() {
+        None => end(),
+        Some((first, rest)) => first.group_end(&mut || end_observed(rest, end)),
+    }
+}
+
 /// Runs `issue` between `ncclGroupStart` and `ncclGroupEnd`: one thread driving several GPUs
 /// must group the collectives of one step, or the first would wait for ranks not yet issued.
+///
+/// NCCL enqueues the group's collectives in `ncclGroupEnd`, so the observers of the streams
+/// they were issued on are called around it ([`Observer::group_end`]), once the outermost
+/// group ends.
 pub fn group<R>(issue: impl FnOnce() -> Result<R>) -> Result<R> {
     let api = api()?;
     // SAFETY: no arguments.
     check(api, unsafe { (api.group_start)() }, "ncclGroupStart", None, std::ptr::null_mut())?;
+    open_group();
     let result = issue();
-    // SAFETY: balances the ncclGroupStart above, whatever `issue` returned.
-    let end = check(api, unsafe { (api.group_end)() }, "ncclGroupEnd", None, std::ptr::null_mut());
+    let observers = observers_of(&close_group());
+    let mut end_group = || {
+        // SAFETY: balances the ncclGroupStart above, whatever `issue` returned.
+        let status = unsafe { (api.group_end)() };
+        check(api, status, "ncclGroupEnd", None, std::ptr::null_mut())
+    };
+    let end = end_observed(&observers, &mut end_group);
     let value = result?;
     end?;
     Ok(value)
@@ -319,6 +391,70 @@ mod tests {
             }
         }
         assert_eq!(std::env::var("NCCL_NVLS_ENABLE").as_deref(), Ok("0"));
+    }
+
+    /// Notes the order in which group ends were bracketed.
+    struct Bracket {
+        name: &'static str,
+        log: Rc<RefCell<Vec<String>>>,
+    }
+
+    impl Observer for Bracket {
+        fn observe(
+            &self,
+            _stream: &Stream,
+            _op: &Op<'_>,
+            enqueue: &mut dyn FnMut() -> Result<()>,
+        ) -> Result<()> {
+            enqueue()
+        }
+
+        fn group_end(&self, end: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+            self.log.borrow_mut().push(format!("{} before", self.name));
+            end()?;
+            self.log.borrow_mut().push(format!("{} after", self.name));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_group_end_runs_once_inside_every_observer() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let observers: Vec<Rc<dyn Observer>> = ["a", "b"]
+            .into_iter()
+            .map(|name| Rc::new(Bracket { name, log: Rc::clone(&log) }) as Rc<dyn Observer>)
+            .collect();
+        let mut ends = 0;
+        end_observed(&observers, &mut || {
+            ends += 1;
+            log.borrow_mut().push("ncclGroupEnd".into());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(ends, 1);
+        assert_eq!(*log.borrow(), ["a before", "b before", "ncclGroupEnd", "b after", "a after"]);
+        let mut bare = 0;
+        end_observed(&[], &mut || {
+            bare += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(bare, 1);
+    }
+
+    #[test]
+    fn only_the_outermost_group_end_hands_back_its_streams() {
+        assert!(!in_group());
+        open_group();
+        open_group();
+        assert!(in_group());
+        assert!(close_group().is_empty());
+        assert!(in_group(), "the outer group is still open");
+        close_group();
+        assert!(!in_group());
+        // An unbalanced close does not wrap around.
+        close_group();
+        assert!(!in_group());
     }
 
     #[test]

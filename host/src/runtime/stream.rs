@@ -51,6 +51,17 @@ pub trait Observer {
     ) -> Box<dyn FnOnce() + Send> {
         f
     }
+
+    /// Called around `ncclGroupEnd` (by [`crate::runtime::nccl::group`]) when collectives
+    /// were issued inside the group on a stream this observer watches: NCCL enqueues grouped
+    /// collectives only there, not in the calls that [`observe`] saw, so an observer that
+    /// brackets an operation must bracket this call for them. `end` performs `ncclGroupEnd`;
+    /// an observer runs it exactly once, whatever else fails. As it is by default.
+    ///
+    /// [`observe`]: Observer::observe
+    fn group_end(&self, end: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        end()
+    }
 }
 
 /// What a stream synchronizes with implicitly.
@@ -227,6 +238,11 @@ impl Stream {
 
     pub fn unobserve(&self) {
         *self.inner.observer.borrow_mut() = None;
+    }
+
+    /// The observer attached to this stream, if any.
+    pub(crate) fn observer(&self) -> Option<Rc<dyn Observer>> {
+        self.inner.observer.borrow().clone()
     }
 
     /// Checks a driver status, naming this stream in the error.
