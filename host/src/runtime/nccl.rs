@@ -293,8 +293,13 @@ pub fn in_group() -> bool {
     GROUP.with(|g| g.borrow().0 > 0)
 }
 
-/// Notes `stream` as waiting for the open group's end, if a group is open.
+/// Notes `stream` as waiting for the open group's end, if a group is open and something
+/// observes the stream (only observers are told of the end: an unobserved run, such as every
+/// timed one, notes and allocates nothing).
 fn note_grouped(stream: &Stream) {
+    if !stream.is_observed() {
+        return;
+    }
     GROUP.with(|g| {
         let mut g = g.borrow_mut();
         if g.0 > 0 && !g.1.iter().any(|s| s.as_raw() == stream.as_raw()) {

@@ -245,6 +245,11 @@ impl Stream {
         self.inner.observer.borrow().clone()
     }
 
+    /// Whether an observer is attached (no clone of it: for checks on the hot path).
+    pub(crate) fn is_observed(&self) -> bool {
+        self.inner.observer.borrow().is_some()
+    }
+
     /// Checks a driver status, naming this stream in the error.
     pub fn check(&self, status: cu::CUresult, op: &str) -> Result<()> {
         check(status, op, Some(&self.inner.name))
