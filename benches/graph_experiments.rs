@@ -13,6 +13,12 @@
 //!   of other activity (nothing, the host idle for 20 µs to 20 ms, a sleeping kernel
 //!   elsewhere, launches by stream, another graph, the DAG, a kernel that sweeps the L2
 //!   cache), interleaved, 20 rounds.
+//! - `node-why`: the two explanations left for `node-alternate`'s slow launches, each able to
+//!   fail. In blocks of 21 rounds after nothing, or the host idle for 2, 20 or 100 ms: the
+//!   launch on an idle stream (as the lesson times it); the same launch queued behind a 50 µs
+//!   sleeping kernel, so its start event and its nodes are on the GPU before it gets there;
+//!   and the SM clock, from a kernel that spins a known number of clock ticks and stamps
+//!   `%globaltimer` at both ends.
 //! - `edges`: GPU time between two stamping kernels (`%globaltimer`) with one operation
 //!   between them: nothing, a 4 KB memcpy either way, a copy kernel, a wait on another
 //!   stream's event; queued behind a sleeping kernel by stream, or replayed as a graph.
@@ -39,10 +45,11 @@ fn main() {
         Some("node-cost") => node_cost(&gpu, args.get(1).map_or("none", String::as_str)),
         Some("variants") => variants(&gpu),
         Some("node-alternate") => node_alternate(&gpu),
+        Some("node-why") => node_why(&gpu),
         Some("edges") => edges(&gpu),
         Some("breakdown") => breakdown(&gpu),
         _ => {
-            println!("usage: graph_experiments node-cost <perturbation> | node-alternate | edges | variants | breakdown");
+            println!("usage: graph_experiments node-cost <perturbation> | node-alternate | node-why | edges | variants | breakdown");
             Ok(())
         }
     };
@@ -347,6 +354,52 @@ fn node_alternate(gpu: &Gpu) -> Result<()> {
         println!(
             "node-alternate {name:<34} {:.3} us/node [{:.3}..{:.3}], cuGraphLaunch {:.2} us",
             node.median, node.min, node.max, issue.median
+        );
+    }
+    Ok(())
+}
+
+fn node_why(gpu: &Gpu) -> Result<()> {
+    let s = Stream::non_blocking(gpu, "empties")?;
+    let rounds = Rounds::new(gpu)?;
+    let empties = |s: &Stream| (0..100).try_for_each(|_| gpu.empty(s));
+    let (exec, _) =
+        build(&s, Instantiate::Plain, true, || capture(&s, CaptureMode::Global, empties))?;
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let ticks_per_us = gpu.info.clock_khz as f64 / 1e3;
+    let (queue, probe) = ((50.0 * ticks_per_us) as u64, (20.0 * ticks_per_us) as u64);
+    let stamps = DeviceBuffer::<u64>::zeroed(gpu, 2)?;
+    println!("node-why rated SM clock {:.0} MHz", ticks_per_us);
+    for _ in 0..10 {
+        rounds.run(1, &s, || exec.launch(&s))?;
+    }
+    for (name, idle_us) in [
+        ("back-to-back", 0),
+        ("host idle 2 ms", 2000),
+        ("host idle 20 ms", 20_000),
+        ("host idle 100 ms", 100_000),
+    ] {
+        let (mut alone, mut queued, mut mhz) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..21 {
+            spin(idle_us)?;
+            alone.push(rounds.run(1, &s, || exec.launch(&s))?.value("gpu") * 1e3 / 100.0);
+        }
+        for _ in 0..21 {
+            spin(idle_us)?;
+            gpu.sleep(&s, one, queue)?;
+            queued.push(rounds.run(1, &s, || exec.launch(&s))?.value("gpu") * 1e3 / 100.0);
+        }
+        for _ in 0..21 {
+            spin(idle_us)?;
+            gpu.sleep_stamped(&s, probe, &stamps)?;
+            s.synchronize()?;
+            let v = stamps.to_vec()?;
+            mhz.push(probe as f64 * 1e3 / (v[1] as f64 - v[0] as f64));
+        }
+        let (a, q, c) = (Stats::of(&alone), Stats::of(&queued), Stats::of(&mhz));
+        println!(
+            "node-why {name:<17} alone {:.3} us/node [{:.3}..{:.3}], queued {:.3} us/node [{:.3}..{:.3}], SM clock {:.0} MHz [{:.0}..{:.0}]",
+            a.median, a.min, a.max, q.median, q.min, q.max, c.median, c.min, c.max
         );
     }
     Ok(())

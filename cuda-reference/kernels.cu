@@ -3,6 +3,9 @@
 // for the sincosf form of the compute kernels), then
 // `Gpu::with_kernels_from(0, "kernels.cubin")` runs streamlab's host code on nvcc's machine
 // code (benches/kernels.rs compares the two compute kernels in one criterion group).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 __device__ __forceinline__ unsigned index_1d() { return blockIdx.x * blockDim.x + threadIdx.x; }
@@ -74,6 +77,51 @@ extern "C" __global__ void slow_scale_kernel(const float* in, float* out, unsign
   long long start = clock64();
   while ((unsigned long long)(clock64() - start) < cycles) {}
   for (unsigned i = index_1d(); i < n; i += grid_size_1d()) out[i] = in[i] * factor;
+}
+
+// The mixed-precision kernels take 16-bit patterns and a format code, as kernels-gpu's do:
+// 0 is bfloat16, 1 is binary16 (kernels_gpu::math::FORMAT_BF16, FORMAT_F16). Conversions
+// round to nearest even (cuda_bf16.h, cuda_fp16.h), the same as kernels-gpu's.
+struct Bf16Bits {
+  static __device__ float to(unsigned short b) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+  static __device__ unsigned short from(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+};
+struct F16Bits {
+  static __device__ float to(unsigned short b) { return __half2float(__ushort_as_half(b)); }
+  static __device__ unsigned short from(float x) { return __half_as_ushort(__float2half_rn(x)); }
+};
+
+// kernels_gpu::math::layer_gradient: h = w * h + x, `iters` times, then (h - x) * x, every
+// operation rounded to the format.
+template <class H>
+__device__ void half_layer_slice(const unsigned short* w, const float* in, unsigned short* g,
+                                 unsigned n, unsigned iters) {
+  for (unsigned i = index_1d(); i < n; i += grid_size_1d()) {
+    float wf = H::to(w[i]), x = H::to(H::from(in[i])), h = x;
+    for (unsigned k = 0; k < iters; ++k) h = H::to(H::from(H::to(H::from(wf * h)) + x));
+    g[i] = H::from(H::to(H::from(h - x)) * x);
+  }
+}
+
+extern "C" __global__ void half_layer_kernel(const unsigned short* weights, const float* input,
+                                             unsigned short* gradient, unsigned n, unsigned iters,
+                                             unsigned format) {
+  if (format == 1) half_layer_slice<F16Bits>(weights, input, gradient, n, iters);
+  else half_layer_slice<Bf16Bits>(weights, input, gradient, n, iters);
+}
+
+extern "C" __global__ void master_update_kernel(float* master, const unsigned short* gradient, unsigned n,
+                                                float lr, unsigned format) {
+  for (unsigned i = index_1d(); i < n; i += grid_size_1d()) {
+    float g = format == 1 ? F16Bits::to(gradient[i]) : Bf16Bits::to(gradient[i]);
+    master[i] = master[i] - lr * g;
+  }
+}
+
+extern "C" __global__ void cast_to_half_kernel(const float* master, unsigned short* weights, unsigned n,
+                                               unsigned format) {
+  for (unsigned i = index_1d(); i < n; i += grid_size_1d())
+    weights[i] = format == 1 ? F16Bits::from(master[i]) : Bf16Bits::from(master[i]);
 }
 
 extern "C" __global__ void copy_kernel(const float* src, float* dst, unsigned n) {

@@ -72,6 +72,47 @@ fn every_declared_kernel_is_in_the_ptx_with_its_declared_parameters() {
     assert_ne!(param_sizes(PTX, name).unwrap(), wrong);
 }
 
+/// `extern "C" __global__` kernels of a CUDA C++ file: name and parameter sizes (x86-64/CUDA:
+/// pointers and `unsigned long long` 8 bytes, `unsigned` and `float` 4).
+fn cuda_kernels(source: &str) -> Vec<(String, Vec<usize>)> {
+    let mut kernels = Vec::new();
+    for piece in source.split("extern \"C\" __global__ void ").skip(1) {
+        let (name, rest) = piece.split_once('(').expect("a kernel's parameter list");
+        let list = &rest[..rest.find(')').expect("a closed parameter list")];
+        let sizes = list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| match p {
+                _ if p.contains('*') => 8,
+                _ if p.starts_with("unsigned long long") => 8,
+                _ if p.starts_with("unsigned ") || p.starts_with("float ") => 4,
+                other => panic!("{name}: parameter type of `{other}` not known to this test"),
+            })
+            .collect();
+        kernels.push((name.trim().to_string(), sizes));
+    }
+    kernels
+}
+
+/// `cuda-reference/kernels.cu` is what `Gpu::with_kernels_from` loads in place of the PTX,
+/// and it refuses a module without every declared kernel (`benches/kernels.rs` failed so
+/// once, when the mixed-precision kernels were added to kernels-gpu only).
+#[test]
+fn the_cuda_twin_defines_every_declared_kernel_with_its_parameters() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cuda-reference/kernels.cu");
+    let source = std::fs::read_to_string(&path).expect("cuda-reference/kernels.cu");
+    let twin = cuda_kernels(&source);
+    let mut want: Vec<(String, Vec<usize>)> =
+        signatures::ALL.iter().map(|(n, s)| (n.to_string(), s.to_vec())).collect();
+    let mut have = twin.clone();
+    want.sort();
+    have.sort();
+    assert_eq!(have, want, "kernels.cu's kernels vs the declarations in kernels-gpu");
+    // The reading can fail: a twin without its last kernel is told apart.
+    assert_ne!(cuda_kernels(&source[..source.rfind("extern \"C\"").unwrap()]).len(), twin.len());
+}
+
 #[test]
 fn no_externals_are_left_and_libdevice_is_inlined() {
     assert!(!PTX.contains(".extern"), "unresolved .extern in the PTX");

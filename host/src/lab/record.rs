@@ -20,7 +20,9 @@
 //! device: the span is then the all-reduce, named and placed on the lesson's stream.
 //!
 //! `STREAMLAB_RECORDER=events` uses the events recorder even where CUPTI is there (to
-//! compare the two).
+//! compare the two); `STREAMLAB_RECORDER=cupti-gpu` records the GPU's work with CUPTI and
+//! traces no driver calls (to tell what tracing the host costs from what the GPU's records
+//! cost).
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -55,7 +57,8 @@ impl Recorder {
     /// Turns CUPTI on where it can be used, until the recorder drops. Record a warm-up run
     /// of each version and throw it away before the runs that count.
     pub fn new() -> Recorder {
-        Recorder { cupti: cupti_or_why_not().and_then(Cupti::enable), primer: None }
+        let host_calls = !std::env::var("STREAMLAB_RECORDER").is_ok_and(|v| v == "cupti-gpu");
+        Recorder { cupti: cupti_or_why_not().and_then(|c| c.enable_with(host_calls)), primer: None }
     }
 
     /// Records what `run` does on `streams` (it must have completed its work when it
@@ -485,14 +488,10 @@ pub fn resolve(
         };
         host.push(HostSpan {
             thread: thread_name(c.thread),
-            kind: if WAITS.contains(&c.function.as_str()) {
-                HostWork::Wait
-            } else {
-                HostWork::Issue
-            },
+            kind: if WAITS.contains(&c.function) { HostWork::Wait } else { HostWork::Issue },
             name: match what {
                 Some(w) => format!("{} ({w})", c.function),
-                None => c.function.clone(),
+                None => c.function.to_string(),
             },
             start_ms: ms(c.start_ns),
             end_ms: ms(c.end_ns.max(c.start_ns)),
@@ -611,9 +610,9 @@ mod tests {
     use super::*;
     use crate::runtime::cupti::{Activity, Work as Raw};
 
-    fn call(function: &str, correlation: u32, at: u64, tag: Option<u64>) -> ApiCall {
+    fn call(function: &'static str, correlation: u32, at: u64, tag: Option<u64>) -> ApiCall {
         ApiCall {
-            function: function.into(),
+            function,
             correlation,
             start_ns: at,
             end_ns: at + 2_000,

@@ -123,7 +123,7 @@ pub struct Activity {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiCall {
     /// The driver function, as CUPTI names it (`cuMemcpyHtoDAsync_v2`).
-    pub function: String,
+    pub function: &'static str,
     pub correlation: u32,
     pub start_ns: u64,
     pub end_ns: u64,
@@ -725,11 +725,19 @@ impl Cupti {
     /// warm-up whose records are thrown away, then record each run with
     /// [`Enabled::start`], which only clears the sinks.
     pub fn enable(&'static self) -> std::result::Result<Enabled, String> {
+        self.enable_with(true)
+    }
+
+    /// [`Cupti::enable`], with the driver calls traced only if `host_calls`: without them
+    /// the recording has the GPU's work only (what tracing the host costs can be measured).
+    pub fn enable_with(&'static self, host_calls: bool) -> std::result::Result<Enabled, String> {
         let exclusive = lock(&ENABLED);
         let subscriber = self.subscriber()?;
         let enabled = Enabled { cupti: self, subscriber, _exclusive: exclusive };
         // `enabled` turns off whatever was turned on should either step fail.
-        self.set_callbacks(subscriber, true)?;
+        if host_calls {
+            self.set_callbacks(subscriber, true)?;
+        }
         self.set_activities(true)?;
         Ok(enabled)
     }
@@ -980,11 +988,14 @@ unsafe extern "C" fn on_driver_call(
         Handles::EventStream => (field(1), field(0)),
         Handles::StreamEvent => (field(0), field(1)),
     };
+    // Borrowed, not copied: this runs inside every traced call while the run is timed.
     let function = if data.function_name.is_null() {
-        format!("driver call {cbid}")
+        "driver call"
     } else {
-        // SAFETY: CUPTI passes the function's static NUL-terminated name.
-        unsafe { CStr::from_ptr(data.function_name) }.to_string_lossy().into_owned()
+        // SAFETY: CUPTI passes the function's NUL-terminated name, "a global constant and so
+        // may be accessed outside of the callback" (`CUpti_CallbackData::functionName`).
+        let name: &'static CStr = unsafe { CStr::from_ptr(data.function_name) };
+        name.to_str().unwrap_or("driver call")
     };
     let call = ApiCall {
         function,
