@@ -461,7 +461,9 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
                 if json {
                     eprintln!("streamlab run all: {}: not run: {why}", entry.name);
                 } else {
-                    let line = t!("run.not_run", lesson = entry.name, why = why.clone());
+                    // A label, so the reasons zh::LABELS knows are translated.
+                    let why = streamlab::lab::text::Text::label(why.clone());
+                    let line = t!("run.not_run", lesson = entry.name, why = why);
                     println!("{}\n", line.render(lang));
                 }
             }

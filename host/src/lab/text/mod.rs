@@ -615,6 +615,16 @@ mod tests {
         assert!(zh.contains("准备 0 (2.16), 入队 0 (2.19)"), "{zh}");
     }
 
+    /// `run all --lang zh` printed "未运行：needs 2 GPUs, found 1" on a one-GPU H200.
+    #[test]
+    fn why_a_lesson_did_not_run_is_translated() {
+        let why = Text::label(String::from("needs 2 GPUs, found 1"));
+        assert_eq!(why.render(Lang::Zh), "需要 2 块 GPU，只找到 1 块");
+        assert_eq!(why.render(Lang::En), "needs 2 GPUs, found 1");
+        let unknown = Text::label(String::from("NCCL could not be loaded"));
+        assert_eq!(unknown.render(Lang::Zh), "NCCL could not be loaded");
+    }
+
     #[test]
     fn display_width_counts_wide_characters_twice() {
         assert_eq!(width("ms"), 2);

@@ -325,6 +325,7 @@ pub const LABELS: &[(&str, &str)] = &[
     ("speed-up (first / second)", "加速比（第一个版本 / 第二个版本）"),
     ("recording cost ({name}), {name2}", "记录开销（{name}），{name2}"),
     ("units", "个单位"),
+    ("needs {n} GPUs, found {found}", "需要 {n} 块 GPU，只找到 {found} 块"),
     ("GPU vs CPU reference (approx)", "GPU 与 CPU 参考值对比（近似）"),
     ("H: copy-in, whole array", "H：拷入，整个数组"),
     ("C: compute, whole array", "C：计算，整个数组"),
