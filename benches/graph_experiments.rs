@@ -32,7 +32,7 @@ use streamlab::lab::graph_sweep::{build, Copies, Shape, Sweep};
 use streamlab::lab::record::Recorder;
 use streamlab::lab::replay::Rounds;
 use streamlab::lab::stats::Stats;
-use streamlab::runtime::graph::{capture, CaptureMode, Instantiate};
+use streamlab::runtime::graph::{capture, CaptureMode, GraphExec, Instantiate};
 use streamlab::runtime::{DeviceBuffer, Gpu, HostBuffer, LaunchConfig, Result, Stream};
 
 fn main() {
@@ -61,25 +61,32 @@ fn main() {
 
 const SEED: Shape = Shape { elements: 65536, chain: 1, copies: Copies::Memcpy };
 
-/// Median GPU µs per node of `reps` single launches of a 100-node graph.
-fn per_node(
-    rounds: &Rounds,
-    s: &Stream,
-    exec: &streamlab::runtime::graph::GraphExec,
-) -> Result<Stats> {
-    let mut us = Vec::new();
-    for _ in 0..30 {
-        us.push(rounds.run(1, s, || exec.launch(s))?.value("gpu") * 1e3 / 100.0);
-    }
+/// 100 empty kernels on `s`: what the node experiments' graphs hold.
+fn empties(gpu: &Gpu, s: &Stream) -> Result<()> {
+    (0..100).try_for_each(|_| gpu.empty(s))
+}
+
+/// [`empties`] captured on `s`, instantiated and uploaded.
+fn empty_graph(gpu: &Gpu, s: &Stream) -> Result<GraphExec> {
+    Ok(build(s, Instantiate::Plain, true, || capture(s, CaptureMode::Global, |s| empties(gpu, s)))?
+        .0)
+}
+
+/// GPU µs per node of one launch of the 100-node `exec`, timed alone on `s`.
+fn node_us(rounds: &Rounds, s: &Stream, exec: &GraphExec) -> Result<f64> {
+    Ok(rounds.run(1, s, || exec.launch(s))?.value("gpu") * 1e3 / 100.0)
+}
+
+/// Median GPU µs per node of 30 single launches of the 100-node `exec`.
+fn per_node(rounds: &Rounds, s: &Stream, exec: &GraphExec) -> Result<Stats> {
+    let us = (0..30).map(|_| node_us(rounds, s, exec)).collect::<Result<Vec<_>>>()?;
     Ok(Stats::of(&us))
 }
 
 fn node_cost(gpu: &Gpu, perturbation: &str) -> Result<()> {
     let s = Stream::non_blocking(gpu, "empties")?;
     let rounds = Rounds::new(gpu)?;
-    let empties = |s: &Stream| (0..100).try_for_each(|_| gpu.empty(s));
-    let (exec, _) =
-        build(&s, Instantiate::Plain, true, || capture(&s, CaptureMode::Global, empties))?;
+    let exec = empty_graph(gpu, &s)?;
     for _ in 0..5 {
         rounds.run(1, &s, || exec.launch(&s))?;
     }
@@ -96,7 +103,7 @@ fn node_cost(gpu: &Gpu, perturbation: &str) -> Result<()> {
             }
         }
         "empty-same" => {
-            empties(&s)?;
+            empties(gpu, &s)?;
             s.synchronize()?;
         }
         "empty-other" => {
@@ -145,7 +152,7 @@ fn node_cost(gpu: &Gpu, perturbation: &str) -> Result<()> {
 }
 
 /// Median wall, GPU and issue µs per replay of `n` replays, 15 times.
-fn steady(sweep: &Sweep, exec: &streamlab::runtime::graph::GraphExec) -> Result<[f64; 3]> {
+fn steady(sweep: &Sweep, exec: &GraphExec) -> Result<[f64; 3]> {
     let mut runs = Vec::new();
     for _ in 0..15 {
         runs.push(sweep.time(exec, 20)?);
@@ -293,10 +300,7 @@ fn node_alternate(gpu: &Gpu) -> Result<()> {
     let s = Stream::non_blocking(gpu, "empties")?;
     let other = Stream::non_blocking(gpu, "other")?;
     let rounds = Rounds::new(gpu)?;
-    let empties = |s: &Stream| (0..100).try_for_each(|_| gpu.empty(s));
-    let graph = || capture(&s, CaptureMode::Global, empties);
-    let (exec, _) = build(&s, Instantiate::Plain, true, graph)?;
-    let (exec2, _) = build(&s, Instantiate::Plain, true, graph)?;
+    let (exec, exec2) = (empty_graph(gpu, &s)?, empty_graph(gpu, &s)?);
     let sweep = Sweep::new(gpu, vec![SEED], 1, 1)?;
     let (a, b) = (DeviceBuffer::zeroed(gpu, 16 << 20)?, DeviceBuffer::zeroed(gpu, 16 << 20)?);
     let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
@@ -317,7 +321,7 @@ fn node_alternate(gpu: &Gpu) -> Result<()> {
         (
             "100 empty kernels by stream",
             Box::new(|| {
-                empties(&s)?;
+                empties(gpu, &s)?;
                 s.synchronize()
             }),
         ),
@@ -362,9 +366,7 @@ fn node_alternate(gpu: &Gpu) -> Result<()> {
 fn node_why(gpu: &Gpu) -> Result<()> {
     let s = Stream::non_blocking(gpu, "empties")?;
     let rounds = Rounds::new(gpu)?;
-    let empties = |s: &Stream| (0..100).try_for_each(|_| gpu.empty(s));
-    let (exec, _) =
-        build(&s, Instantiate::Plain, true, || capture(&s, CaptureMode::Global, empties))?;
+    let exec = empty_graph(gpu, &s)?;
     let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
     let ticks_per_us = gpu.info.clock_khz as f64 / 1e3;
     let (queue, probe) = ((50.0 * ticks_per_us) as u64, (20.0 * ticks_per_us) as u64);
@@ -382,12 +384,12 @@ fn node_why(gpu: &Gpu) -> Result<()> {
         let (mut alone, mut queued, mut mhz) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..21 {
             spin(idle_us)?;
-            alone.push(rounds.run(1, &s, || exec.launch(&s))?.value("gpu") * 1e3 / 100.0);
+            alone.push(node_us(&rounds, &s, &exec)?);
         }
         for _ in 0..21 {
             spin(idle_us)?;
             gpu.sleep(&s, one, queue)?;
-            queued.push(rounds.run(1, &s, || exec.launch(&s))?.value("gpu") * 1e3 / 100.0);
+            queued.push(node_us(&rounds, &s, &exec)?);
         }
         for _ in 0..21 {
             spin(idle_us)?;

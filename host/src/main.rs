@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use streamlab::lab::output::tagged;
-use streamlab::lab::text::{label, Lang};
+use streamlab::lab::text::{label, Lang, Text};
 use streamlab::lab::{ranks, recorded, t, Entry, Settings};
 use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
@@ -462,8 +462,7 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
                     eprintln!("streamlab run all: {}: not run: {why}", entry.name);
                 } else {
                     // A label, so the reasons zh::LABELS knows are translated.
-                    let why = streamlab::lab::text::Text::label(why.clone());
-                    let line = t!("run.not_run", lesson = entry.name, why = why);
+                    let line = t!("run.not_run", lesson = entry.name, why = Text::label(why));
                     println!("{}\n", line.render(lang));
                 }
             }

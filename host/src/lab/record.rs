@@ -37,10 +37,18 @@ use crate::runtime::{DeviceBuffer, Error, Gpu, HostBuffer, Observer, Op, Result,
 
 /// The recorder this process will use: CUPTI, or why not.
 pub fn cupti_or_why_not() -> std::result::Result<&'static Cupti, String> {
-    if std::env::var("STREAMLAB_RECORDER").is_ok_and(|v| v == "events") {
-        return Err("STREAMLAB_RECORDER=events".into());
-    }
+    host_calls_or_why_not()?;
     cupti::load()
+}
+
+/// What `STREAMLAB_RECORDER` asks of CUPTI: whether to trace the driver calls too, or why
+/// CUPTI is not to be used.
+fn host_calls_or_why_not() -> std::result::Result<bool, String> {
+    match std::env::var("STREAMLAB_RECORDER").as_deref() {
+        Ok("events") => Err("STREAMLAB_RECORDER=events".into()),
+        Ok("cupti-gpu") => Ok(false),
+        _ => Ok(true),
+    }
 }
 
 /// The recorder for a series of runs: CUPTI turned on once and kept on until the recorder
@@ -57,8 +65,9 @@ impl Recorder {
     /// Turns CUPTI on where it can be used, until the recorder drops. Record a warm-up run
     /// of each version and throw it away before the runs that count.
     pub fn new() -> Recorder {
-        let host_calls = !std::env::var("STREAMLAB_RECORDER").is_ok_and(|v| v == "cupti-gpu");
-        Recorder { cupti: cupti_or_why_not().and_then(|c| c.enable_with(host_calls)), primer: None }
+        let cupti =
+            host_calls_or_why_not().and_then(|host_calls| cupti::load()?.enable_with(host_calls));
+        Recorder { cupti, primer: None }
     }
 
     /// Records what `run` does on `streams` (it must have completed its work when it
