@@ -27,6 +27,9 @@ pub struct Cost {
     pub rounds: usize,
 }
 
+/// What recording may cost a run, in percent, before the timeline says why it costs more.
+pub const COST_TARGET_PERCENT: f64 = 2.0;
+
 impl Cost {
     /// On against off, in percent.
     pub fn percent(&self) -> f64 {
@@ -57,6 +60,10 @@ pub fn report(report: &mut Report, recordings: &[Recording], cost: Option<&Cost>
                 (Text::label(&c.version), fixed(c.off_ms, 3), fixed(c.on_ms, 3));
             let (pct, rounds) = (format!("{:+.1}", c.percent()), c.rounds);
             let _ = writeln!(text, "{}", t!("timeline.cost", version, off, on, pct, rounds).en());
+            if c.recorder == "CUPTI" && c.percent() > COST_TARGET_PERCENT {
+                let target = fixed(COST_TARGET_PERCENT, 0);
+                let _ = writeln!(text, "{}", t!("timeline.cost_why", target).en());
+            }
         }
         report.timeline = Some(text);
     }
@@ -154,6 +161,7 @@ fn civil_date(days: u64) -> String {
 mod tests {
     use super::*;
     use crate::lab::span::{Source, Span, Work};
+    use crate::lab::text::Lang;
 
     #[test]
     fn dates_are_civil() {
@@ -199,6 +207,41 @@ mod tests {
         assert!((rep.value("recording cost (events), 2 streams").unwrap() - 1.0).abs() < 1e-9);
         assert_eq!(recordings_of(&rep), vec![r]);
         assert!(plot_of(&rep).is_none());
+    }
+
+    /// Over the target, a CUPTI timeline says where the cost comes from; within it, or with
+    /// events (whose cost is their own events), it does not.
+    #[test]
+    fn a_cupti_cost_over_the_target_is_explained() {
+        let r = Recording {
+            version: "K = 64".into(),
+            source: Source::Cupti { library: "libcupti.so.13".into(), version: 130001 },
+            ms: 2.0,
+            parts: Vec::new(),
+            spans: vec![Span::new("s0", Work::CopyToDevice, "copy", 0.0, 1.0)],
+            host: Vec::new(),
+            flows: Vec::new(),
+        };
+        let timeline = |recorder: &str, on_ms: f64| {
+            let cost = Cost {
+                version: "K = 64".into(),
+                recorder: recorder.into(),
+                off_ms: 1.8,
+                on_ms,
+                rounds: 10,
+            };
+            let mut rep = Report::new("stream-sweep", "t", "GPU");
+            report(&mut rep, std::slice::from_ref(&r), Some(&cost), true);
+            rep.timeline.unwrap_or_default()
+        };
+        let why = "over 2%: CUPTI's own timestamps slow copies queued back to back";
+        assert!(timeline("CUPTI", 2.0).contains(why), "{}", timeline("CUPTI", 2.0));
+        assert!(!timeline("CUPTI", 1.83).contains(why));
+        assert!(!timeline("events", 2.0).contains(why));
+        let zh = Text::recover(
+            timeline("CUPTI", 2.0).lines().find(|l| l.starts_with("over 2%")).unwrap_or(""),
+        );
+        assert!(zh.render(Lang::Zh).starts_with("超过 2%：CUPTI"), "{}", zh.render(Lang::Zh));
     }
 
     #[test]

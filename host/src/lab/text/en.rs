@@ -275,6 +275,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("timeline.events", "timeline from events: a span includes queueing (CUPTI not used: {why})"),
     ("timeline.events_devices", "timeline from events: a span includes queueing, and the GPUs are lined up by the host clock, to within a few microseconds (CUPTI not used: {why})"),
     ("timeline.cost", "recording cost: {version} {off} ms with the recorder off, {on} ms on ({pct}%, medians of {rounds} interleaved runs)"),
+    ("timeline.cost_why", "over {target}%: CUPTI's own timestamps slow copies queued back to back and kernels of small blocks (benches/recorder_cost measures each); the medians above come from unrecorded runs, only the drawn run is slower"),
     ("timeline.legend", "H copy to device, K kernel, D copy to host, d copy on device, P peer copy, M memset, f host function, G graph, A all-reduce (NCCL)"),
 
     // the command line (main.rs)

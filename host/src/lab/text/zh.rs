@@ -278,6 +278,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("timeline.events", "时间线来自事件：一段时间包含排队的时间（未使用 CUPTI：{why}）"),
     ("timeline.events_devices", "时间线来自事件：一段时间包含排队的时间，各 GPU 按主机时钟对齐，误差在几微秒之内（未使用 CUPTI：{why}）"),
     ("timeline.cost", "记录开销：{version} 关闭记录时 {off} ms，开启时 {on} ms（{pct}%，{rounds} 次交替运行的中位数）"),
+    ("timeline.cost_why", "超过 {target}%：CUPTI 自己打的时间戳会拖慢背靠背排队的拷贝和小线程块的内核（benches/recorder_cost 分别测量这两项）；上面的中位数来自不录制的运行，只有画出来的这次运行变慢了"),
     ("timeline.legend", "H 拷贝到设备，K 核函数，D 拷贝到主机，d 设备内拷贝，P 设备间拷贝，M 内存置值，f 主机函数，G CUDA 图，A 全归约（NCCL）"),
 
     // the command line (main.rs)
