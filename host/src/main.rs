@@ -438,6 +438,9 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         }
         return show_recorded(&selected, &settings_for, json, lang);
     }
+    // A mistyped recorder is refused now, not noticed in a timeline after the run.
+    streamlab::lab::record::check_recorder_setting()
+        .map_err(|e| (e, single.then(|| selected[0].0.name)))?;
     let gpu = Gpu::new(device).map_err(|e| {
         let name = if single { selected[0].0.name } else { "all" };
         let e = match e {

@@ -212,3 +212,20 @@ fn a_missing_command_or_argument_is_named_in_one_complete_line() {
         assert!(err.ends_with("--help)\n"), "{args:?}: the line is cut short: {err}");
     }
 }
+
+/// `STREAMLAB_RECORDER` takes `cupti`, `cupti-gpu` or `events`; a typo is refused before the
+/// GPU is touched, instead of silently recording with CUPTI.
+#[test]
+fn a_recorder_that_does_not_exist_is_refused_before_the_gpu() {
+    let o = streamlab_in(&[("STREAMLAB_RECORDER", "evnets")], &["run", "overlap", "--timeline"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "streamlab: overlap: STREAMLAB_RECORDER=evnets names no recorder (one of: cupti, cupti-gpu, events)"
+    );
+    assert!(o.stdout.is_empty());
+    // A recorder that exists gets past the check: to the GPU, or to "no CUDA device" (3).
+    let o = streamlab_in(&[("STREAMLAB_RECORDER", "events")], &["run", "overlap", "--reps", "1"]);
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -22,7 +22,7 @@
 //! `STREAMLAB_RECORDER=events` uses the events recorder even where CUPTI is there (to
 //! compare the two); `STREAMLAB_RECORDER=cupti-gpu` records the GPU's work with CUPTI and
 //! traces no driver calls (to tell what tracing the host costs from what the GPU's records
-//! cost).
+//! cost). Unset or `cupti` is the default; `run` refuses any other value.
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -41,13 +41,37 @@ pub fn cupti_or_why_not() -> std::result::Result<&'static Cupti, String> {
     cupti::load()
 }
 
+/// The values `STREAMLAB_RECORDER` takes; unset or empty means `cupti`.
+pub const RECORDERS: [&str; 3] = ["cupti", "cupti-gpu", "events"];
+
 /// What `STREAMLAB_RECORDER` asks of CUPTI: whether to trace the driver calls too, or why
-/// CUPTI is not to be used.
+/// CUPTI is not to be used (a value that names no recorder says so here too, so a timeline
+/// recorded anyway names the typo; `run` refuses it first, see [`check_recorder_setting`]).
 fn host_calls_or_why_not() -> std::result::Result<bool, String> {
-    match std::env::var("STREAMLAB_RECORDER").as_deref() {
-        Ok("events") => Err("STREAMLAB_RECORDER=events".into()),
-        Ok("cupti-gpu") => Ok(false),
-        _ => Ok(true),
+    host_calls_for(std::env::var("STREAMLAB_RECORDER").ok().as_deref())
+}
+
+fn host_calls_for(value: Option<&str>) -> std::result::Result<bool, String> {
+    match value.unwrap_or("") {
+        "" | "cupti" => Ok(true),
+        "cupti-gpu" => Ok(false),
+        "events" => Err("STREAMLAB_RECORDER=events".into()),
+        other => Err(format!(
+            "STREAMLAB_RECORDER={other} names no recorder (one of: {})",
+            RECORDERS.join(", ")
+        )),
+    }
+}
+
+/// Refuses a `STREAMLAB_RECORDER` that names no recorder, before anything runs.
+pub fn check_recorder_setting() -> Result<()> {
+    check_recorder(std::env::var("STREAMLAB_RECORDER").ok().as_deref())
+}
+
+fn check_recorder(value: Option<&str>) -> Result<()> {
+    match host_calls_for(value) {
+        Err(why) if value != Some("events") => Err(Error::InvalidInput(why)),
+        _ => Ok(()),
     }
 }
 
@@ -703,6 +727,23 @@ mod tests {
         };
         let handles = vec![(0xA, "A".to_string()), (0xB, "B".to_string())];
         (collected, ops, handles)
+    }
+
+    #[test]
+    fn the_recorder_setting_is_one_of_three_or_refused() {
+        assert_eq!(host_calls_for(None), Ok(true));
+        assert_eq!(host_calls_for(Some("")), Ok(true));
+        assert_eq!(host_calls_for(Some("cupti")), Ok(true));
+        assert_eq!(host_calls_for(Some("cupti-gpu")), Ok(false));
+        assert!(host_calls_for(Some("events")).is_err());
+        assert!(check_recorder(Some("events")).is_ok());
+        assert!(check_recorder(Some("cupti-gpu")).is_ok());
+        let typo = check_recorder(Some("evnets")).unwrap_err();
+        assert_eq!(typo.exit_code(), 2);
+        assert_eq!(
+            typo.to_string(),
+            "STREAMLAB_RECORDER=evnets names no recorder (one of: cupti, cupti-gpu, events)"
+        );
     }
 
     #[test]
