@@ -18,8 +18,10 @@
 //!
 //! In Rust: `gpu.info.priority_range` is `(least, greatest)`, `Stream::with_priority(&gpu,
 //! name, p)` is `cudaStreamCreateWithPriority`, both kernels are `gpu.sleep` grids of
-//! 256-thread blocks sized in waves (`WorkModel::blocks_per_wave`: SMs x the blocks one SM
-//! holds at once), and an event after each kernel gives its finish time after a start event.
+//! 1024-thread blocks sized in waves (SMs x the blocks one SM holds at once), and an event
+//! after each kernel gives its finish time after a start event. Why 1024 threads: recording
+//! with CUPTI (`--timeline`, `--trace`, `--svg`) makes every wave of smaller blocks about
+//! 47 µs longer on an H200 (`benches/recorder_cost.rs waves`), and the picture would show it.
 //! The version without priorities runs the same pair on two streams of equal priority.
 //!
 //! The bound: with priorities the urgent kernel is done after about 2 waves (the one running
@@ -28,7 +30,7 @@ use serde::Serialize;
 
 use crate::lab::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
-use crate::runtime::{Error, Event, Gpu, LaunchConfig, Result, Stream};
+use crate::runtime::{DeviceInfo, Error, Event, Gpu, LaunchConfig, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
@@ -45,8 +47,19 @@ pub struct Args {
 pub const MAX_WAVES: usize = 1024;
 /// Waves of blocks in the urgent, high-priority kernel.
 pub const HIGH_WAVES: usize = 1;
-/// Threads per block: the 256 that `WorkModel::blocks_per_wave` counts a wave of.
-pub const THREADS_PER_BLOCK: u32 = 256;
+/// Threads per block: large, so that recording the run does not slow it (module doc).
+pub const THREADS_PER_BLOCK: u32 = 1024;
+
+/// Blocks of [`THREADS_PER_BLOCK`] the whole GPU holds at once, from the model's count of
+/// 256-thread blocks (before the GPU is touched).
+fn wave_of(model: &WorkModel) -> usize {
+    (model.blocks_per_wave * 256 / THREADS_PER_BLOCK as usize).max(1)
+}
+
+/// Blocks of [`THREADS_PER_BLOCK`] this GPU holds at once: SMs x the blocks one SM holds.
+fn wave_on(info: &DeviceInfo) -> usize {
+    info.multiprocessors.max(1) as usize * info.resident_blocks_per_sm(THREADS_PER_BLOCK) as usize
+}
 /// The parts of a sample: when the long kernel was done, and the short one's finish minus
 /// the long one's (negative: the short one finished first).
 pub const LONG_DONE: &str = "long kernel done at, ms";
@@ -108,7 +121,7 @@ impl Lesson for Priority {
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
-        let blocks = model.blocks_per_wave.saturating_mul(a.waves);
+        let blocks = wave_of(model).saturating_mul(a.waves);
         if blocks > i32::MAX as usize {
             return Err(Error::InvalidInput(format!(
                 "--waves {} makes a grid of {blocks} blocks on this GPU, more than one launch takes",
@@ -122,7 +135,7 @@ impl Lesson for Priority {
 
     fn setup(gpu: &Gpu, a: &Args, _seed: u64) -> Result<Priority> {
         let (least, greatest) = gpu.info.priority_range;
-        let wave = WorkModel::for_device(&gpu.info).blocks_per_wave;
+        let wave = wave_on(&gpu.info);
         let stream = |name: &str, p| Stream::with_priority(gpu, name, p);
         Ok(Priority {
             shape: Shape {
@@ -257,8 +270,8 @@ mod tests {
             waves,
             sleep_us: 500.0,
             range,
-            low_blocks: WorkModel::H100.blocks_per_wave * waves,
-            high_blocks: WorkModel::H100.blocks_per_wave,
+            low_blocks: wave_of(&WorkModel::H100) * waves,
+            high_blocks: wave_of(&WorkModel::H100),
         }
     }
 
@@ -305,13 +318,11 @@ mod tests {
 
     #[test]
     fn waves_are_the_resident_blocks_of_every_sm() {
-        // The wave setup sizes the grids by: SMs x the 256-thread blocks one SM holds.
-        let wave = |sms, threads| WorkModel::for_device(&device(sms, threads)).blocks_per_wave;
-        // An H100: 132 SMs x 2048 threads, 8 blocks each: the model judged before the GPU.
-        assert_eq!(wave(132, 2048), 1056);
-        assert_eq!(wave(132, 2048), WorkModel::H100.blocks_per_wave);
-        // An sm_89 part: 1536 threads, 6 blocks of 256 an SM.
-        assert_eq!(wave(58, 1536), 58 * 6);
+        // Judged before the GPU: an H100's 132 SMs x 2 blocks of 1024 threads.
+        assert_eq!(wave_of(&WorkModel::H100), 264);
+        // On the GPU, from its facts: an sm_89 part's SM holds 1536 threads, one such block.
+        assert_eq!(wave_on(&device(132, 2048)), 264);
+        assert_eq!(wave_on(&device(58, 1536)), 58);
     }
 
     // What the flag checks refuse is tested in tests/priority.rs.
