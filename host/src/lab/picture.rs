@@ -6,6 +6,7 @@
 //!
 //! Drawn with plotters' SVG backend: text stays SVG text (no font files are read), rows and
 //! bars are plain rectangles.
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -21,11 +22,49 @@ pub struct Caption {
 }
 
 const WIDTH: u32 = 1100;
-const TITLE: u32 = 64;
 const ROW: u32 = 26;
 const PANEL: u32 = 74;
 const LEGEND: u32 = 34;
-const FOOTER: u32 = 24;
+/// Font sizes and line heights of the title, the subtitle and the footer.
+const TITLE_FONT: (u32, u32) = (20, 24);
+const SUBTITLE_FONT: (u32, u32) = (15, 19);
+const FOOTER_FONT: (u32, u32) = (14, 18);
+
+/// How many characters of text at `size` fit on a line across a picture `width` pixels wide,
+/// 14 px margins either side. The SVG backend writes a size-20 font as 16.1 px, about 8.6 px a
+/// character in the lessons' titles; 0.48 of the size leaves a margin for wide letters.
+pub fn fits(width: u32, size: u32) -> usize {
+    (width.saturating_sub(28) as f64 / (size as f64 * 0.48)) as usize
+}
+
+/// `text` in lines of at most `width` characters, broken after ", " or "; " where it can be
+/// (a caption's figures stay whole), else at spaces.
+pub fn wrapped(text: &str, width: usize) -> Vec<String> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find([',', ';']).filter(|&i| rest[i + 1..].starts_with(' ')) {
+        pieces.push(&rest[..i + 2]);
+        rest = &rest[i + 2..];
+    }
+    pieces.push(rest);
+    let mut lines: Vec<String> = Vec::new();
+    for piece in pieces.into_iter().flat_map(|p| {
+        // A piece too long on its own goes word by word.
+        if p.chars().count() > width {
+            p.split_inclusive(' ').collect::<Vec<_>>()
+        } else {
+            vec![p]
+        }
+    }) {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + piece.trim_end().chars().count() <= width => {
+                line.push_str(piece)
+            }
+            _ => lines.push(piece.to_string()),
+        }
+    }
+    lines.iter().map(|l| l.trim_end().to_string()).filter(|l| !l.is_empty()).collect()
+}
 
 /// The colour of a kind of work (the legend and every bar).
 pub fn colour(kind: Work) -> RGBColor {
@@ -100,6 +139,21 @@ pub fn caption(report: &Report, recordings: &[Recording], provenance: &str) -> C
     }
 }
 
+/// `lines` of text at `(size, line height)` from `y` down, at the left margin.
+fn write_lines(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    lines: &[String],
+    (size, step): (u32, u32),
+    colour: &RGBColor,
+    y: i32,
+) -> Result<(), String> {
+    let style = TextStyle::from(("sans-serif", size).into_font()).color(colour);
+    for (i, line) in lines.iter().enumerate() {
+        area.draw_text(line, &style, (14, y + (i as u32 * step) as i32)).map_err(err)?;
+    }
+    Ok(())
+}
+
 /// The timeline picture of `recordings` (each a panel, same time scale) as SVG text.
 pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<String, String> {
     let x_max = recordings.iter().map(Recording::end_ms).fold(0.0, f64::max).max(1e-3) * 1.02;
@@ -113,16 +167,26 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
     let devices = recordings.iter().flat_map(|r| r.spans.iter().map(|s| s.device)).any(|d| d != 0);
     let heights: Vec<u32> =
         recordings.iter().map(|r| PANEL + ROW * rows(&r.spans).len().max(1) as u32).collect();
-    let height = TITLE + heights.iter().sum::<u32>() + LEGEND + FOOTER;
+    let [title, subtitle, footer] = [
+        (&caption.title, TITLE_FONT),
+        (&caption.subtitle, SUBTITLE_FONT),
+        (&caption.footer, FOOTER_FONT),
+    ]
+    .map(|(text, (size, _))| wrapped(text, fits(WIDTH, size)));
+    let lines = |l: &[String], (_, step): (u32, u32)| l.len().max(1) as u32 * step;
+    let top = 10 + lines(&title, TITLE_FONT) + 4;
+    let title_height = top + lines(&subtitle, SUBTITLE_FONT) + 7;
+    let footer_height = 4 + lines(&footer, FOOTER_FONT) + 2;
+    let height = title_height + heights.iter().sum::<u32>() + LEGEND + footer_height;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let font = |size: u32| TextStyle::from(("sans-serif", size).into_font()).color(&BLACK);
-        root.draw_text(&caption.title, &font(20), (14, 10)).map_err(err)?;
-        root.draw_text(&caption.subtitle, &font(15).color(&RGBColor(80, 80, 80)), (14, 38))
-            .map_err(err)?;
-        let (_, mut rest) = root.split_vertically(TITLE);
+        let grey = RGBColor(80, 80, 80);
+        write_lines(&root, &title, TITLE_FONT, &BLACK, 10)?;
+        write_lines(&root, &subtitle, SUBTITLE_FONT, &grey, top as i32)?;
+        let (_, mut rest) = root.split_vertically(title_height);
         for (r, h) in recordings.iter().zip(&heights) {
             let (area, below) = rest.split_vertically(*h);
             let rows = rows(&r.spans);
@@ -163,7 +227,7 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
             }
             rest = below;
         }
-        let (legend, footer) = rest.split_vertically(LEGEND);
+        let (legend, footer_area) = rest.split_vertically(LEGEND);
         let mut x = 14;
         for kind in Work::ALL {
             if !recordings.iter().any(|r| r.spans.iter().any(|s| s.kind == kind)) {
@@ -175,9 +239,7 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
             legend.draw_text(kind.describe(), &font(15), (x + 22, 8)).map_err(err)?;
             x += 22 + kind.describe().len() as i32 * 7 + 24;
         }
-        footer
-            .draw_text(&caption.footer, &font(14).color(&RGBColor(80, 80, 80)), (14, 4))
-            .map_err(err)?;
+        write_lines(&footer_area, &footer, FOOTER_FONT, &grey, 4)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
@@ -241,6 +303,48 @@ mod tests {
             c.footer,
             "streamlab run overlap --streams 8 on NVIDIA H200; measured 2026-11-23"
         );
+    }
+
+    /// The titles of 12 of the 17 pictures of 2026-11-23 ran past the right edge, hiding the
+    /// speed-up and the bound: a caption now wraps, between its figures.
+    #[test]
+    fn a_long_caption_wraps_between_figures_and_the_picture_grows() {
+        let (report, recordings) = overlap_pair();
+        let mut c = caption(&report, &recordings, "test");
+        let short = timeline_svg(&c, &recordings).unwrap();
+        let title = "unified-memory on NVIDIA H200: managed, migrated on demand (page faults) 6.185 ms, managed + cuMemPrefetchAsync on the streams 3.178 ms (medians), speed-up 1.95x; bound 3.001 ms";
+        c.title = title.into();
+        let svg = timeline_svg(&c, &recordings).unwrap();
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+        let texts: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .collect();
+        let lines = wrapped(title, fits(WIDTH, TITLE_FONT.0));
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= fits(WIDTH, TITLE_FONT.0)), "{lines:?}");
+        assert_eq!(lines.join(" "), title, "nothing lost, broken after a comma");
+        assert!(lines[0].ends_with(','), "{lines:?}");
+        for line in &lines {
+            assert!(texts.contains(&line.as_str()), "{line}: {texts:?}");
+        }
+        let height = |svg: &str| {
+            let doc = roxmltree::Document::parse(svg).unwrap();
+            doc.root_element().attribute("height").unwrap().parse::<u32>().unwrap()
+        };
+        assert_eq!(height(&svg), height(&short) + TITLE_FONT.1);
+    }
+
+    #[test]
+    fn wrapping_keeps_words_whole_and_short_text_on_one_line() {
+        assert_eq!(wrapped("one line", 80), vec!["one line"]);
+        assert_eq!(wrapped("a, b; c", 3), vec!["a,", "b;", "c"]);
+        assert_eq!(wrapped("a, b; c", 4), vec!["a,", "b; c"]);
+        // A piece longer than a line goes word by word.
+        assert_eq!(wrapped("alpha beta gamma", 11), vec!["alpha beta", "gamma"]);
+        assert_eq!(wrapped("", 10), Vec::<String>::new());
     }
 
     #[test]

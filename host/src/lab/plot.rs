@@ -8,6 +8,8 @@
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::lab::picture::{fits, wrapped};
+
 /// One line of a line plot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Series {
@@ -91,6 +93,8 @@ impl Plot {
 }
 
 const SIZE: (u32, u32) = (900, 520);
+/// The footer's font size.
+const FOOTER_SIZE: u32 = 14;
 const PALETTE: [RGBColor; 6] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xff, 0x7f, 0x0e),
@@ -126,14 +130,15 @@ pub fn svg(plot: &Plot, footer: &str) -> Result<String, String> {
     {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let (area, bottom) = root.split_vertically(SIZE.1 - 28);
-        bottom
-            .draw_text(
-                footer,
-                &TextStyle::from(("sans-serif", 14).into_font()).color(&RGBColor(80, 80, 80)),
-                (14, 6),
-            )
-            .map_err(err)?;
+        // The footer wraps (a recorded run's names its command too); the plot keeps its size.
+        let footer = wrapped(footer, fits(SIZE.0, FOOTER_SIZE));
+        let footer_height = 10 + 18 * footer.len().max(1) as u32;
+        let (area, bottom) = root.split_vertically(SIZE.1 - footer_height);
+        let style =
+            TextStyle::from(("sans-serif", FOOTER_SIZE).into_font()).color(&RGBColor(80, 80, 80));
+        for (i, line) in footer.iter().enumerate() {
+            bottom.draw_text(line, &style, (14, 6 + 18 * i as i32)).map_err(err)?;
+        }
         match plot {
             Plot::Lines { title, x_label, y_label, log_x, log_y, series } => {
                 lines(&area, title, x_label, y_label, (*log_x, *log_y), series)?
@@ -486,6 +491,19 @@ mod tests {
         let t = texts(&svg);
         for want in ["host to device", "device to host", "pinned", "pageable", "55.5", "19.7"] {
             assert!(t.iter().any(|x| x == want), "{want} missing in {t:?}");
+        }
+    }
+
+    /// A recorded run's footer also names the command: it wraps instead of running off.
+    #[test]
+    fn a_long_footer_wraps() {
+        let plot = Plot::Bars { title: "t".into(), y_label: "GB/s".into(), bars: Vec::new() };
+        let footer = "streamlab run stream-sweep --elements 16777216 --iters 100 --streams 64 on NVIDIA H200; recorded on NVIDIA H200 on 2026-11-23; command: streamlab run stream-sweep --timeline";
+        let t = texts(&svg(&plot, footer).unwrap());
+        let lines = wrapped(footer, fits(SIZE.0, FOOTER_SIZE));
+        assert!(lines.len() >= 2, "{lines:?}");
+        for line in &lines {
+            assert!(t.iter().any(|x| x == line), "{line} missing in {t:?}");
         }
     }
 
