@@ -246,9 +246,19 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::lab::span::{Source, Span};
+
+    /// The text of every `<text>` element of `svg`, trimmed.
+    pub(crate) fn texts(svg: &str) -> Vec<String> {
+        let doc = roxmltree::Document::parse(svg).expect("well-formed XML");
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .map(|t| t.trim().to_owned())
+            .collect()
+    }
 
     fn recording(version: &str, streams: usize, chunk: f64) -> Recording {
         let mut spans = Vec::new();
@@ -315,20 +325,14 @@ mod tests {
         let title = "unified-memory on NVIDIA H200: managed, migrated on demand (page faults) 6.185 ms, managed + cuMemPrefetchAsync on the streams 3.178 ms (medians), speed-up 1.95x; bound 3.001 ms";
         c.title = title.into();
         let svg = timeline_svg(&c, &recordings).unwrap();
-        let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
-        let texts: Vec<&str> = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text())
-            .map(str::trim)
-            .collect();
+        let texts = texts(&svg);
         let lines = wrapped(title, fits(WIDTH, TITLE_FONT.0));
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(lines.iter().all(|l| l.chars().count() <= fits(WIDTH, TITLE_FONT.0)), "{lines:?}");
         assert_eq!(lines.join(" "), title, "nothing lost, broken after a comma");
         assert!(lines[0].ends_with(','), "{lines:?}");
         for line in &lines {
-            assert!(texts.contains(&line.as_str()), "{line}: {texts:?}");
+            assert!(texts.contains(line), "{line}: {texts:?}");
         }
         let height = |svg: &str| {
             let doc = roxmltree::Document::parse(svg).unwrap();
@@ -353,20 +357,16 @@ mod tests {
         let svg = timeline_svg(&caption(&report, &recordings, "test"), &recordings).unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         assert_eq!(doc.root_element().tag_name().name(), "svg");
-        let texts: Vec<&str> = doc
-            .descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text())
-            .map(str::trim)
-            .collect();
+        let texts = texts(&svg);
         // The first panel has one row, the second eight: overlap-0 labels both.
         assert_eq!(texts.iter().filter(|t| **t == "overlap-0").count(), 2);
         for k in 1..8 {
             let name = format!("overlap-{k}");
             assert_eq!(texts.iter().filter(|t| **t == name).count(), 1, "{name}");
         }
-        assert!(texts.contains(&"8 streams: this run 1.760 ms"), "{texts:?}");
-        assert!(texts.contains(&"kernel") && texts.contains(&"time (ms)"));
+        let has = |want: &str| texts.iter().any(|t| t == want);
+        assert!(has("8 streams: this run 1.760 ms"), "{texts:?}");
+        assert!(has("kernel") && has("time (ms)"));
         // One bar per operation, in the kernel's colour for the 9 kernels.
         let green = doc
             .descendants()

@@ -414,15 +414,7 @@ fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn texts(svg: &str) -> Vec<String> {
-        let doc = roxmltree::Document::parse(svg).expect("well-formed XML");
-        doc.descendants()
-            .filter(|n| n.has_tag_name("text"))
-            .filter_map(|n| n.text())
-            .map(|t| t.trim().to_owned())
-            .collect()
-    }
+    use crate::lab::picture::tests::texts;
 
     fn save(name: &str, svg: &str) {
         // To look at them: STREAMLAB_PICTURES=dir cargo test -p streamlab --lib lab::plot
