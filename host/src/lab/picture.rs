@@ -40,13 +40,14 @@ pub fn fits(width: u32, size: u32) -> usize {
 /// `text` in lines of at most `width` characters, broken after ", " or "; " where it can be
 /// (a caption's figures stay whole), else at spaces.
 pub fn wrapped(text: &str, width: usize) -> Vec<String> {
-    let mut pieces = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find([',', ';']).filter(|&i| rest[i + 1..].starts_with(' ')) {
-        pieces.push(&rest[..i + 2]);
-        rest = &rest[i + 2..];
+    let (mut pieces, mut start) = (Vec::new(), 0);
+    for (i, _) in text.match_indices([',', ';']) {
+        if text[i + 1..].starts_with(' ') {
+            pieces.push(&text[start..i + 2]);
+            start = i + 2;
+        }
     }
-    pieces.push(rest);
+    pieces.push(&text[start..]);
     let mut lines: Vec<String> = Vec::new();
     for piece in pieces.into_iter().flat_map(|p| {
         // A piece too long on its own goes word by word.
@@ -346,6 +347,8 @@ pub(crate) mod tests {
         assert_eq!(wrapped("one line", 80), vec!["one line"]);
         assert_eq!(wrapped("a, b; c", 3), vec!["a,", "b;", "c"]);
         assert_eq!(wrapped("a, b; c", 4), vec!["a,", "b; c"]);
+        // "1,024" is one figure: only a comma before a space breaks.
+        assert_eq!(wrapped("1,024 blocks, 264 a wave", 13), vec!["1,024 blocks,", "264 a wave"]);
         // A piece longer than a line goes word by word.
         assert_eq!(wrapped("alpha beta gamma", 11), vec!["alpha beta", "gamma"]);
         assert_eq!(wrapped("", 10), Vec::<String>::new());
