@@ -11,13 +11,13 @@
 //!   sizes (so the same waves hold 4x fewer or more blocks). If the cost is per block, the
 //!   cost per wave follows the blocks in it.
 //!
-//! Both use the recorder the lessons use ([`Recorder`]): `STREAMLAB_RECORDER=events` compares
+//! Both use the recorder the lessons use, as they measure its cost ([`off_then_on`]): `STREAMLAB_RECORDER=events` compares
 //! the events recorder, `cupti-gpu` CUPTI without driver-call tracing.
-use streamlab::lab::record::Recorder;
+use streamlab::lab::record::off_then_on;
 use streamlab::lab::replay::Rounds;
 use streamlab::lab::span::{Recording, Source, Work};
 use streamlab::lab::stats::Stats;
-use streamlab::runtime::{DeviceBuffer, Gpu, HostBuffer, LaunchConfig, Result, Stream};
+use streamlab::runtime::{DeviceBuffer, Error, Gpu, HostBuffer, LaunchConfig, Result, Stream};
 
 /// Interleaved rounds of each measurement, as the lessons' recording cost uses at most.
 const ROUNDS: usize = 10;
@@ -47,9 +47,9 @@ fn main() {
     }
 }
 
-/// GPU ms of `issue` on `s` with the recorder off and on, `ROUNDS` interleaved rounds each;
-/// on, each round turns the recorder on, records a warm-up run, then the run that counts
-/// (as `run --timeline` measures its cost). Returns the two medians and the last recording.
+/// GPU ms of `issue` on `s` with the recorder off and on, `ROUNDS` interleaved rounds of
+/// [`off_then_on`] (as `run --timeline` measures its cost). Returns the two medians and the
+/// last recording.
 fn off_and_on(
     gpu: &Gpu,
     s: &Stream,
@@ -58,14 +58,12 @@ fn off_and_on(
     let rounds = Rounds::new(gpu)?;
     let (mut off, mut on, mut last) = (Vec::new(), Vec::new(), None);
     for _ in 0..ROUNDS {
-        off.push(rounds.run(1, s, &mut *issue)?.value("gpu"));
-        let mut recorder = Recorder::new();
-        recorder.record(gpu, &[s], || rounds.run(1, s, &mut *issue))?;
-        let (sample, recording) = recorder.record(gpu, &[s], || rounds.run(1, s, &mut *issue))?;
-        on.push(sample.value("gpu"));
+        let (o, n, recording) = off_then_on(gpu, &[s], &mut || rounds.run(1, s, &mut *issue))?;
+        off.push(o.value("gpu"));
+        on.push(n.value("gpu"));
         last = Some(recording);
     }
-    let last = last.unwrap_or_else(|| unreachable!("ROUNDS > 0"));
+    let last = last.ok_or_else(|| Error::Internal("recorder_cost: no round ran".into()))?;
     Ok((Stats::of(&off).median, Stats::of(&on).median, last))
 }
 

@@ -170,10 +170,9 @@ pub fn versions(
     let rounds = rounds.clamp(3, 10);
     let (mut off, mut on) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        off.push(run(1)?.0);
-        let mut recorder = Recorder::new();
-        recorder.record(gpu, streams, || run(1))?;
-        on.push(recorder.record(gpu, streams, || run(1))?.0 .0);
+        let ((off_ms, _), (on_ms, _), _) = off_then_on(gpu, streams, &mut || run(1))?;
+        off.push(off_ms);
+        on.push(on_ms);
     }
     let recorder = match recordings.last().map(|r| &r.source) {
         Some(Source::Cupti { .. }) => "CUPTI",
@@ -187,6 +186,22 @@ pub fn versions(
         rounds,
     };
     Ok((recordings, cost))
+}
+
+/// One round of measuring what recording costs: `run` with the recorder off, then with it
+/// on: CUPTI turned on, a warm-up run recorded and thrown away, then the run that counts, so
+/// the cost is that of recording, not of turning CUPTI on. Returns both runs' results and
+/// the second one's recording.
+pub fn off_then_on<T>(
+    gpu: &Gpu,
+    streams: &[&Stream],
+    run: &mut dyn FnMut() -> Result<T>,
+) -> Result<(T, T, Recording)> {
+    let off = run()?;
+    let mut recorder = Recorder::new();
+    recorder.record(gpu, streams, &mut *run)?;
+    let (on, recording) = recorder.record(gpu, streams, &mut *run)?;
+    Ok((off, on, recording))
 }
 
 fn empty(source: Source) -> Recording {
