@@ -4,7 +4,8 @@
 //! - `p2p`: 256 MiB from GPU 0 to GPU 1 staged through pinned host memory, by one peer copy,
 //!   and by peer copies both ways at once (throughput in decimal GB/s, both ways counted);
 //! - `allreduce`: 64M gradient floats per GPU, 10 iterations: backward then one all-reduce,
-//!   against 8 buckets with the comm stream at the greatest and the least priority, and 32;
+//!   against 8 buckets with the comm stream at the greatest and the least priority, 32, and
+//!   8 summed on the copy engines;
 //! - `allreduce_call`: the all-reduce of all 64M floats alone (the same NCCL call as C++'s);
 //! - `pipeline`: 8 micro-batches of 4M floats, 50 iterations a stage, one at a time against
 //!   pipelined.
@@ -14,9 +15,9 @@
 //! version runs once more and the lesson's checks run; the bench exits 1 if one fails. With
 //! one GPU it says "not run"; without NCCL the all-reduce groups say so and the others run.
 use criterion::{BenchmarkId, Criterion, Throughput};
-use streamlab::lab::collective::Ranks;
+use streamlab::lab::collective::{Ranks, Setup};
 use streamlab::lab::harness::args_from;
-use streamlab::lessons::allreduce_overlap::AllreduceOverlap;
+use streamlab::lessons::allreduce_overlap::{AllreduceOverlap, DEFAULT_GPUS};
 use streamlab::lessons::p2p::P2p;
 use streamlab::lessons::pipeline_parallel::PipelineParallel;
 use streamlab::runtime::context::device_count;
@@ -61,13 +62,22 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
             format!("bucketed_{b}_greatest"),
             format!("bucketed_{b}_least"),
             format!("bucketed_{}_greatest", 4 * b),
+            format!("bucketed_{b}_copy_engines"),
         ]
         .map(|id| BenchmarkId::new(id, &size));
         versions(quick_group(c, "allreduce"), BENCH, &mut a, gpu, ids.into_iter().enumerate());
-        verify(gpu, &mut a, 4);
+        verify(gpu, &mut a, 5);
     }
     // The call alone, on ranks of its own (the lesson's, dropped above, hold 3 buffers a GPU).
-    let ranks = Ranks::new(gpu, n, 1, SEED, "all-reduce alone").unwrap_or_else(|e| fail(BENCH, e));
+    let setup = Setup {
+        name: "all-reduce alone",
+        n,
+        events: 1,
+        seed: SEED,
+        gpus: DEFAULT_GPUS,
+        copy_engines: false,
+    };
+    let ranks = Ranks::new(gpu, &setup).unwrap_or_else(|e| fail(BENCH, e));
     let all_reduce = || {
         ranks.bracket.time(&ranks.streams, || {
             nccl::group(|| ranks.local.iter().try_for_each(|r| r.all_reduce(0..n, &r.compute)))

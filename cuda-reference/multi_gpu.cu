@@ -86,24 +86,39 @@ static void enable_peer_access(int from, int to) {
 struct Bracket {
   std::vector<cudaStream_t> streams;
   std::vector<int> devices;
-  cudaEvent_t start, stop, fork;
+  cudaEvent_t start, stop;
+  // Per stream: the fork event of its GPU's first stream (the Rust Bracket's per-GPU fork).
+  std::vector<cudaEvent_t> forks;
   std::vector<cudaEvent_t> joins;
 
   Bracket(std::vector<cudaStream_t> s, std::vector<int> d) : streams(s), devices(d) {
     on(devices[0]);
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
-    CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    forks.resize(streams.size());
     joins.resize(streams.size());
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (leader(i) != i) continue;
+      on(devices[i]);
+      CHECK(cudaEventCreateWithFlags(&forks[i], cudaEventDisableTiming));
+    }
     for (size_t i = 1; i < streams.size(); ++i) {
       on(devices[i]);
       CHECK(cudaEventCreateWithFlags(&joins[i], cudaEventDisableTiming));
     }
   }
 
+  // The first stream on stream i's GPU.
+  size_t leader(size_t i) const {
+    size_t l = 0;
+    while (devices[l] != devices[i]) ++l;
+    return l;
+  }
+
   ~Bracket() {
     for (size_t i = 1; i < streams.size(); ++i) cudaEventDestroy(joins[i]);
-    cudaEventDestroy(fork);
+    for (size_t i = 0; i < streams.size(); ++i)
+      if (leader(i) == i) cudaEventDestroy(forks[i]);
     cudaEventDestroy(stop);
     cudaEventDestroy(start);
   }
@@ -111,10 +126,17 @@ struct Bracket {
   float time(const std::function<void()>& work) {
     on(devices[0]);
     CHECK(cudaEventRecord(start, streams[0]));
-    CHECK(cudaEventRecord(fork, streams[0]));
-    for (size_t i = 1; i < streams.size(); ++i) {
+    // Each GPU's streams fork from that GPU's first stream: no wait on another GPU's event
+    // before the work.
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (leader(i) != i) continue;
       on(devices[i]);
-      CHECK(cudaStreamWaitEvent(streams[i], fork, 0));
+      CHECK(cudaEventRecord(forks[i], streams[i]));
+    }
+    for (size_t i = 1; i < streams.size(); ++i) {
+      if (leader(i) == i) continue;
+      on(devices[i]);
+      CHECK(cudaStreamWaitEvent(streams[i], forks[leader(i)], 0));
     }
     work();
     CHECK(cudaGetLastError());
@@ -263,7 +285,8 @@ struct Rank {
   int device;
   cudaStream_t compute, comm[2];  // comm[0] greatest priority, comm[1] least
   float *params, *grads, *sums;
-  std::vector<cudaEvent_t> ready;
+  float* received;  // the halves the other GPU pushed here (copy engines' all-reduce)
+  std::vector<cudaEvent_t> ready, pushed;
   cudaEvent_t marks[3];
   ncclComm_t nccl;
 };
@@ -273,6 +296,10 @@ static void backward(const Rank& r, size_t off, size_t len, unsigned iters) {
   CHECK(cudaMemcpyAsync(r.grads + off, r.params + off, len * sizeof(float),
                         cudaMemcpyDeviceToDevice, r.compute));
   compute_kernel<<<blocks(len), 256, 0, r.compute>>>(r.grads + off, (unsigned)len, iters);
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* c, unsigned n) {
+  FOR_EACH(i, n) c[i] = a[i] + b[i];
 }
 
 static void all_reduce(const Rank& r, size_t off, size_t len, cudaStream_t stream) {
@@ -305,13 +332,29 @@ static void allreduce_overlap() {
     CHECK(cudaMalloc((void**)&k.params, n * sizeof(float)));
     CHECK(cudaMalloc((void**)&k.grads, n * sizeof(float)));
     CHECK(cudaMalloc((void**)&k.sums, n * sizeof(float)));
+    CHECK(cudaMalloc((void**)&k.received, n * sizeof(float)));
+    CHECK(cudaMemset(k.received, 0, n * sizeof(float)));
     CHECK(cudaMemcpy(k.params, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaMemset(k.grads, 0, n * sizeof(float)));
     CHECK(cudaMemset(k.sums, 0, n * sizeof(float)));
     k.ready.resize(4 * B);
+    k.pushed.resize(4 * B);
     for (auto& e : k.ready) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (auto& e : k.pushed) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto& e : k.marks) CHECK(cudaEventCreate(&e));
     CHECK(cudaDeviceSynchronize());
+  }
+  // Peer access both ways, as lab/collective.rs turns on for the copy engines.
+  int access01 = 0, access10 = 0;
+  CHECK(cudaDeviceCanAccessPeer(&access01, 0, 1));
+  CHECK(cudaDeviceCanAccessPeer(&access10, 1, 0));
+  if (access01 && access10) {
+    on(0);
+    cudaError_t e0 = cudaDeviceEnablePeerAccess(1, 0);
+    on(1);
+    cudaError_t e1 = cudaDeviceEnablePeerAccess(0, 0);
+    if (e0 == cudaErrorPeerAccessAlreadyEnabled || e1 == cudaErrorPeerAccessAlreadyEnabled)
+      (void)cudaGetLastError();
   }
   // Compute first, as Ranks::streams lists them.
   Bracket bracket({ranks[0].compute, ranks[0].comm[0], ranks[0].comm[1], ranks[1].compute,
@@ -372,6 +415,42 @@ static void allreduce_overlap() {
       }
     });
   };
+  // The same buckets summed on the copy engines (Ranks::copy_engine_all_reduce): each GPU
+  // pushes the half the other owns, adds the half it owns once the other's push landed, and
+  // pushes its sums back.
+  auto copy_engines = [&](size_t buckets) {
+    std::vector<size_t> off, len;
+    chunk_ranges(n, buckets, off, len);
+    return bracket.time([&] {
+      for (size_t b = 0; b < buckets; ++b) {
+        for (auto& r : ranks) {
+          backward(r, off[b], len[b], iters);
+          CHECK(cudaEventRecord(r.ready[b], r.compute));
+        }
+        size_t half[2] = {len[b] / 2, len[b] - len[b] / 2};
+        size_t start[2] = {off[b], off[b] + len[b] / 2};
+        for (int me = 0; me < 2; ++me) {
+          Rank &r = ranks[me], &o = ranks[1 - me];
+          int theirs = 1 - me;
+          on(r.device);
+          CHECK(cudaStreamWaitEvent(r.comm[0], r.ready[b], 0));
+          CHECK(cudaMemcpyPeerAsync(o.received + start[theirs], o.device, r.grads + start[theirs],
+                                    r.device, half[theirs] * sizeof(float), r.comm[0]));
+          CHECK(cudaEventRecord(r.pushed[b], r.comm[0]));
+        }
+        for (int me = 0; me < 2; ++me) {
+          Rank &r = ranks[me], &o = ranks[1 - me];
+          on(r.device);
+          CHECK(cudaStreamWaitEvent(r.comm[0], o.pushed[b], 0));
+          float* at = r.grads + start[me];
+          add_kernel<<<blocks(half[me]), 256, 0, r.comm[0]>>>(at, r.received + start[me],
+                                                              r.sums + start[me], (unsigned)half[me]);
+          CHECK(cudaMemcpyPeerAsync(o.sums + start[me], o.device, r.sums + start[me], r.device,
+                                    half[me] * sizeof(float), r.comm[0]));
+        }
+      }
+    });
+  };
   // The all-reduce of everything, alone.
   auto alone = [&] {
     return bracket.time([&] {
@@ -385,12 +464,14 @@ static void allreduce_overlap() {
   float t_hi = median_ms([&] { return bucketed(B, 0); });
   float t_lo = median_ms([&] { return bucketed(B, 1); });
   float t_many = median_ms([&] { return bucketed(4 * B, 0); });
+  float t_engines = median_ms([&] { return copy_engines(B); });
   float t_alone = median_ms(alone);
   float c = part_median(c_parts), a = part_median(a_parts);
   printf("%s backward, then one all-reduce: %.3f\n", label, t_seq);
   printf("%s %zu buckets, comm stream at greatest priority: %.3f\n", label, B, t_hi);
   printf("%s %zu buckets, comm stream at least priority: %.3f\n", label, B, t_lo);
   printf("%s %zu buckets, comm stream at greatest priority: %.3f\n", label, 4 * B, t_many);
+  printf("%s %zu buckets, all-reduce on the copy engines: %.3f\n", label, B, t_engines);
   printf("%s all-reduce of %zu floats alone: %.3f\n", label, n, t_alone);
   printf("%s backward C (part of sequential): %.3f\n", label, c);
   printf("%s all-reduce A (part of sequential): %.3f\n", label, a);
@@ -432,9 +513,21 @@ static void allreduce_overlap() {
     }
   }
 
+  clear_sums();
+  copy_engines(B);
+  synchronize();
+  for (int r = 0; r < 2; ++r) {
+    char what[160];
+    snprintf(what, sizeof what,
+             "allreduce-overlap copy engines' sums == NCCL's, bit for bit (rank %d)", r);
+    check(what, same_bits(read_back(r, ranks[r].sums, n), seq[r]));
+  }
+
   for (auto& r : ranks) {
     on(r.device);
     for (auto& e : r.ready) CHECK(cudaEventDestroy(e));
+    for (auto& e : r.pushed) CHECK(cudaEventDestroy(e));
+    CHECK(cudaFree(r.received));
     for (auto& e : r.marks) CHECK(cudaEventDestroy(e));
     NCCL_CHECK(ncclCommDestroy(r.nccl));
     CHECK(cudaStreamDestroy(r.compute));

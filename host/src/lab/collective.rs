@@ -3,10 +3,14 @@
 //! parameters, gradients and sums, and its NCCL communicator; and the checks that the sums
 //! are exact.
 //!
-//! Alone, the process drives two GPUs, one rank each (`ncclCommInitAll`). Under `streamlab
-//! launch` (or torchrun-style variables, [`crate::lab::ranks`]) it drives one GPU, its own
-//! rank of `WORLD_SIZE` (`ncclCommInitRank`). Either way the lesson issues work the same way:
-//! for each local rank, inside `nccl::group`.
+//! Alone, the process drives N GPUs (1 to 8), one rank each (`ncclCommInitAll`). Under
+//! `streamlab launch` (or torchrun, Slurm or Open MPI variables, [`crate::lab::ranks`]) it
+//! drives one GPU, its own rank of the world (`ncclCommInitRank`). Either way the lesson
+//! issues work the same way: for each local rank, inside `nccl::group`.
+//!
+//! With exactly two GPUs in one process the ranks can also all-reduce on the copy engines
+//! ([`Ranks::copy_engine_all_reduce`]): peer copies and a small add kernel instead of NCCL's
+//! kernels, so the SMs stay with the backward.
 //!
 //! The rank on the GPU the lesson was handed shares the harness's [`Gpu`] (its context and
 //! its loaded kernels, not a second module load): the lesson passes that `Gpu` to the calls
@@ -20,7 +24,7 @@ use crate::lab::data::random_inputs;
 use crate::lab::pipeline::Bracket;
 use crate::lab::{devices, ranks};
 use crate::runtime::nccl::{self, Communicator};
-use crate::runtime::{AsContext, DeviceBuffer, Error, Event, Gpu, Result, Stream};
+use crate::runtime::{peer, AsContext, DeviceBuffer, Error, Event, Gpu, Result, Stream};
 
 /// One rank driven by this process.
 pub struct Rank {
@@ -36,10 +40,21 @@ pub struct Rank {
     pub params: DeviceBuffer<f32>,
     pub grads: DeviceBuffer<f32>,
     pub sums: DeviceBuffer<f32>,
-    /// One "bucket ready" event per bucket.
+    /// Per bucket, timing events: its backward begins and ends ("bucket ready") on the
+    /// compute stream; its all-reduce begins (once the wait for it is over) and ends on the
+    /// communication stream. They time each side while the two overlap.
+    pub backward_begins: Vec<Event>,
     pub ready: Vec<Event>,
+    pub reduce_begins: Vec<Event>,
+    pub reduce_ends: Vec<Event>,
     /// Three timing events on the compute stream.
     pub marks: [Event; 3],
+    /// Copy engines only: the halves the other GPU pushed here, and one "pushed" event per
+    /// bucket.
+    received: Option<DeviceBuffer<f32>>,
+    pushed: Vec<Event>,
+    /// One float that the ranks of several processes all-reduce before each timed run.
+    barrier: DeviceBuffer<f32>,
     nccl: Communicator,
 }
 
@@ -76,6 +91,29 @@ impl Rank {
     pub fn all_reduce(&self, range: Range<usize>, stream: &Stream) -> Result<()> {
         self.nccl.all_reduce_sum(self.grads.slice(range.clone())?, self.sums.slice(range)?, stream)
     }
+
+    /// The GPU number this rank runs on.
+    pub fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    fn context<'a>(&'a self, harness: &'a Gpu) -> Result<&'a crate::runtime::Context> {
+        Ok(self.gpu(harness)?.context())
+    }
+
+    fn received_buffer(&self) -> Result<&DeviceBuffer<f32>> {
+        self.received.as_ref().ok_or_else(|| {
+            Error::Internal(format!(
+                "rank {} has no receive buffer for the copy engines",
+                self.rank
+            ))
+        })
+    }
+}
+
+/// `n` events that can time.
+fn timing_events(on: &impl AsContext, n: usize) -> Result<Vec<Event>> {
+    (0..n).map(|_| Event::new(on)).collect()
 }
 
 /// Every rank this process drives, and the streams and timing over all of them.
@@ -88,29 +126,50 @@ pub struct Ranks {
     seed: u64,
 }
 
+/// How the ranks are set up: how many GPUs one process drives when it runs alone, and
+/// whether the copy engines' all-reduce is wanted (two GPUs in one process only).
+pub struct Setup<'a> {
+    pub name: &'a str,
+    /// Gradient floats per rank.
+    pub n: usize,
+    /// The most buckets a version uses.
+    pub events: usize,
+    pub seed: u64,
+    /// GPUs driven by this process when it runs alone.
+    pub gpus: usize,
+    pub copy_engines: bool,
+}
+
 impl Ranks {
-    /// Two GPUs in this process (`gpu`, the harness's, and the next one), or this process's
-    /// rank on `gpu` when started as one of several. `events`: the most buckets a version uses.
-    pub fn new(gpu: &Gpu, n: usize, events: usize, seed: u64, name: &str) -> Result<Ranks> {
+    /// `setup.gpus` GPUs in this process (`gpu`, the harness's, and the lowest-numbered
+    /// others), or this process's rank on `gpu` when started as one of several.
+    pub fn new(gpu: &Gpu, setup: &Setup) -> Result<Ranks> {
+        let (n, events, seed, name) = (setup.n, setup.events, setup.seed, setup.name);
         let (owned, world, comms) = match ranks::from_env()? {
             None => {
-                let peer = devices::others(gpu, 1)?.remove(0);
-                let comms = Communicator::all(&[gpu.context(), peer.context()])?;
-                (vec![None, Some(peer)], 2, comms)
+                let others = devices::others(gpu, setup.gpus - 1)?;
+                let mut contexts = vec![gpu.context()];
+                contexts.extend(others.iter().map(|g| g.context()));
+                let comms = Communicator::all(&contexts)?;
+                let mut owned = vec![None];
+                owned.extend(others.into_iter().map(Some));
+                (owned, setup.gpus, comms)
             }
             Some(env) => {
                 let id = env.share_id(nccl::unique_id)?;
-                let comm = Communicator::join(gpu.context(), &id, env.rank, env.world)?;
+                let comm =
+                    Communicator::join(gpu.context(), &id, env.rank, env.world, ranks::WAIT)?;
                 (vec![None], env.world, vec![comm])
             }
         };
+        let copy_engines = setup.copy_engines && owned.len() == 2;
         let mut local = Vec::new();
         for (own, nccl) in owned.into_iter().zip(comms) {
             let on = own.as_ref().unwrap_or(gpu);
             let ordinal = on.info.ordinal;
             let (least, greatest) = on.info.priority_range;
             let rank = nccl.rank();
-            let label = |what: &str| format!("{name} rank {rank} {what}");
+            let label = |what: &str| format!("{name}: rank {rank} {what}");
             local.push(Rank {
                 compute: Stream::non_blocking(on, label("compute"))?,
                 comm: [
@@ -124,13 +183,32 @@ impl Ranks {
                 params: DeviceBuffer::from_slice(on, &random_inputs(n, rank_seed(seed, rank)))?,
                 grads: DeviceBuffer::zeroed(on, n)?,
                 sums: DeviceBuffer::zeroed(on, n)?,
-                ready: (0..events).map(|_| Event::without_timing(on)).collect::<Result<_>>()?,
+                backward_begins: timing_events(on, events)?,
+                ready: timing_events(on, events)?,
+                reduce_begins: timing_events(on, events)?,
+                reduce_ends: timing_events(on, events)?,
                 marks: [Event::new(on)?, Event::new(on)?, Event::new(on)?],
+                received: if copy_engines { Some(DeviceBuffer::zeroed(on, n)?) } else { None },
+                pushed: if copy_engines {
+                    (0..events).map(|_| Event::without_timing(on)).collect::<Result<_>>()?
+                } else {
+                    Vec::new()
+                },
+                barrier: DeviceBuffer::zeroed(on, 1)?,
                 rank,
                 ordinal,
                 own,
                 nccl,
             });
+        }
+        if copy_engines {
+            // Pushes go over the link directly where the GPUs can reach each other (the
+            // driver stages them through the host where they cannot).
+            let (a, b) = (local[0].context(gpu)?, local[1].context(gpu)?);
+            if peer::link(a, b)?.access && peer::link(b, a)?.access {
+                peer::enable_access(a, b)?;
+                peer::enable_access(b, a)?;
+            }
         }
         let streams: Vec<Stream> = local
             .iter()
@@ -142,6 +220,95 @@ impl Ranks {
     /// How many ranks there are in all, in this process and others.
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// Whether the ranks of this process are all the ranks there are.
+    pub fn alone(&self) -> bool {
+        self.local.len() == self.world
+    }
+
+    /// Whether [`Ranks::copy_engine_all_reduce`] can run: two GPUs, both in this process.
+    pub fn has_copy_engines(&self) -> bool {
+        self.local.iter().all(|r| r.received.is_some())
+    }
+
+    /// Ranks in other processes start their timed runs at different moments, and the first
+    /// collective of a run would absorb the difference. A one-float all-reduce, waited for,
+    /// lines them up before the run is timed (the ranks of one process need none).
+    pub fn line_up(&self) -> Result<()> {
+        if self.alone() {
+            return Ok(());
+        }
+        for r in &self.local {
+            r.nccl.all_reduce_sum(r.barrier.slice(0..1)?, r.barrier.slice(0..1)?, &r.compute)?;
+        }
+        self.synchronize()
+    }
+
+    /// The time each side took while they overlapped, for the buckets of one run: the
+    /// backward's buckets on the compute stream and the all-reduces on the communication
+    /// stream, added up, the slowest local rank's (ms). Read after the run has finished.
+    pub fn overlapped_ms(&self, buckets: usize) -> Result<(f64, f64)> {
+        let (mut backward, mut reduce) = (0.0f64, 0.0f64);
+        for r in &self.local {
+            let (mut c, mut a) = (0.0, 0.0);
+            for b in 0..buckets {
+                c += r.ready[b].elapsed_ms(&r.backward_begins[b])?;
+                a += r.reduce_ends[b].elapsed_ms(&r.reduce_begins[b])?;
+            }
+            backward = backward.max(c);
+            reduce = reduce.max(a);
+        }
+        Ok((backward, reduce))
+    }
+
+    /// Bucket `b` (`range` of the gradients) summed over the two GPUs of this process on
+    /// their copy engines, on each rank's `comm` stream after its bucket is ready:
+    /// 1. each GPU pushes the half the other owns into the other's receive buffer;
+    /// 2. once the other's push has landed, each adds the half it owns (a small kernel);
+    /// 3. each pushes its summed half into the other's sums.
+    ///
+    /// Two ranks add `a + b` once per element, so the sums are NCCL's, bit for bit.
+    pub fn copy_engine_all_reduce(
+        &self,
+        harness: &Gpu,
+        b: usize,
+        range: Range<usize>,
+        comm: usize,
+    ) -> Result<()> {
+        let [first, second] = &self.local[..] else {
+            return Err(Error::Internal("the copy engines' all-reduce needs two ranks".into()));
+        };
+        let middle = range.start + range.len() / 2;
+        let owned = [range.start..middle, middle..range.end];
+        let pair = [(first, second, 1), (second, first, 0)];
+        for (me, other, theirs) in pair {
+            let received = other.received_buffer()?;
+            let stream = &me.comm[comm];
+            stream.wait_event(&me.ready[b])?;
+            me.reduce_begins[b].record(stream)?;
+            let half = owned[theirs].clone();
+            stream.copy_peer(me.grads.slice(half.clone())?, received.slice(half)?)?;
+            me.pushed[b].record(stream)?;
+        }
+        for (me, other, theirs) in pair {
+            let mine = owned[1 - theirs].clone();
+            let stream = &me.comm[comm];
+            stream.wait_event(&other.pushed[b])?;
+            let received = me.received_buffer()?.slice(mine.clone())?;
+            let gpu = me.gpu(harness)?;
+            gpu.vector_add(
+                stream,
+                me.grads.slice(mine.clone())?,
+                received,
+                me.sums.slice(mine.clone())?,
+            )?;
+            stream.copy_peer(me.sums.slice(mine.clone())?, other.sums.slice(mine)?)?;
+            me.reduce_ends[b].record(stream)?;
+        }
+        // Each GPU's sums are whole once the other's last push has landed: the bracket's
+        // join waits for both communication streams.
+        Ok(())
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -214,7 +214,7 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
             for (i, (device, stream)) in rows.iter().enumerate() {
                 let band = n - 1.0 - i as f64;
                 let (x, y) = chart.backend_coord(&(0.0, band + 0.5));
-                let name = if devices { format!("GPU{device} {stream}") } else { stream.clone() };
+                let name = crate::lab::span::row_name(*device, stream, devices);
                 root.draw_text(&name, &names, (x - 8, y)).map_err(err)?;
                 for s in r.spans.iter().filter(|s| s.device == *device && s.stream == *stream) {
                     let (x0, top) = chart.backend_coord(&(s.start_ms, band + 1.0));

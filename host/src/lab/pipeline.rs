@@ -9,10 +9,15 @@ use crate::runtime::{AsContext, Event, Result, Stream};
 /// Times work spread over several streams with two events on the first: the other streams
 /// fork from it before the work and join back into it after, so the stop event waits for
 /// every stream's work, and the time between the events is the whole of it.
+///
+/// Streams on other GPUs fork from the first stream of their own GPU, not from the first
+/// stream: every GPU is idle when a timing starts, so nothing is lost, and no stream waits
+/// on another GPU's event before the work (only the join crosses GPUs, after it).
 pub struct Bracket {
     start: Event,
     stop: Event,
-    fork: Event,
+    /// Per GPU: the index of its first stream (its leader) and the fork event recorded there.
+    forks: Vec<(usize, Event)>,
     joins: Vec<Event>,
 }
 
@@ -22,20 +27,27 @@ impl Bracket {
         Ok(Bracket {
             start: Event::new(on)?,
             stop: Event::new(on)?,
-            fork: Event::without_timing(on)?,
+            forks: vec![(0, Event::without_timing(on)?)],
             joins: (1..streams.max(1)).map(|_| Event::without_timing(on)).collect::<Result<_>>()?,
         })
     }
 
-    /// Events for exactly `streams`, each join event made in its own stream's context, so
-    /// the streams may be on different GPUs (a wait on another GPU's event is allowed; a
-    /// record on another GPU's stream is not).
+    /// Events for exactly `streams`, each fork and join event made in its own stream's
+    /// context, so the streams may be on different GPUs (a wait on another GPU's event is
+    /// allowed; a record on another GPU's stream is not).
     pub fn for_streams(streams: &[Stream]) -> Result<Bracket> {
         let first = streams[0].context();
+        let mut forks: Vec<(usize, Event)> = Vec::new();
+        for (i, s) in streams.iter().enumerate() {
+            let seen = forks.iter().any(|(l, _)| same_gpu(&streams[*l], s));
+            if !seen {
+                forks.push((i, Event::without_timing(s.context())?));
+            }
+        }
         Ok(Bracket {
             start: Event::new(first)?,
             stop: Event::new(first)?,
-            fork: Event::without_timing(first)?,
+            forks,
             joins: streams[1..]
                 .iter()
                 .map(|s| Event::without_timing(s.context()))
@@ -48,13 +60,24 @@ impl Bracket {
     pub fn time(&self, streams: &[Stream], work: impl FnOnce() -> Result<()>) -> Result<f64> {
         let (first, rest) = (&streams[0], streams[1..].iter().collect::<Vec<_>>());
         self.start.record(first)?;
-        fork(&self.fork, first, &rest)?;
+        for (leader, event) in &self.forks {
+            let leader = streams.get(*leader).unwrap_or(first);
+            let followers: Vec<&Stream> = streams
+                .iter()
+                .filter(|s| same_gpu(s, leader) && s.as_raw() != leader.as_raw())
+                .collect();
+            fork(event, leader, &followers)?;
+        }
         work()?;
         join(&self.joins, first, &rest)?;
         self.stop.record(first)?;
         self.stop.synchronize()?;
         self.stop.elapsed_ms(&self.start)
     }
+}
+
+fn same_gpu(a: &Stream, b: &Stream) -> bool {
+    a.context().as_raw() == b.context().as_raw()
 }
 
 /// The whole array's copy-in, compute and copy-out times on one stream (medians, ms), from

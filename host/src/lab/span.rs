@@ -309,6 +309,16 @@ pub fn current_name(kind: Work) -> String {
     })
 }
 
+/// A stream's row name in a drawing: its name alone, or "GPU 1 · stage 1" where the
+/// drawing holds several GPUs (stream names then leave the GPU out, so it is said once).
+pub fn row_name(device: u32, stream: &str, several_gpus: bool) -> String {
+    if several_gpus {
+        format!("GPU {device} · {stream}")
+    } else {
+        stream.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

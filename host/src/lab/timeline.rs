@@ -274,14 +274,8 @@ pub fn render(spans: &[Span], width: usize) -> String {
     }
     let rows = rows(spans);
     let devices = rows.iter().any(|(d, _)| *d != rows[0].0);
-    let row_name = |(d, s): &(u32, String)| {
-        if devices {
-            format!("GPU{d} {s}")
-        } else {
-            s.clone()
-        }
-    };
-    let name_width = rows.iter().map(|r| row_name(r).len()).max().unwrap_or(0);
+    let row_name = |(d, s): &(u32, String)| crate::lab::span::row_name(*d, s, devices);
+    let name_width = rows.iter().map(|r| row_name(r).chars().count()).max().unwrap_or(0);
     let scale = width as f64 / end;
     let mut out = String::new();
     for (device, stream) in &rows {
@@ -332,8 +326,8 @@ mod tests {
         other.device = 1;
         let text = render(&[span("s0", Work::Kernel, 0.0, 1.0), other], 4);
         let rows: Vec<&str> = text.lines().collect();
-        assert_eq!(rows[0], "GPU0 s0 |KK  |");
-        assert_eq!(rows[1], "GPU1 s0 |PPPP|");
+        assert_eq!(rows[0], "GPU 0 · s0 |KK  |");
+        assert_eq!(rows[1], "GPU 1 · s0 |PPPP|");
     }
 
     #[test]

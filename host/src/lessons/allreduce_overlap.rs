@@ -19,19 +19,28 @@
 //!
 //! In Rust: `gpu.compute_chunk(&compute, &grad, r, iters)`, `ready.record(&compute)`,
 //! `comm.wait_event(&ready)`, `nccl.all_reduce_sum(grad.slice(r)?, sum.slice(r)?, &comm)`,
-//! inside `nccl::group(|| ...)`. The rank set-up (two GPUs here, or one GPU per process under
-//! `streamlab launch`) is `lab::collective`.
+//! inside `nccl::group(|| ...)`. The rank set-up (1 to 8 GPUs in this process, or one GPU per
+//! process under `streamlab launch`, torchrun, srun or mpirun) is `lab::collective`.
 //!
 //! The bound, with C the backward's time and A the all-reduce's: one of them runs whole and
 //! the other hides behind it but for its last bucket, `max(C, A) + min(C, A) / B`.
+//!
+//! NCCL's all-reduce is a kernel: while it overlaps the backward, both want the SMs. Events
+//! around each bucket time each side while they overlap, so the report shows which one
+//! slowed down. With two GPUs in one process a fifth version sums on the copy engines
+//! instead (peer pushes of the half the other GPU owns, a small add kernel, peer pushes of
+//! the sums back), and leaves the SMs to the backward.
 use serde::Serialize;
 
 use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
-use crate::lab::collective::{digest, Ranks};
+use crate::lab::collective::{digest, Ranks, Setup};
 use crate::lab::data::chunk_ranges;
 use crate::lab::span::named;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{nccl, Error, Gpu, Result, Stream};
+
+/// GPUs one process drives when it runs alone, unless `--gpus` says otherwise.
+pub const DEFAULT_GPUS: usize = 2;
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
@@ -44,11 +53,39 @@ pub struct Args {
     /// sin·cos steps per gradient element [1..=100000]: sets C against A. Try 40.
     #[arg(long, default_value_t = 10, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
+    /// GPUs this process drives, one rank each, when it runs alone [1..=8] (default 2).
+    /// Under `streamlab launch`, torchrun, srun or mpirun each process is one rank on one
+    /// GPU: leave it out there. Try 4: with more than two ranks the sums are checked
+    /// approximately.
+    #[arg(long, value_parser = args::whole(1usize..=8))]
+    pub gpus: Option<usize>,
+    /// NCCL channels (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS) [1..=32] (default: NCCL's
+    /// choice). Each channel is a block of NCCL's kernel, on an SM of its own: try 2 and 4,
+    /// fewer SMs taken from the backward, but a slower all-reduce.
+    #[arg(long, value_parser = args::whole(1u32..=32))]
+    pub nccl_channels: Option<u32>,
 }
 
 /// Parts of the sequential version: the backward pass and the one all-reduce, in ms.
-pub const C: &str = "C";
-pub const A: &str = "A";
+const C: &str = "C";
+const A: &str = "A";
+/// Parts of the bucketed versions: each side's time while they overlap, in ms.
+const BACKWARD_OVERLAPPED: &str = "backward while overlapped";
+const REDUCE_OVERLAPPED: &str = "all-reduces while overlapped";
+
+/// The versions, by position.
+const SEQUENTIAL: usize = 0;
+const GREATEST: usize = 1;
+const LEAST: usize = 2;
+const MANY: usize = 3;
+const COPY_ENGINES: usize = 4;
+
+/// Who sums a bucket: NCCL's kernels, or the two GPUs' copy engines and an add kernel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reducer {
+    Nccl,
+    CopyEngines,
+}
 
 pub struct AllreduceOverlap {
     ranks: Ranks,
@@ -58,11 +95,25 @@ pub struct AllreduceOverlap {
     names: Vec<String>,
 }
 
+/// Whether this process runs alone (not one rank of several processes), and how many GPUs
+/// it drives then.
+fn local_gpus(a: &Args) -> Result<Option<usize>> {
+    let under_launcher = crate::lab::ranks::from_env()?.is_some();
+    match (under_launcher, a.gpus) {
+        (true, Some(n)) => Err(Error::InvalidInput(format!(
+            "--gpus {n} is for a process that runs alone: here each process is one rank on one GPU (the launcher's --gpus, srun's or mpirun's task count sets how many)"
+        ))),
+        (true, None) => Ok(None),
+        (false, n) => Ok(Some(n.unwrap_or(DEFAULT_GPUS))),
+    }
+}
+
 impl AllreduceOverlap {
     /// Every local GPU runs the backward pass and then one all-reduce of all of it, on its
     /// compute stream.
     fn sequential(&self, gpu: &Gpu) -> Result<Sample> {
         let ranks = &self.ranks;
+        ranks.line_up()?;
         let (mut c, mut a) = (0.0, 0.0);
         let ms = ranks.bracket.time(&ranks.streams, || {
             for r in &ranks.local {
@@ -83,41 +134,74 @@ impl AllreduceOverlap {
     }
 
     /// Bucket by bucket: the backward on the compute stream, each bucket's all-reduce on the
-    /// communication stream (`comm`: 0 greatest priority, 1 least) once its event fires.
+    /// communication stream (`comm`: 0 greatest priority, 1 least) once its event fires,
+    /// by NCCL or on the copy engines.
     fn bucketed(
         &self,
         gpu: &Gpu,
         buckets: &[std::ops::Range<usize>],
         comm: usize,
+        reducer: Reducer,
     ) -> Result<Sample> {
         let ranks = &self.ranks;
+        ranks.line_up()?;
         let ms = ranks.bracket.time(&ranks.streams, || {
             for (b, bucket) in buckets.iter().enumerate() {
                 named("bucket", b, || -> Result<()> {
                     for r in &ranks.local {
+                        r.backward_begins[b].record(&r.compute)?;
                         r.backward(gpu, self.iters, bucket.clone())?;
                         r.ready[b].record(&r.compute)?;
                     }
-                    nccl::group(|| {
-                        ranks.local.iter().try_for_each(|r| {
-                            r.comm[comm].wait_event(&r.ready[b])?;
-                            r.all_reduce(buckets[b].clone(), &r.comm[comm])
-                        })
-                    })?;
+                    match reducer {
+                        Reducer::Nccl => nccl::group(|| {
+                            ranks.local.iter().try_for_each(|r| {
+                                let stream = &r.comm[comm];
+                                stream.wait_event(&r.ready[b])?;
+                                r.reduce_begins[b].record(stream)?;
+                                r.all_reduce(bucket.clone(), stream)?;
+                                Ok(())
+                            })
+                        })?,
+                        Reducer::CopyEngines => {
+                            ranks.copy_engine_all_reduce(gpu, b, bucket.clone(), comm)?
+                        }
+                    }
+                    if reducer == Reducer::Nccl {
+                        // After ncclGroupEnd: only then is the all-reduce on the stream.
+                        for r in &ranks.local {
+                            r.reduce_ends[b].record(&r.comm[comm])?;
+                        }
+                    }
                     Ok(())
                 })?;
             }
             Ok(())
         })?;
-        Ok(Sample::ms(ms))
+        let (backward, reduce) = ranks.overlapped_ms(buckets.len())?;
+        Ok(Sample::ms(ms).part(BACKWARD_OVERLAPPED, backward).part(REDUCE_OVERLAPPED, reduce))
     }
 
-    /// The bug: the second rank issues the same all-reduces in the opposite order. NCCL
-    /// pairs collectives by their position in each communicator's sequence, not by bucket,
-    /// so it sums the wrong buckets. The whole backward runs first, so every bucket is ready
+    /// The version at `index` (see [`AllreduceOverlap::versions`]).
+    fn version(&self, gpu: &Gpu, index: usize) -> Result<Sample> {
+        let (few, many) = (&self.buckets[0], &self.buckets[1]);
+        match index {
+            SEQUENTIAL => self.sequential(gpu),
+            GREATEST => self.bucketed(gpu, few, 0, Reducer::Nccl),
+            LEAST => self.bucketed(gpu, few, 1, Reducer::Nccl),
+            MANY => self.bucketed(gpu, many, 0, Reducer::Nccl),
+            COPY_ENGINES => self.bucketed(gpu, few, 0, Reducer::CopyEngines),
+            i => Err(Error::Internal(format!("allreduce-overlap has no version {i}"))),
+        }
+    }
+
+    /// The bug: odd ranks issue the same all-reduces in the opposite order. NCCL pairs
+    /// collectives by their position in each communicator's sequence, not by bucket, so it
+    /// sums the wrong buckets. The whole backward runs first, so every bucket is ready
     /// before any all-reduce reads it and the wrong sums are the same in every run.
     fn reversed_order(&self, gpu: &Gpu) -> Result<()> {
         let (ranks, buckets) = (&self.ranks, &self.buckets[0]);
+        ranks.line_up()?;
         for r in &ranks.local {
             r.backward(gpu, self.iters, 0..r.params.len())?;
             r.ready[0].record(&r.compute)?;
@@ -133,22 +217,51 @@ impl AllreduceOverlap {
         }
         Ok(())
     }
+
+    /// With more than two ranks NCCL's order of additions depends on the message size (its
+    /// algorithm, protocol and chunks), so bucketed and whole sums may differ in the last
+    /// bit: compared approximately then. Two ranks add `a + b` once, in any order: exact.
+    fn compare(&self, checks: &mut Checks, name: &str, got: &[Vec<f32>], want: &[Vec<f32>]) {
+        for (r, (got, want)) in got.iter().zip(want).enumerate() {
+            let rank = self.ranks.local[r].rank;
+            if self.ranks.world() <= 2 {
+                checks.bitwise(
+                    &format!("{name} == sequential, bit for bit (rank {rank})"),
+                    got,
+                    want,
+                );
+            } else {
+                let ranks = self.ranks.world();
+                checks.approx(
+                    &format!("{name} == sequential, approx: {ranks} ranks add in NCCL's order (rank {rank})"),
+                    got,
+                    4096,
+                    |i| want[i],
+                );
+            }
+        }
+    }
 }
 
 impl Lesson for AllreduceOverlap {
     const NAME: &'static str = "allreduce-overlap";
     const SUMMARY: &'static str =
-        "DDP on two GPUs: backward then one all-reduce vs bucketed all-reduces on a second stream";
+        "DDP across GPUs: backward then one all-reduce vs bucketed all-reduces on a second stream, by NCCL or on the copy engines";
     type Args = Args;
 
     fn versions(a: &Args) -> Vec<String> {
         let b = a.buckets;
-        vec![
+        let mut names = vec![
             "backward, then one all-reduce".into(),
             format!("{b} buckets, comm stream at greatest priority"),
             format!("{b} buckets, comm stream at least priority"),
             format!("{} buckets, comm stream at greatest priority", 4 * b),
-        ]
+        ];
+        // The copy engines' all-reduce needs both GPUs in this process.
+        if matches!(local_gpus(a), Ok(Some(2))) {
+            names.push(format!("{b} buckets, all-reduce on the copy engines"));
+        }
+        names
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
@@ -158,18 +271,35 @@ impl Lesson for AllreduceOverlap {
                 a.buckets, a.elements
             )));
         }
-        let gpus = if crate::lab::ranks::from_env()?.is_some() { 1 } else { 2 };
+        let gpus = local_gpus(a)?;
+        // Per GPU: parameters, gradients, sums, and the halves received for the copy engines.
+        let buffers = if gpus == Some(2) { 4 } else { 3 };
         let c = model.compute_ms(a.elements, a.iters) + 2.0 * model.copy_ms(a.elements) / 20.0;
+        let versions = Self::versions(a).len() as f64;
         Ok(Plan::new()
-            .gpus(gpus)
+            .gpus(gpus.unwrap_or(1) as u32)
             .nccl()
             .host::<f32>(a.elements, 4)? // inputs, gradients and sums read back to check
-            .device::<f32>(a.elements, 3)? // per GPU: parameters, gradients, sums
-            .work(4.0 * (c + model.copy_ms(a.elements)), "--elements x --iters"))
+            .device::<f32>(a.elements, buffers)?
+            .work(versions * (c + model.copy_ms(a.elements)), "--elements x --iters"))
     }
 
     fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<AllreduceOverlap> {
-        let ranks = Ranks::new(gpu, a.elements, 4 * a.buckets, seed, "allreduce")?;
+        if let Some(channels) = a.nccl_channels {
+            // Read by NCCL when the communicators are made, just below.
+            std::env::set_var("NCCL_MIN_NCHANNELS", channels.to_string());
+            std::env::set_var("NCCL_MAX_NCHANNELS", channels.to_string());
+        }
+        let gpus = local_gpus(a)?;
+        let setup = Setup {
+            name: "allreduce",
+            n: a.elements,
+            events: 4 * a.buckets,
+            seed,
+            gpus: gpus.unwrap_or(1),
+            copy_engines: gpus == Some(2),
+        };
+        let ranks = Ranks::new(gpu, &setup)?;
         let buckets = [
             chunk_ranges(a.elements, a.buckets),
             chunk_ranges(a.elements, (4 * a.buckets).min(a.elements)),
@@ -179,20 +309,17 @@ impl Lesson for AllreduceOverlap {
 
     /// Compute everything, then all-reduce everything.
     fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.sequential(gpu)
+        self.version(gpu, SEQUENTIAL)
     }
 
     /// B buckets, each all-reduced on the communication stream as soon as it is ready.
     fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.bucketed(gpu, &self.buckets[0], 0)
+        self.version(gpu, GREATEST)
     }
 
-    /// The least-priority communication stream, then 4B buckets.
+    /// The least-priority communication stream, then 4B buckets, then the copy engines.
     fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        match index {
-            2 => self.bucketed(gpu, &self.buckets[0], 1),
-            _ => self.bucketed(gpu, &self.buckets[1], 0),
-        }
+        self.version(gpu, index)
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -204,24 +331,25 @@ impl Lesson for AllreduceOverlap {
         let sequential = ranks.sums_of(|| self.sequential(gpu))?;
         // Against the gradients the sequential run just left.
         ranks.check_sum_is_exact(gpu, self.iters, &sequential, checks)?;
-        for v in 1..4 {
-            let sums = ranks.sums_of(|| match v {
-                1 => self.bucketed(gpu, &self.buckets[0], 0),
-                2 => self.bucketed(gpu, &self.buckets[0], 1),
-                _ => self.bucketed(gpu, &self.buckets[1], 0),
-            })?;
-            let name = &self.names[v];
+        for v in [GREATEST, LEAST, MANY] {
+            let sums = ranks.sums_of(|| self.version(gpu, v))?;
+            self.compare(checks, &self.names[v], &sums, &sequential);
+        }
+        if self.names.len() > COPY_ENGINES {
+            // Two ranks: the copy engines add a + b once per element, as NCCL does.
+            let sums = ranks.sums_of(|| self.version(gpu, COPY_ENGINES))?;
             for (r, (got, want)) in sums.iter().zip(&sequential).enumerate() {
+                let rank = ranks.local[r].rank;
                 checks.bitwise(
-                    &format!("{name} == sequential, bit for bit (rank {})", ranks.local[r].rank),
+                    &format!("copy engines' sums == NCCL's, bit for bit (rank {rank})"),
                     got,
                     want,
                 );
             }
         }
         checks.record("result digest (compare runs and processes)", Ok(digest(&sequential[0])));
-        // The bug: the same collectives in a different order on the second rank. With equal
-        // bucket sizes NCCL cannot tell; it pairs them by position and sums the wrong buckets.
+        // The bug: the same collectives in a different order on odd ranks. With equal bucket
+        // sizes NCCL cannot tell; it pairs them by position and sums the wrong buckets.
         let equal = self.buckets[0].iter().all(|b| b.len() == self.buckets[0][0].len());
         if ranks.world() >= 2 && self.buckets[0].len() >= 2 && equal {
             let got = ranks.sums_of(|| self.reversed_order(gpu))?;
@@ -236,36 +364,118 @@ impl Lesson for AllreduceOverlap {
             } else {
                 Err(Error::Verification("reversed order gave the right sums".into()))
             };
-            checks
-                .record("collectives in a different order on rank 1: silently wrong sums", outcome);
+            checks.record(
+                "collectives in a different order on odd ranks: silently wrong sums",
+                outcome,
+            );
         }
         Ok(())
     }
 
     fn explain(&self, m: &Measured, r: &mut Report) {
-        let seq = m.without();
-        let (c, a, b) = (seq.part(C), seq.part(A), self.buckets[0].len() as f64);
-        let bound = c.max(a) + c.min(a) / b;
-        let (hi, lo, many) =
-            (m.with().time.median, m.versions[2].time.median, m.versions[3].time.median);
+        let ms = |v: f64| fixed(v, 3);
+        let percent = |v: f64, of: f64| format!("{:+.1}", (v / of - 1.0) * 100.0);
+        let sequential = m.without();
+        let c = sequential.part(C);
+        let a = sequential.part(A);
+        let buckets = self.buckets[0].len();
+        let bound = c.max(a) + c.min(a) / buckets as f64;
+        let greatest = &m.versions[GREATEST];
+        let least = &m.versions[LEAST];
+        let many = &m.versions[MANY];
         r.figure("backward C", c, "ms");
         r.figure("all-reduce A", a, "ms");
         r.figure("bound max(C, A) + min(C, A)/B", bound, "ms");
-        let (gpus, ranks) = (self.ranks.local.len(), self.ranks.world());
-        let mib = fixed(self.ranks.local[0].params.len() as f64 * 4.0 / 1048576.0, 0);
-        let (x, off) = (fixed(m.speedup(), 2), format!("{:+.1}", (hi / bound - 1.0) * 100.0));
-        let (gap, slower, faster) = (hi > bound * 1.05, lo > hi * 1.02, many < hi);
-        let [c, a, seq, hi, lo, many, bound] =
-            [c, a, seq.time.median, hi, lo, many, bound].map(|v| fixed(v, 3));
-        r.explain(t!("allreduce.sequential", gpus, ranks, c, mib, a, seq));
-        r.explain(t!("allreduce.bucketed", b = b.to_string(), hi, x, off, bound));
-        if gap {
-            r.explain(t!("allreduce.gap"));
+
+        let gpus = self.ranks.local.len();
+        let ranks = self.ranks.world();
+        let bytes = self.ranks.local[0].params.len() as f64 * 4.0;
+        let mib = fixed(bytes / 1048576.0, 0);
+        r.explain(t!(
+            "allreduce.sequential",
+            gpus,
+            ranks,
+            c = ms(c),
+            mib,
+            a = ms(a),
+            seq = ms(sequential.time.median)
+        ));
+        if ranks >= 2 {
+            // NCCL's convention: algorithm bandwidth is the buffer over the time; bus
+            // bandwidth scales it by 2(n-1)/n, what each link carries in a ring.
+            let algorithm = bytes / (a * 1e-3) / 1e9;
+            let bus = algorithm * 2.0 * (ranks as f64 - 1.0) / ranks as f64;
+            r.figure("all-reduce bus bandwidth", bus, "GB/s");
+            r.explain(t!(
+                "allreduce.bandwidth",
+                ranks,
+                algorithm = fixed(algorithm, 1),
+                bus = fixed(bus, 1)
+            ));
         }
-        let prio = if slower { t!("allreduce.slower", lo) } else { t!("allreduce.no_slower", lo) };
+
+        let hi = greatest.time.median;
+        r.explain(t!(
+            "allreduce.bucketed",
+            b = buckets.to_string(),
+            hi = ms(hi),
+            x = fixed(m.speedup(), 2),
+            ratio = fixed(hi / bound, 2),
+            off = percent(hi, bound),
+            bound = ms(bound)
+        ));
+        // The experiment: each side timed on its own stream while they overlapped.
+        let backward = greatest.part(BACKWARD_OVERLAPPED);
+        let reduce = greatest.part(REDUCE_OVERLAPPED);
+        r.figure("backward while overlapped (NCCL, greatest priority)", backward, "ms");
+        r.figure("all-reduces while overlapped (NCCL, greatest priority)", reduce, "ms");
+        r.explain(t!(
+            "allreduce.overlapped",
+            backward = ms(backward),
+            dc = percent(backward, c),
+            reduce = ms(reduce),
+            da = percent(reduce, a)
+        ));
+        if backward > c * 1.05 {
+            r.explain(t!("allreduce.backward_slowed"));
+        } else {
+            r.explain(t!("allreduce.backward_kept_pace"));
+        }
+
+        if let Some(engines) = m.versions.get(COPY_ENGINES) {
+            let time = engines.time.median;
+            let backward = engines.part(BACKWARD_OVERLAPPED);
+            let reduce = engines.part(REDUCE_OVERLAPPED);
+            r.figure("backward while overlapped (copy engines)", backward, "ms");
+            r.figure("all-reduces while overlapped (copy engines)", reduce, "ms");
+            r.explain(t!(
+                "allreduce.copy_engines",
+                b = buckets.to_string(),
+                time = ms(time),
+                ratio = fixed(time / bound, 2),
+                bound = ms(bound),
+                nccl = ms(hi),
+                backward = ms(backward),
+                dc = percent(backward, c),
+                reduce = ms(reduce)
+            ));
+        }
+
+        let lo = least.time.median;
+        let prio = if lo > hi * 1.02 {
+            t!("allreduce.slower", lo = ms(lo))
+        } else {
+            t!("allreduce.no_slower", lo = ms(lo))
+        };
         r.explain(t!("allreduce.priority", prio));
-        let more = if faster { t!("allreduce.faster") } else { t!("allreduce.not_faster") };
-        r.explain(t!("allreduce.more_buckets", buckets = self.buckets[1].len(), many, more));
+        let more =
+            if many.time.median < hi { t!("allreduce.faster") } else { t!("allreduce.not_faster") };
+        r.explain(t!(
+            "allreduce.more_buckets",
+            buckets = self.buckets[1].len(),
+            many = ms(many.time.median),
+            more
+        ));
         r.explain(t!("allreduce.order_bug"));
     }
 }
@@ -287,5 +497,28 @@ mod tests {
         assert!(e.contains("--buckets 9 is more than --elements 8"), "{e}");
         let e = args_from::<AllreduceOverlap>(&["--buckets", "0"]).unwrap_err().to_string();
         assert!(e.contains("whole number from 1 to 64"), "{e}");
+        for bad in [["--gpus", "0"], ["--gpus", "9"], ["--nccl-channels", "0"]] {
+            let e = args_from::<AllreduceOverlap>(&bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_copy_engines_version_runs_only_with_two_gpus_in_one_process() {
+        let names =
+            |f: &[&str]| AllreduceOverlap::versions(&args_from::<AllreduceOverlap>(f).unwrap());
+        // The test process runs alone (no RANK/WORLD_SIZE): two GPUs by default.
+        assert_eq!(names(&[]).len(), 5);
+        assert_eq!(names(&[])[COPY_ENGINES], "8 buckets, all-reduce on the copy engines");
+        assert_eq!(names(&["--gpus", "2"]).len(), 5);
+        for gpus in ["1", "3", "4", "8"] {
+            assert_eq!(names(&["--gpus", gpus]).len(), 4, "--gpus {gpus}");
+        }
+        let plan = |f: &[&str]| {
+            AllreduceOverlap::plan(&args_from::<AllreduceOverlap>(f).unwrap(), &WorkModel::H100)
+                .unwrap()
+        };
+        assert_eq!(plan(&["--gpus", "4"]).gpus, 4);
+        assert_eq!(plan(&[]).gpus, 2);
     }
 }

@@ -130,7 +130,8 @@ impl Lesson for P2p {
             peer::enable_access(peer.context(), gpu.context())?;
         }
         let inputs = [random_inputs(n, seed), random_inputs(n, seed ^ 0x9e37)];
-        let streams = [Stream::non_blocking(gpu, "GPU 0")?, Stream::non_blocking(&peer, "GPU 1")?];
+        let streams =
+            [Stream::non_blocking(gpu, "copies")?, Stream::non_blocking(&peer, "copies")?];
         Ok(P2p {
             src: [
                 DeviceBuffer::from_slice(gpu, &inputs[0])?,

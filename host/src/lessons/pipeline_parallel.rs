@@ -160,9 +160,9 @@ impl Lesson for PipelineParallel {
         }
         let inputs = random_inputs(n, seed);
         let streams = [
-            Stream::non_blocking(gpu, "GPU 0 stage 0")?,
-            Stream::non_blocking(gpu, "GPU 0 activations to GPU 1")?,
-            Stream::non_blocking(&peer, "GPU 1 stage 1")?,
+            Stream::non_blocking(gpu, "stage 0")?,
+            Stream::non_blocking(gpu, "activations to GPU 1")?,
+            Stream::non_blocking(&peer, "stage 1")?,
         ];
         let events =
             |on: &Gpu| (0..m).map(|_| Event::without_timing(on)).collect::<Result<Vec<_>>>();

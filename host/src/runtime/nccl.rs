@@ -202,21 +202,58 @@ impl Communicator {
             .collect())
     }
 
-    /// This process's rank of `size`, on `context`'s GPU (`ncclCommInitRank`). Blocks until
-    /// every rank has joined.
+    /// This process's rank of `size`, on `context`'s GPU (`ncclCommInitRank`). Returns when
+    /// every rank has joined, or fails after `wait`: a partner that never starts (or died
+    /// before joining) would otherwise hold this rank in NCCL forever.
     pub fn join(
         context: &Context,
         id: &UniqueId,
         rank: usize,
         size: usize,
+        wait: std::time::Duration,
     ) -> Result<Communicator> {
         let api = api()?;
         context.bind()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the id is passed by value as nccl.h declares.
-        let status = unsafe { (api.init_rank)(&mut raw, size as c_int, *id, rank as c_int) };
-        check(api, status, "ncclCommInitRank", None, std::ptr::null_mut())?;
-        Ok(Communicator { raw, rank, size, context: context.clone() })
+        // ncclCommInitRank blocks until the others come: it runs on a thread of its own, so
+        // this one can give up. The raw handles cross as integers (Context is not Send); the
+        // context stays retained by `context`, or forever when this rank gives up (below).
+        let raw_context = context.as_raw() as usize;
+        let id = *id;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // SAFETY: the caller retains the context while it waits, and leaks a reference
+            // when it stops waiting, so the handle outlives this thread.
+            let bound = unsafe { cudarc::driver::sys::cuCtxSetCurrent(raw_context as _) };
+            let mut raw: Comm = std::ptr::null_mut();
+            let status = if bound == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+                // SAFETY: valid out-pointer; the id is passed by value as nccl.h declares;
+                // the rank's context is current on this thread, so NCCL finds its device.
+                unsafe { (api.init_rank)(&mut raw, size as c_int, id, rank as c_int) }
+            } else {
+                // ncclUnhandledCudaError.
+                1
+            };
+            let _ = sender.send((status, raw as usize));
+        });
+        match receiver.recv_timeout(wait) {
+            Ok((status, raw)) => {
+                check(api, status, "ncclCommInitRank", None, std::ptr::null_mut())?;
+                Ok(Communicator { raw: raw as Comm, rank, size, context: context.clone() })
+            }
+            Err(_) => {
+                // The thread is still inside NCCL with this context current: keep the
+                // context alive until the process ends.
+                std::mem::forget(context.clone());
+                Err(Error::Nccl {
+                    op: "ncclCommInitRank".into(),
+                    stream: None,
+                    message: format!(
+                        "rank {rank} of {size} waited {} s for the other ranks to join and gave up (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
+                        wait.as_secs()
+                    ),
+                })
+            }
+        }
     }
 
     pub fn rank(&self) -> usize {

@@ -295,15 +295,19 @@ pub const MESSAGES: &[(&str, &str)] = &[
     // allreduce-overlap (and the ranks it runs: lab)
     ("allreduce.wrong_sums", "{wrong} of {n} sums wrong, and no error from NCCL"),
     ("allreduce.sequential", "On {gpus} GPU(s) in this process, {ranks} rank(s) in all: the backward takes C = {c} ms and the all-reduce of all {mib} MiB of gradients A = {a} ms; one after the other, {seq} ms."),
-    ("allreduce.bucketed", "With {b} buckets the all-reduces run behind the backward: {hi} ms, {x}x, {off}% from the bound {bound} ms."),
-    ("allreduce.gap", "The gap to the bound is the overlap's own cost: NCCL's all-reduce is a kernel that needs SMs, and while the backward holds them it gets fewer, so A grows when it overlaps C."),
+    ("allreduce.bandwidth", "The all-reduce alone ran at {algorithm} GB/s of algorithm bandwidth (the gradients over A) and {bus} GB/s of bus bandwidth (times 2(n-1)/n for n = {ranks} ranks, NCCL's convention: what each link carries)."),
+    ("allreduce.bucketed", "With {b} buckets the all-reduces run behind the backward: {hi} ms, {x}x faster, {ratio}x the bound {bound} ms ({off}%)."),
+    ("allreduce.overlapped", "Timed on each stream while they overlapped (events around every bucket): the backward took {backward} ms ({dc}% against C alone) and the all-reduces {reduce} ms ({da}% against A alone)."),
+    ("allreduce.backward_slowed", "So the backward itself slowed down while the all-reduces ran beside it: NCCL's all-reduce is a kernel, and its blocks held SMs that the backward's blocks would have used."),
+    ("allreduce.backward_kept_pace", "The backward kept its pace beside the all-reduces: what lies above the bound is in the all-reduces and the last bucket's, not in the backward."),
+    ("allreduce.copy_engines", "On the copy engines, {b} buckets: {time} ms, {ratio}x the bound {bound} ms, against {nccl} ms with NCCL. The backward took {backward} ms beside them ({dc}% against C alone): peer copies need no SMs, and only the small add kernel shares them. The all-reduces took {reduce} ms there."),
     ("allreduce.slower", "slower ({lo} ms): the backward's blocks went first and the all-reduces waited for SMs"),
     ("allreduce.no_slower", "no slower ({lo} ms): here the all-reduce found SMs either way"),
     ("allreduce.priority", "With the communication stream at the least priority the same work was {prio}. PyTorch's NCCL backend takes a high-priority stream for this when asked (`is_high_priority_stream=True`)."),
     ("allreduce.faster", "faster: more of the all-reduce hides, and the last bucket is smaller"),
     ("allreduce.not_faster", "not faster: each small all-reduce pays NCCL's fixed cost, which outweighs the smaller last bucket"),
     ("allreduce.more_buckets", "With {buckets} buckets: {many} ms, {more}."),
-    ("allreduce.order_bug", "The checks include the bug the seed warns about: the second rank issuing the same all-reduces in the opposite order. NCCL matches collectives by position, so with equal sizes it sums the wrong buckets and reports nothing; with unequal sizes it would hang."),
+    ("allreduce.order_bug", "The checks include the bug the seed warns about: odd ranks issuing the same all-reduces in the opposite order. NCCL matches collectives by position, so with equal sizes it sums the wrong buckets and reports nothing; with unequal sizes it would hang."),
 
     // pipeline-parallel
     ("pipeline_parallel.the_copy", "the copy"),
