@@ -54,6 +54,7 @@ wheel_tool "$ACTIONLINT" actionlint
 wheel_tool "$SHELLCHECK" shellcheck
 
 set -x
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts -p 'test_*.py'  # scripts' own tests, no __pycache__
 # The workflows (.github/workflows), with shellcheck on their `run:` scripts.
 "$tools/bin/actionlint" -shellcheck "$tools/bin/shellcheck" -pyflakes=
 # The guide: every book built, links and images checked, the languages in step.
