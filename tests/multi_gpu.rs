@@ -1,5 +1,7 @@
-//! GPU tests of the three two-GPU lessons (p2p, allreduce-overlap, pipeline-parallel).
-//! Ignored without two GPUs: run them with `--include-ignored` on a machine that has two.
+//! GPU tests of the multi-GPU lessons (p2p, allreduce-overlap, pipeline-parallel), ignored
+//! without a GPU: run them with `--include-ignored`. A test named `two_gpus_*`,
+//! `three_gpus_*` or `four_gpus_*` needs that many GPUs; gpu-run.sh and `scripts/test.sh
+//! --gpu` skip it, and say so, where there are fewer.
 use streamlab::lab::report::Verdict;
 use streamlab::lessons::allreduce_overlap::AllreduceOverlap;
 use streamlab::lessons::p2p::P2p;
@@ -49,12 +51,61 @@ fn two_gpus_allreduce_sums_are_exact_and_the_wrong_order_is_caught() {
     for expected in [
         "== sequential, bit for bit (rank 1)",
         "CPU sum of every rank's gradients (rank 0), bit for bit",
+        "copy engines' sums == NCCL's, bit for bit (rank 0)",
+        "copy engines' sums == NCCL's, bit for bit (rank 1)",
         "silently wrong sums",
     ] {
         assert!(names.iter().any(|n| n.contains(expected)), "{expected}: {names:?}");
     }
+    assert!(!names.iter().any(|n| n.contains("approx:")), "two ranks are exact: {names:?}");
     // Overlap must not be slower than doing one thing after the other.
     assert!(o.measured.speedup() > 1.0, "{}", o.report.to_text());
+}
+
+/// `--gpus N` in one process, on a machine with at least N GPUs: every check passes, the
+/// checks are bit for bit with one or two ranks and approximate with more, and the copy
+/// engines' version is there with exactly two.
+fn allreduce_on(gpus: usize) {
+    let found = device_count().unwrap() as usize;
+    assert!(found >= gpus, "this test needs {gpus} CUDA GPUs and found {found}");
+    let n = gpus.to_string();
+    let flags = ["--gpus", &n, "--elements", "1048576", "--buckets", "4", "--iters", "20"];
+    let o = run_lesson::<AllreduceOverlap>(&gpu(), &flags, 2);
+    let text = o.report.to_text();
+    checks_passed(&o.checks, &text);
+    let names: Vec<&str> = o.checks.iter().map(|c| c.name.as_str()).collect();
+    let approx = names.iter().filter(|n| n.contains("approx: ")).count();
+    let engines = names.iter().filter(|n| n.contains("copy engines' sums")).count();
+    if gpus <= 2 {
+        assert_eq!(approx, 0, "{names:?}");
+    } else {
+        // Three bucketed versions, one check per rank.
+        assert_eq!(approx, 3 * gpus, "{names:?}");
+    }
+    assert_eq!(engines, if gpus == 2 { 2 } else { 0 }, "{names:?}");
+    assert_eq!(o.measured.versions.len(), if gpus == 2 { 5 } else { 4 });
+    assert!(
+        text.contains(&format!("On {gpus} GPU(s) in this process, {gpus} rank(s) in all")),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and NCCL"]
+fn allreduce_runs_as_one_rank_on_one_gpu() {
+    allreduce_on(1);
+}
+
+#[test]
+#[ignore = "needs three CUDA GPUs"]
+fn three_gpus_allreduce_checks_odd_rank_counts_approximately() {
+    allreduce_on(3);
+}
+
+#[test]
+#[ignore = "needs four CUDA GPUs"]
+fn four_gpus_allreduce_checks_sums_approximately_and_passes() {
+    allreduce_on(4);
 }
 
 #[test]
