@@ -30,6 +30,6 @@ done
 cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench | while read -r name exe; do
   cp "$exe" ".gpu/benches/$name"
 done
-cp -r cuda-reference scripts/gpu-run.sh scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt .gpu/
+cp -r cuda-reference scripts/gpu-run.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt .gpu/
 du -sh .gpu
 ls .gpu .gpu/tests .gpu/benches

@@ -122,10 +122,15 @@ if has sanitizer && command -v compute-sanitizer >/dev/null; then
 fi
 if has tests; then
   export STREAMLAB_BIN="$G/streamlab"
-  # Tests named two_gpus_* need two GPUs: skipped, and said so, where there is one.
-  skip=(); if (( $(nvidia-smi -L | grep -c '^GPU') < 2 )); then
-    skip=(--skip two_gpus); note "tests named two_gpus_*: NOT RUN (this machine has one GPU)"
-  fi
+  # Tests named two_gpus_*, three_gpus_*, four_gpus_* need that many GPUs: skipped, and
+  # said so, where fewer are visible (CUDA_VISIBLE_DEVICES counts when set).
+  visible=$(nvidia-smi -L | grep -c '^GPU')
+  [[ -n ${CUDA_VISIBLE_DEVICES:-} ]] && visible=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)
+  skip=()
+  for need in 2:two_gpus 3:three_gpus 4:four_gpus; do
+    names=${need#*:}
+    if (( visible < ${need%%:*} )); then skip+=(--skip "$names"); note "tests named ${names}_*: NOT RUN (this machine shows $visible GPU(s))"; fi
+  done
   for t in "$G"/tests/*; do
     "$t" --include-ignored --test-threads=1 "${skip[@]}" >"$LOGS/test-$(basename "$t").txt" 2>&1
     rc=$?; note "test $(basename "$t"): exit $rc, $(grep -h '^test result' "$LOGS/test-$(basename "$t").txt" | tail -1)"

@@ -64,10 +64,15 @@ cargo fmt --all -- --check
 rustfmt --edition 2021 --check host/src/lessons/*.rs
 cargo clippy --workspace --all-targets -- -D warnings
 if [[ $gpu == 1 ]]; then
-  # Tests named two_gpus_* need two GPUs: skipped, and said so, where there is one.
-  skip=(); if (( $(nvidia-smi -L | grep -c '^GPU') < 2 )); then
-    skip=(--skip two_gpus); echo "scripts/test.sh: tests named two_gpus_* NOT RUN: one GPU" >&2
-  fi
+  # Tests named two_gpus_*, three_gpus_*, four_gpus_* need that many GPUs: skipped, and
+  # said so, where fewer are visible (CUDA_VISIBLE_DEVICES counts when set).
+  visible=$(nvidia-smi -L | grep -c '^GPU')
+  [[ -n ${CUDA_VISIBLE_DEVICES:-} ]] && visible=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c .)
+  skip=()
+  for need in 2:two_gpus 3:three_gpus 4:four_gpus; do
+    names=${need#*:}
+    if (( visible < ${need%%:*} )); then skip+=(--skip "$names"); echo "scripts/test.sh: tests named ${names}_* NOT RUN: $visible GPU(s)" >&2; fi
+  done
   cargo test --workspace --release -- --include-ignored --test-threads=1 "${skip[@]}"
 else
   cargo test --workspace
