@@ -50,8 +50,8 @@ if has edges; then
   done < "$G/edge-cases.txt"
 fi
 if has sanitizer && command -v compute-sanitizer >/dev/null; then
-  # Every lesson at a small size (small-runs.txt), under each of the four tools. Concurrency
-  # checks are reported as "not asserted" there (kernels run one at a time), so exit 0 is due.
+  # Every lesson at a small size (small-runs.txt, or the file $SMALL_RUNS names), under each
+  # of the four tools. Concurrency checks are reported as "not asserted" there (kernels run one at a time), so exit 0 is due.
   # sanitizer_findings.py splits each log: NCCL's findings (in NCCL's kernels, or API errors and
   # leaks that NCCL's own calls made) are listed apart and do not fail the stage; ours do. No
   # --error-exitcode: compute-sanitizer then exits with the program's own code, so a non-zero
@@ -100,7 +100,7 @@ if has sanitizer && command -v compute-sanitizer >/dev/null; then
       elif [[ $counts != "ours 0, nccl 0" ]]; then
         note "sanitizer $tool: streamlab run $line: exit 0, $counts (NCCL's only)"
       fi
-    done < "$G/small-runs.txt"
+    done < "${SMALL_RUNS:-$G/small-runs.txt}"
     note "compute-sanitizer $tool: $runs lessons, ours $ours, NCCL's $nccl (listed apart in sanitizer-$tool-nccl.txt)"
     [[ $bad == 0 ]] || status=1
   done
