@@ -385,7 +385,9 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     let all = matches!(m.subcommand(), Some(("all", _)));
     // With `all`, each lesson writes its own file: trace.json -> trace-overlap.json; and a
     // rank above 0 (under `launch` or torchrun) its own too: trace-rank1.json.
-    let rank = ranks::from_env().ok().flatten().map(|r| r.rank);
+    // A bad rank setting is reported where the ranks meet (the lesson), not here.
+    let rank_env = ranks::from_env().ok().flatten();
+    let rank = rank_env.as_ref().map(|r| r.rank);
     let path = |flag: &str, lesson: &str| {
         m.get_one::<PathBuf>(flag).map(|p| {
             let p = if all { tagged(p, lesson) } else { p.clone() };
@@ -399,7 +401,13 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         trace: path("trace", lesson),
         svg: path("svg", lesson),
     };
-    let device = *m.get_one::<u32>("device").unwrap_or(&0);
+    // Under mpirun or srun the local rank picks the GPU; an explicit --device wins.
+    let given = m.value_source("device") == Some(clap::parser::ValueSource::CommandLine);
+    let local = rank_env.as_ref().and_then(|r| r.local_rank).and_then(|l| u32::try_from(l).ok());
+    let device = match local {
+        Some(local) if !given => local,
+        _ => *m.get_one::<u32>("device").unwrap_or(&0),
+    };
     let lang = lang_of(m);
     // The selected lessons and their flags, all checked before the GPU is touched.
     let selected: Vec<(&'static Entry, ArgMatches)> = match m.subcommand() {
