@@ -122,13 +122,14 @@ fn stand_in(name: &str, body: &str) -> PathBuf {
     path
 }
 
-/// `streamlab launch --gpus N run allreduce-overlap` with `program` as its ranks, stderr
+/// `streamlab launch --gpus N run allreduce-overlap FLAGS` with `program` as its ranks, stderr
 /// piped and read line by line into the returned channel.
-fn launch_stand_ins(program: &Path, gpus: usize) -> (Child, Receiver<String>) {
+fn launch_stand_ins(program: &Path, gpus: usize, flags: &[&str]) -> (Child, Receiver<String>) {
     let bin =
         std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
     let mut child = Command::new(bin)
         .args(["launch", "--gpus", &gpus.to_string(), "run", "allreduce-overlap"])
+        .args(flags)
         .env("STREAMLAB_LAUNCH_RANK_PROGRAM", program)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -193,7 +194,7 @@ fn launch_names_the_failing_rank_with_its_error_line_and_stops_the_others() {
         "fails",
         "if [ \"$RANK\" = 1 ]; then sleep 0.2; echo 'streamlab: x: something broke' >&2; exit 4; fi\nexec sleep 30",
     );
-    let (mut launcher, lines) = launch_stand_ins(&program, 2);
+    let (mut launcher, lines) = launch_stand_ins(&program, 2, &[]);
     let code = exit_within(&mut launcher, Duration::from_secs(10));
     let said = rest_of(&lines);
     let pid = launcher.id();
@@ -229,7 +230,7 @@ fn launch_names_the_failing_rank_with_its_error_line_and_stops_the_others() {
 #[test]
 fn sigterm_on_launch_stops_every_rank_and_exits_143() {
     let program = stand_in("sigterm", "exec sleep 30");
-    let (mut launcher, lines) = launch_stand_ins(&program, 2);
+    let (mut launcher, lines) = launch_stand_ins(&program, 2, &[]);
     let both_up = |seen: &[String]| seen.iter().filter(|l| l.contains("up ")).count() == 2;
     let up = read_until(&lines, Duration::from_secs(10), both_up);
     let rank_pids: Vec<i32> = up
@@ -309,5 +310,27 @@ fn a_rank_stops_when_its_launcher_is_gone() {
     assert!(
         said.contains(&format!("streamlab: rank 1: the launcher (pid {sh}) is gone: stopping")),
         "{said}"
+    );
+}
+
+#[test]
+fn real_ranks_that_refuse_the_same_flag_say_it_once() {
+    // streamlab itself as the ranks (through the stand-in hook, so no GPU check first): each
+    // rank refuses --buckets 0 with the same error line and exit 2.
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    let (mut launcher, lines) = launch_stand_ins(Path::new(&bin), 3, &["--buckets", "0"]);
+    let code = exit_within(&mut launcher, Duration::from_secs(10));
+    let said = rest_of(&lines);
+    assert_eq!(code, Some(2), "{said:?}");
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].starts_with("streamlab launch: rank ")
+            && said[0].contains(" exited 2: invalid value '0' for '--buckets <BUCKETS>'"),
+        "{said:?}"
+    );
+    assert!(
+        said[1].starts_with("streamlab launch: ranks ") && said[1].ends_with(" also exited 2"),
+        "{said:?}"
     );
 }
