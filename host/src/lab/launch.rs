@@ -314,6 +314,8 @@ pub fn wait_for(
     let mut order: Vec<usize> = Vec::new();
     let mut sent: Vec<Option<Signal>> = vec![None; n];
     let mut stop: Option<(Stop, Instant)> = None;
+    // Kept apart from `stop`: an interrupt after a failure changes why, not who failed first.
+    let mut first: Option<usize> = None;
     let mut termed_at: Option<Instant> = None;
     loop {
         let got = interrupt.load(Ordering::SeqCst) as i32;
@@ -330,14 +332,15 @@ pub fn wait_for(
             }
         }
         if stop.is_none() {
-            let first = order.iter().copied().find(|&r| ends[r].is_some_and(|(e, _)| e.failed()));
-            if let Some(r) = first.filter(|&r| !maybe_interrupted(ends[r])) {
+            let failed = order.iter().copied().find(|&r| ends[r].is_some_and(|(e, _)| e.failed()));
+            if let Some(r) = failed.filter(|&r| !maybe_interrupted(ends[r])) {
                 say(&format!(
                     "streamlab launch: {} {}",
                     ranks[r].name(),
                     cause(&ranks[r], ends[r])
                 ));
                 stop = Some((Stop::Failed(r), Instant::now()));
+                first = Some(r);
             }
         }
         let running: Vec<usize> = (0..n).filter(|&r| ends[r].is_none()).collect();
@@ -370,7 +373,7 @@ pub fn wait_for(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    report(&ranks, &ends, &order, &sent, stop.map(|(why, _)| why), say)
+    report(&ranks, &ends, &order, &sent, first, stop.map(|(why, _)| why), say)
 }
 
 /// A rank killed by SIGINT, SIGTERM or SIGHUP a moment ago: the same signal may have reached
@@ -398,6 +401,7 @@ fn report(
     ends: &[Option<(End, Instant)>],
     order: &[usize],
     sent: &[Option<Signal>],
+    first: Option<usize>,
     stop: Option<Stop>,
     say: &Say,
 ) -> i32 {
@@ -409,13 +413,9 @@ fn report(
         .iter()
         .copied()
         .filter(|&r| end(r).failed() && sent[r].is_none())
-        .filter(|&r| stop != Some(Stop::Failed(r)))
+        .filter(|&r| first != Some(r))
         .filter(|&r| !matches!(stop, Some(Stop::Interrupted(s)) if end(r) == End::Signal(s)))
         .collect();
-    let first = match stop {
-        Some(Stop::Failed(f)) => Some(f),
-        _ => None,
-    };
     let same: Vec<usize> =
         own.iter().copied().filter(|&r| first.is_some_and(|f| end(r) == end(f))).collect();
     if let (Some(f), false) = (first, same.is_empty()) {
@@ -458,7 +458,7 @@ fn report(
     }
     match stop {
         Some(Stop::Interrupted(s)) => 128 + s,
-        Some(Stop::Failed(f)) => end(f).exit_code(),
+        Some(Stop::Failed(_)) => first.map_or(1, |f| end(f).exit_code()),
         None => 0,
     }
 }
@@ -674,6 +674,23 @@ mod tests {
             ]
         );
         assert!(took < Duration::from_secs(1), "no settle period on an interrupt: {took:?}");
+    }
+
+    #[test]
+    fn an_interrupt_after_a_failure_stops_at_once_without_naming_the_failure_again() {
+        let slow = Timing { settle: Duration::from_secs(20), grace: Duration::from_secs(1) };
+        let int = Some((Signal::SIGINT as i32, Duration::from_millis(300)));
+        let (code, lines, took) = ranks_of(&["exit 4", SLEEPS], slow, int);
+        assert_eq!(code, 130, "{lines:?}");
+        assert_eq!(
+            lines,
+            [
+                "streamlab launch: rank 0 (GPU 0) exited 4 without an error message",
+                "streamlab launch: got SIGINT: stopping the ranks",
+                "streamlab launch: rank 1 (GPU 1) stopped (SIGTERM) after the launcher got SIGINT",
+            ]
+        );
+        assert!(took < Duration::from_secs(2), "{took:?}");
     }
 
     #[test]
