@@ -31,7 +31,10 @@ Exit codes:
      lesson needs what this machine lacks (a second GPU, NCCL); `run all` skips those
   4  a CUDA call failed (the message names the call and the stream)
   5  a result check failed (async differs from sync, or the GPU from the CPU)
-  70 an internal error (a bug in streamlab: please report it)";
+  70 an internal error (a bug in streamlab: please report it)
+  launch: the first failing rank's own code, or 128+N when signal N killed it (137: SIGKILL);
+     130 or 143 when the launcher itself got SIGINT (Ctrl-C) or SIGTERM; a rank whose
+     launcher is gone exits 129";
 
 /// `--lang`: the language of what a learner reads (`run`, `list`).
 fn lang_arg() -> Arg {
@@ -167,7 +170,19 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
 unique id to the others. Rank 0's report is printed. To run across machines, start `streamlab \
 run allreduce-overlap --device <LOCAL_RANK>` on each with RANK, WORLD_SIZE and either \
 MASTER_ADDR/MASTER_PORT (rank 0 listens on MASTER_PORT + 1: torchrun's own store holds \
-MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port (see the README).",
+MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port (see the README); under mpirun or srun \
+the ranks come from Open MPI's or Slurm's variables.
+
+Every rank's stderr comes through the launcher: rank 0's lines as they are, rank N's after \
+`rank N: `. When a rank fails, one line names it and its cause (its error line, or the signal \
+that killed it); ranks that fail the same way on their own get one more line. The others get \
+2 s to finish, then SIGTERM, then SIGKILL 5 s later, one line each. Ctrl-C or SIGTERM on the \
+launcher stops every rank the same way. A rank whose launcher is gone (killed with SIGKILL) \
+notices within 0.2 s and exits 129.
+
+Exit code: the first failing rank's own code, or 128+N when signal N killed it (137 for \
+SIGKILL), as shells report it; 130 after Ctrl-C (SIGINT), 143 after SIGTERM; 0 when every \
+rank succeeded.",
                 )
                 .arg(
                     Arg::new("gpus")
@@ -385,7 +400,11 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     let all = matches!(m.subcommand(), Some(("all", _)));
     // With `all`, each lesson writes its own file: trace.json -> trace-overlap.json; and a
     // rank above 0 (under `launch` or torchrun) its own too: trace-rank1.json.
-    let rank = ranks::from_env().ok().flatten().map(|r| r.rank);
+    // A bad rank setting is reported where the ranks meet (the lesson), not here.
+    let rank_env = ranks::from_env().ok().flatten();
+    let rank = rank_env.as_ref().map(|r| r.rank);
+    // A rank of `streamlab launch` stops when its launcher is gone.
+    streamlab::lab::launch::watch_launcher(rank);
     let path = |flag: &str, lesson: &str| {
         m.get_one::<PathBuf>(flag).map(|p| {
             let p = if all { tagged(p, lesson) } else { p.clone() };
@@ -399,7 +418,13 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         trace: path("trace", lesson),
         svg: path("svg", lesson),
     };
-    let device = *m.get_one::<u32>("device").unwrap_or(&0);
+    // Under mpirun or srun the local rank picks the GPU; an explicit --device wins.
+    let given = m.value_source("device") == Some(clap::parser::ValueSource::CommandLine);
+    let local = rank_env.as_ref().and_then(|r| r.local_rank).and_then(|l| u32::try_from(l).ok());
+    let device = match local {
+        Some(local) if !given => local,
+        _ => *m.get_one::<u32>("device").unwrap_or(&0),
+    };
     let lang = lang_of(m);
     // The selected lessons and their flags, all checked before the GPU is touched.
     let selected: Vec<(&'static Entry, ArgMatches)> = match m.subcommand() {

@@ -1,8 +1,19 @@
-//! `streamlab launch`: one process per GPU. The flag checks run everywhere; the runs need a
-//! GPU and NCCL (ignored otherwise). One GPU is enough for a one-rank launch and for the
+//! `streamlab launch`: one process per GPU. The flag checks and the launcher under faults
+//! (stand-in ranks) run everywhere; the runs need a GPU and NCCL (ignored otherwise). One GPU is enough for a one-rank launch and for the
 //! one-GPU refusals; the two-rank comparison with the one-process run needs two GPUs (its
 //! name starts with `two_gpus`, the name the GPU scripts skip on a one-GPU machine).
-use std::process::Output;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use nix::sys::prctl::set_child_subreaper;
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
 
 mod common;
 use common::{streamlab, streamlab_in, text};
@@ -92,4 +103,234 @@ fn two_gpus_two_ranks_give_the_bits_of_one_process() {
     let (code, alone) = run_json(&["run", "allreduce-overlap"]);
     assert_eq!(code, Some(0), "{}", text(&alone.stderr));
     assert_eq!(digest(&two), digest(&alone), "two processes and one process summed differently");
+}
+
+// The launcher under faults, with stand-in ranks (sh scripts, through the test-only
+// STREAMLAB_LAUNCH_RANK_PROGRAM): no GPU needed.
+
+/// A stand-in rank program in a folder of its own: `body` after a line that says the rank is
+/// up, with its arguments, its pid and its launcher's pid.
+fn stand_in(name: &str, body: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamlab-test-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("rank");
+    let script = format!(
+        "#!/bin/sh\necho \"up $RANK of $WORLD_SIZE: $* pid $$ launcher $STREAMLAB_LAUNCHER_PID\" >&2\n{body}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// `streamlab launch --gpus N run allreduce-overlap FLAGS` with `program` as its ranks, stderr
+/// piped and read line by line into the returned channel.
+fn launch_stand_ins(program: &Path, gpus: usize, flags: &[&str]) -> (Child, Receiver<String>) {
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    let mut child = Command::new(bin)
+        .args(["launch", "--gpus", &gpus.to_string(), "run", "allreduce-overlap"])
+        .args(flags)
+        .env("STREAMLAB_LAUNCH_RANK_PROGRAM", program)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start streamlab launch");
+    let (send, lines) = channel();
+    let pipe = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    (child, lines)
+}
+
+/// Lines from `lines` until `done` says they are enough, `within` at most.
+fn read_until(
+    lines: &Receiver<String>,
+    within: Duration,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let until = Instant::now() + within;
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        let left = until.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("not all lines came within {within:?}: {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// The lines still to come from an ended launcher (its stderr closes when it exits).
+fn rest_of(lines: &Receiver<String>) -> Vec<String> {
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut rest = Vec::new();
+    while let Ok(line) = lines.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        rest.push(line);
+    }
+    rest
+}
+
+/// The exit code of `child`, which must end within `within`.
+fn exit_within(child: &mut Child, within: Duration) -> Option<i32> {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("streamlab launch did not end within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn launch_names_the_failing_rank_with_its_error_line_and_stops_the_others() {
+    let program = stand_in(
+        "fails",
+        "if [ \"$RANK\" = 1 ]; then sleep 0.2; echo 'streamlab: x: something broke' >&2; exit 4; fi\nexec sleep 30",
+    );
+    let (mut launcher, lines) = launch_stand_ins(&program, 2, &[]);
+    let code = exit_within(&mut launcher, Duration::from_secs(10));
+    let said = rest_of(&lines);
+    let pid = launcher.id();
+    assert_eq!(code, Some(4), "{said:?}");
+    // Each rank got its rank, world, --device and the launcher's pid; rank 1's lines say so.
+    assert!(
+        said.iter().any(|l| l.starts_with("up 0 of 2: run allreduce-overlap --device 0 pid ")
+            && l.ends_with(&format!("launcher {pid}"))),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l.starts_with("rank 1: up 1 of 2: run allreduce-overlap --device 1 pid ")),
+        "{said:?}"
+    );
+    let launcher_lines: Vec<&String> =
+        said.iter().filter(|l| l.starts_with("streamlab launch: ")).collect();
+    assert_eq!(
+        launcher_lines,
+        [
+            "streamlab launch: rank 1 (GPU 1) exited 4: x: something broke",
+            "streamlab launch: rank 0 (GPU 0) stopped (SIGTERM) after rank 1 failed",
+        ],
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|l| l.contains("rank 1: streamlab:")),
+        "the error line was forwarded too: {said:?}"
+    );
+    std::fs::remove_dir_all(program.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn sigterm_on_launch_stops_every_rank_and_exits_143() {
+    let program = stand_in("sigterm", "exec sleep 30");
+    let (mut launcher, lines) = launch_stand_ins(&program, 2, &[]);
+    let both_up = |seen: &[String]| seen.iter().filter(|l| l.contains("up ")).count() == 2;
+    let up = read_until(&lines, Duration::from_secs(10), both_up);
+    let rank_pids: Vec<i32> = up
+        .iter()
+        .filter_map(|l| l.split(" pid ").nth(1)?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(rank_pids.len(), 2, "{up:?}");
+    kill(Pid::from_raw(launcher.id() as i32), Signal::SIGTERM).unwrap();
+    let code = exit_within(&mut launcher, Duration::from_secs(10));
+    let said = rest_of(&lines);
+    assert_eq!(code, Some(143), "{said:?}");
+    assert_eq!(
+        said,
+        [
+            "streamlab launch: got SIGTERM: stopping the ranks",
+            "streamlab launch: rank 0 (GPU 0) stopped (SIGTERM) after the launcher got SIGTERM",
+            "streamlab launch: rank 1 (GPU 1) stopped (SIGTERM) after the launcher got SIGTERM",
+        ]
+    );
+    // The ranks are gone (reaped by the launcher), and so is the launcher's folder.
+    for pid in rank_pids {
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "rank pid {pid} still there");
+    }
+    let scratch = std::env::temp_dir().join(format!("streamlab-launch-{}", launcher.id()));
+    assert!(!scratch.exists(), "{} left behind", scratch.display());
+    std::fs::remove_dir_all(program.parent().unwrap()).unwrap();
+}
+
+const STAND_IN: &str = "STREAMLAB_TEST_STAND_IN";
+
+#[test]
+#[ignore = "a stand-in rank that a_rank_stops_when_its_launcher_is_gone starts; does nothing alone"]
+fn stand_in_rank_watching_its_launcher() {
+    if std::env::var_os(STAND_IN).is_none() {
+        return;
+    }
+    // What `streamlab run` does first in a rank of `streamlab launch`.
+    streamlab::lab::launch::watch_launcher(Some(1));
+    std::thread::sleep(Duration::from_secs(20));
+}
+
+#[test]
+fn a_rank_stops_when_its_launcher_is_gone() {
+    // Orphans of this test's children come to this process, so that it can read the
+    // stand-in rank's exit code once its "launcher" (an sh) has died of SIGKILL.
+    set_child_subreaper(true).unwrap();
+    let err = std::env::temp_dir().join(format!("streamlab-test-gone-{}.err", std::process::id()));
+    let launcher = Command::new("sh")
+        .args([
+            "-c",
+            "STREAMLAB_LAUNCHER_PID=$$ \"$0\" --exact stand_in_rank_watching_its_launcher --ignored --nocapture >/dev/null 2>\"$1\" & echo $!; sleep 0.5; kill -9 $$",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .arg(&err)
+        .env(STAND_IN, "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sh = launcher.id();
+    let out = launcher.wait_with_output().unwrap();
+    let gone = Instant::now();
+    assert_eq!(out.status.signal(), Some(9));
+    let rank: i32 = text(&out.stdout).trim().parse().unwrap();
+    let status = loop {
+        match waitpid(Pid::from_raw(rank), Some(WaitPidFlag::WNOHANG)).unwrap() {
+            WaitStatus::StillAlive if gone.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other,
+        }
+    };
+    let took = gone.elapsed();
+    let said = std::fs::read_to_string(&err).unwrap_or_default();
+    let _ = std::fs::remove_file(&err);
+    assert_eq!(status, WaitStatus::Exited(Pid::from_raw(rank), 129), "{said}");
+    assert!(took < Duration::from_secs(1), "noticed after {took:?}");
+    assert!(
+        said.contains(&format!("streamlab: rank 1: the launcher (pid {sh}) is gone: stopping")),
+        "{said}"
+    );
+}
+
+#[test]
+fn real_ranks_that_refuse_the_same_flag_say_it_once() {
+    // streamlab itself as the ranks (through the stand-in hook, so no GPU check first): each
+    // rank refuses --buckets 0 with the same error line and exit 2.
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    let (mut launcher, lines) = launch_stand_ins(Path::new(&bin), 3, &["--buckets", "0"]);
+    let code = exit_within(&mut launcher, Duration::from_secs(10));
+    let said = rest_of(&lines);
+    assert_eq!(code, Some(2), "{said:?}");
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].starts_with("streamlab launch: rank ")
+            && said[0].contains(" exited 2: invalid value '0' for '--buckets <BUCKETS>'"),
+        "{said:?}"
+    );
+    assert!(
+        said[1].starts_with("streamlab launch: ranks ") && said[1].ends_with(" also exited 2"),
+        "{said:?}"
+    );
 }
