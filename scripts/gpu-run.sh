@@ -51,7 +51,8 @@ if has edges; then
 fi
 if has sanitizer && command -v compute-sanitizer >/dev/null; then
   # Every lesson at a small size (small-runs.txt, or the file $SMALL_RUNS names), under each
-  # of the four tools. Concurrency checks are reported as "not asserted" there (kernels run one at a time), so exit 0 is due.
+  # of the four tools (or those $SANITIZER_TOOLS names). Concurrency checks are reported as
+  # "not asserted" there (kernels run one at a time), so exit 0 is due.
   # sanitizer_findings.py splits each log: NCCL's findings (in NCCL's kernels, or API errors and
   # leaks that NCCL's own calls made) are listed apart and do not fail the stage; ours do. No
   # --error-exitcode: compute-sanitizer then exits with the program's own code, so a non-zero
@@ -63,7 +64,7 @@ if has sanitizer && command -v compute-sanitizer >/dev/null; then
     [[ $tool == memcheck ]] && extra=(--leak-check full)
     compute-sanitizer --tool "$tool" "${extra[@]}" --print-limit "$limit" "$@" >"$out" 2>&1
   }
-  for tool in memcheck racecheck synccheck initcheck; do
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
     runs=0; bad=0; ours=0; nccl=0
     out=$LOGS/sanitizer-$tool.out nccl_file=$LOGS/sanitizer-$tool-nccl.txt
     : >"$nccl_file"

@@ -158,7 +158,7 @@ impl Ranks {
             Some(env) => {
                 let id = env.share_id(nccl::unique_id)?;
                 let comm =
-                    Communicator::join(gpu.context(), &id, env.rank, env.world, ranks::WAIT)?;
+                    Communicator::join(gpu.context(), &id, env.rank, env.world, env.timeout)?;
                 (vec![None], env.world, vec![comm])
             }
         };
