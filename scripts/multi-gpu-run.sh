@@ -115,9 +115,9 @@ if has faults; then
       tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" && { echo "$p"; return; }
     done
   }
-  "$BIN" launch --gpus "$n" run allreduce-overlap --reps 200 > "$LOGS/fault-kill-rank.out" 2> "$LOGS/fault-kill-rank.err" &
+  "$BIN" launch --gpus "$n" run allreduce-overlap --reps 2000 > "$LOGS/fault-kill-rank.out" 2> "$LOGS/fault-kill-rank.err" &
   launcher=$!
-  sleep 12
+  sleep 8
   victim_pid=$(rank_pid "$launcher" "$victim")
   start=$(date +%s.%N)
   [[ -n $victim_pid ]] && kill -9 "$victim_pid"
@@ -126,9 +126,9 @@ if has faults; then
   note "fault: rank $victim (pid ${victim_pid:-none}) of $n killed with SIGKILL: launcher exit $rc after $took s; its stderr:"
   sed 's/^/    /' "$LOGS/fault-kill-rank.err" | tail -8 | tee -a "$LOGS/summary.txt"
 
-  "$BIN" launch --gpus "$n" run allreduce-overlap --reps 200 > /dev/null 2> "$LOGS/fault-kill-launcher.err" &
+  "$BIN" launch --gpus "$n" run allreduce-overlap --reps 2000 > /dev/null 2> "$LOGS/fault-kill-launcher.err" &
   launcher=$!
-  sleep 12
+  sleep 8
   ranks_before=$(pgrep -P "$launcher" | tr '\n' ' ')
   kill -9 "$launcher"
   sleep 15
@@ -136,9 +136,9 @@ if has faults; then
   note "fault: launcher killed with SIGKILL: ranks ${ranks_before}still running 15 s later: $left"
   for p in $ranks_before; do kill -9 "$p" 2>/dev/null; done
 
-  "$BIN" launch --gpus "$n" run allreduce-overlap --reps 200 > /dev/null 2> "$LOGS/fault-sigterm-launcher.err" &
+  "$BIN" launch --gpus "$n" run allreduce-overlap --reps 2000 > /dev/null 2> "$LOGS/fault-sigterm-launcher.err" &
   launcher=$!
-  sleep 12
+  sleep 8
   kill -TERM "$launcher"; wait "$launcher"; rc=$?
   note "fault: SIGTERM to the launcher: exit $rc; its stderr:"
   sed 's/^/    /' "$LOGS/fault-sigterm-launcher.err" | tail -6 | tee -a "$LOGS/summary.txt"
