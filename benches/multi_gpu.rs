@@ -76,6 +76,7 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
         seed: SEED,
         gpus: DEFAULT_GPUS,
         copy_engines: false,
+        pieces: 1,
     };
     let ranks = Ranks::new(gpu, &setup).unwrap_or_else(|e| fail(BENCH, e));
     let all_reduce = || {

@@ -6,7 +6,9 @@
 //   allreduce-overlap  64M gradient floats per GPU, 10 iterations, 8 buckets: backward (copy
 //                      params -> grads, compute_kernel) then one ncclAllReduce on the compute
 //                      stream, against bucket by bucket with each bucket's all-reduce on a comm
-//                      stream (greatest priority, least priority, then 32 buckets); also the
+//                      stream (greatest priority, least priority, then 32 buckets), and 8
+//                      buckets summed on the copy engines (peer pushes in 4 pieces a bucket,
+//                      an add on a quarter of the SMs, peer pushes of the sums back); also the
 //                      all-reduce of everything alone (host/src/lessons/allreduce_overlap.rs,
 //                      host/src/lab/collective.rs)
 //   pipeline-parallel  8 micro-batches of 4M floats, 50 iterations a stage: stage 0 on GPU 0, a
@@ -19,8 +21,8 @@
 //   nvcc -O3 -arch=sm_90 multi_gpu.cu -lnccl -o multi_gpu && ./multi_gpu
 //
 // Prints one `name: median_ms` line per version (10 reps after one warm-up; cudaEvents on
-// GPU 0's first stream, every other stream forked from it and joined back into it, as
-// lab/pipeline.rs Bracket does), a few derived figures (GB/s, parts, bounds), then
+// GPU 0's first stream, every stream forked from its own GPU's first stream and joined back
+// into GPU 0's first, as lab/pipeline.rs Bracket does), a few derived figures (GB/s, parts, bounds), then
 // `check ...: ok|FAILED` lines (bit for bit: bytes received == bytes sent, the all-reduce ==
 // the CPU's a + b, bucketed == sequential, pipelined == naive == both stages on GPU 0).
 // With fewer than 2 GPUs it prints "multi_gpu: needs 2 GPUs, found N" and exits 0.
@@ -284,6 +286,7 @@ static void p2p() {
 struct Rank {
   int device;
   cudaStream_t compute, comm[2];  // comm[0] greatest priority, comm[1] least
+  cudaStream_t copy_back;         // greatest priority: the copy engines' adds and push backs
   float *params, *grads, *sums;
   float* received;  // the halves the other GPU pushed here (copy engines' all-reduce)
   std::vector<cudaEvent_t> ready, pushed;
@@ -328,6 +331,7 @@ static void allreduce_overlap() {
     CHECK(cudaStreamCreateWithPriority(&k.compute, cudaStreamNonBlocking, 0));
     CHECK(cudaStreamCreateWithPriority(&k.comm[0], cudaStreamNonBlocking, greatest));
     CHECK(cudaStreamCreateWithPriority(&k.comm[1], cudaStreamNonBlocking, least));
+    CHECK(cudaStreamCreateWithPriority(&k.copy_back, cudaStreamNonBlocking, greatest));
     random_inputs(host.data(), n, SEED + (uint64_t)r * 7919);  // rank_seed
     CHECK(cudaMalloc((void**)&k.params, n * sizeof(float)));
     CHECK(cudaMalloc((void**)&k.grads, n * sizeof(float)));
@@ -338,7 +342,7 @@ static void allreduce_overlap() {
     CHECK(cudaMemset(k.grads, 0, n * sizeof(float)));
     CHECK(cudaMemset(k.sums, 0, n * sizeof(float)));
     k.ready.resize(4 * B);
-    k.pushed.resize(4 * B);
+    k.pushed.resize(4 * B * 4);  // 4 pieces a bucket
     for (auto& e : k.ready) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto& e : k.pushed) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto& e : k.marks) CHECK(cudaEventCreate(&e));
@@ -357,9 +361,9 @@ static void allreduce_overlap() {
       (void)cudaGetLastError();
   }
   // Compute first, as Ranks::streams lists them.
-  Bracket bracket({ranks[0].compute, ranks[0].comm[0], ranks[0].comm[1], ranks[1].compute,
-                   ranks[1].comm[0], ranks[1].comm[1]},
-                  {0, 0, 0, 1, 1, 1});
+  Bracket bracket({ranks[0].compute, ranks[0].comm[0], ranks[0].comm[1], ranks[0].copy_back,
+                   ranks[1].compute, ranks[1].comm[0], ranks[1].comm[1], ranks[1].copy_back},
+                  {0, 0, 0, 0, 1, 1, 1, 1});
   auto synchronize = [&] {
     for (auto& r : ranks) {
       on(r.device);
@@ -415,9 +419,20 @@ static void allreduce_overlap() {
       }
     });
   };
-  // The same buckets summed on the copy engines (Ranks::copy_engine_all_reduce): each GPU
-  // pushes the half the other owns, adds the half it owns once the other's push landed, and
-  // pushes its sums back.
+  // The same buckets summed on the copy engines (Ranks::copy_engine_all_reduce, 4 pieces a
+  // bucket): on comm[0] each GPU pushes the half the other owns, piece by piece; on its
+  // copy-back stream, as each piece of the other's push lands, it adds that piece of its own
+  // half (a quarter of the SMs) and pushes the sums back.
+  const size_t pieces = 4;
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const unsigned add_blocks = (unsigned)std::max(sms, 4) / 4;
+  auto piece = [&](size_t start, size_t len, size_t k, size_t& at, size_t& count) {
+    size_t n_pieces = std::min(pieces, std::max(len, (size_t)1));
+    size_t base = len / n_pieces, extra = len % n_pieces;
+    at = start + k * base + std::min(k, extra);
+    count = k < n_pieces ? base + (k < extra ? 1 : 0) : 0;
+  };
   auto copy_engines = [&](size_t buckets) {
     std::vector<size_t> off, len;
     chunk_ranges(n, buckets, off, len);
@@ -434,19 +449,29 @@ static void allreduce_overlap() {
           int theirs = 1 - me;
           on(r.device);
           CHECK(cudaStreamWaitEvent(r.comm[0], r.ready[b], 0));
-          CHECK(cudaMemcpyPeerAsync(o.received + start[theirs], o.device, r.grads + start[theirs],
-                                    r.device, half[theirs] * sizeof(float), r.comm[0]));
-          CHECK(cudaEventRecord(r.pushed[b], r.comm[0]));
+          for (size_t k = 0; k < pieces; ++k) {
+            size_t at, count;
+            piece(start[theirs], half[theirs], k, at, count);
+            if (count > 0)
+              CHECK(cudaMemcpyPeerAsync(o.received + at, o.device, r.grads + at, r.device,
+                                        count * sizeof(float), r.comm[0]));
+            CHECK(cudaEventRecord(r.pushed[b * pieces + k], r.comm[0]));
+          }
         }
         for (int me = 0; me < 2; ++me) {
           Rank &r = ranks[me], &o = ranks[1 - me];
           on(r.device);
-          CHECK(cudaStreamWaitEvent(r.comm[0], o.pushed[b], 0));
-          float* at = r.grads + start[me];
-          add_kernel<<<blocks(half[me]), 256, 0, r.comm[0]>>>(at, r.received + start[me],
-                                                              r.sums + start[me], (unsigned)half[me]);
-          CHECK(cudaMemcpyPeerAsync(o.sums + start[me], o.device, r.sums + start[me], r.device,
-                                    half[me] * sizeof(float), r.comm[0]));
+          CHECK(cudaStreamWaitEvent(r.copy_back, r.ready[b], 0));
+          for (size_t k = 0; k < pieces; ++k) {
+            size_t at, count;
+            piece(start[me], half[me], k, at, count);
+            CHECK(cudaStreamWaitEvent(r.copy_back, o.pushed[b * pieces + k], 0));
+            if (count == 0) continue;
+            add_kernel<<<add_blocks, 256, 0, r.copy_back>>>(r.grads + at, r.received + at,
+                                                             r.sums + at, (unsigned)count);
+            CHECK(cudaMemcpyPeerAsync(o.sums + at, o.device, r.sums + at, r.device,
+                                      count * sizeof(float), r.copy_back));
+          }
         }
       }
     });
@@ -533,6 +558,7 @@ static void allreduce_overlap() {
     CHECK(cudaStreamDestroy(r.compute));
     CHECK(cudaStreamDestroy(r.comm[0]));
     CHECK(cudaStreamDestroy(r.comm[1]));
+    CHECK(cudaStreamDestroy(r.copy_back));
     CHECK(cudaFree(r.params));
     CHECK(cudaFree(r.grads));
     CHECK(cudaFree(r.sums));

@@ -40,19 +40,19 @@ pub struct Rank {
     pub params: DeviceBuffer<f32>,
     pub grads: DeviceBuffer<f32>,
     pub sums: DeviceBuffer<f32>,
-    /// Per bucket, timing events: its backward begins and ends ("bucket ready") on the
-    /// compute stream; its all-reduce begins (once the wait for it is over) and ends on the
-    /// communication stream. They time each side while the two overlap.
-    pub backward_begins: Vec<Event>,
+    /// One "bucket ready" event per bucket, recorded after its backward.
     pub ready: Vec<Event>,
-    pub reduce_begins: Vec<Event>,
-    pub reduce_ends: Vec<Event>,
     /// Three timing events on the compute stream.
     pub marks: [Event; 3],
-    /// Copy engines only: the halves the other GPU pushed here, and one "pushed" event per
-    /// bucket.
+    /// Per bucket, timing events for a probed run ([`Ranks::probe`]): its backward begins
+    /// and ends on the compute stream; its all-reduce begins (once the wait for it is over)
+    /// and ends on the communication stream. A timed run records none of them.
+    pub probe: ProbeEvents,
+    /// Copy engines only: the halves the other GPU pushed here, one "pushed" event per piece
+    /// of each bucket, and the stream that adds and pushes the sums back.
     received: Option<DeviceBuffer<f32>>,
     pushed: Vec<Event>,
+    copy_back: Option<Stream>,
     /// One float that the ranks of several processes all-reduce before each timed run.
     barrier: DeviceBuffer<f32>,
     nccl: Communicator,
@@ -101,6 +101,12 @@ impl Rank {
         Ok(self.gpu(harness)?.context())
     }
 
+    fn copy_back_stream(&self) -> Result<&Stream> {
+        self.copy_back
+            .as_ref()
+            .ok_or_else(|| Error::Internal(format!("rank {} has no copy-back stream", self.rank)))
+    }
+
     fn received_buffer(&self) -> Result<&DeviceBuffer<f32>> {
         self.received.as_ref().ok_or_else(|| {
             Error::Internal(format!(
@@ -111,9 +117,57 @@ impl Rank {
     }
 }
 
-/// `n` events that can time.
-fn timing_events(on: &impl AsContext, n: usize) -> Result<Vec<Event>> {
-    (0..n).map(|_| Event::new(on)).collect()
+/// The timing events of a probed run, per bucket.
+pub struct ProbeEvents {
+    pub backward_begins: Vec<Event>,
+    pub backward_ends: Vec<Event>,
+    pub reduce_begins: Vec<Event>,
+    pub reduce_ends: Vec<Event>,
+}
+
+impl ProbeEvents {
+    fn new(on: &impl AsContext, buckets: usize) -> Result<ProbeEvents> {
+        let timing = || (0..buckets).map(|_| Event::new(on)).collect::<Result<Vec<_>>>();
+        Ok(ProbeEvents {
+            backward_begins: timing()?,
+            backward_ends: timing()?,
+            reduce_begins: timing()?,
+            reduce_ends: timing()?,
+        })
+    }
+}
+
+/// `range` cut into `n` consecutive pieces (fewer when it is shorter than `n`).
+fn pieces(range: &Range<usize>, n: usize) -> Vec<Range<usize>> {
+    let n = n.clamp(1, range.len().max(1));
+    let (len, extra) = (range.len() / n, range.len() % n);
+    let mut start = range.start;
+    (0..n)
+        .map(|i| {
+            let end = start + len + usize::from(i < extra);
+            let piece = start..end;
+            start = end;
+            piece
+        })
+        .collect()
+}
+
+/// The length of the union of `spans` (start, end): time covered by at least one.
+fn joined_length(mut spans: Vec<(f64, f64)>) -> f64 {
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut covered: Option<(f64, f64)> = None;
+    for (start, end) in spans {
+        covered = match covered {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    total + covered.map_or(0.0, |(s, e)| e - s)
 }
 
 /// Every rank this process drives, and the streams and timing over all of them.
@@ -124,6 +178,8 @@ pub struct Ranks {
     pub bracket: Bracket,
     world: usize,
     seed: u64,
+    /// Pieces each bucket's copy-engine all-reduce is cut into.
+    pieces: usize,
 }
 
 /// How the ranks are set up: how many GPUs one process drives when it runs alone, and
@@ -138,6 +194,8 @@ pub struct Setup<'a> {
     /// GPUs driven by this process when it runs alone.
     pub gpus: usize,
     pub copy_engines: bool,
+    /// Pieces each bucket's copy-engine all-reduce is cut into (1 or more).
+    pub pieces: usize,
 }
 
 impl Ranks {
@@ -183,16 +241,24 @@ impl Ranks {
                 params: DeviceBuffer::from_slice(on, &random_inputs(n, rank_seed(seed, rank)))?,
                 grads: DeviceBuffer::zeroed(on, n)?,
                 sums: DeviceBuffer::zeroed(on, n)?,
-                backward_begins: timing_events(on, events)?,
-                ready: timing_events(on, events)?,
-                reduce_begins: timing_events(on, events)?,
-                reduce_ends: timing_events(on, events)?,
+                ready: (0..events).map(|_| Event::without_timing(on)).collect::<Result<_>>()?,
                 marks: [Event::new(on)?, Event::new(on)?, Event::new(on)?],
+                probe: ProbeEvents::new(on, events)?,
                 received: if copy_engines { Some(DeviceBuffer::zeroed(on, n)?) } else { None },
                 pushed: if copy_engines {
-                    (0..events).map(|_| Event::without_timing(on)).collect::<Result<_>>()?
+                    let pieces = events * setup.pieces;
+                    (0..pieces).map(|_| Event::without_timing(on)).collect::<Result<_>>()?
                 } else {
                     Vec::new()
+                },
+                copy_back: if copy_engines {
+                    Some(Stream::non_blocking_with_priority(
+                        on,
+                        label("sums pushed back (greatest priority)"),
+                        greatest,
+                    )?)
+                } else {
+                    None
                 },
                 barrier: DeviceBuffer::zeroed(on, 1)?,
                 rank,
@@ -210,11 +276,13 @@ impl Ranks {
                 peer::enable_access(b, a)?;
             }
         }
-        let streams: Vec<Stream> = local
-            .iter()
-            .flat_map(|r| [r.compute.handle(), r.comm[0].handle(), r.comm[1].handle()])
-            .collect();
-        Ok(Ranks { bracket: Bracket::for_streams(&streams)?, streams, local, world, seed })
+        let mut streams: Vec<Stream> = Vec::new();
+        for r in &local {
+            streams.extend([r.compute.handle(), r.comm[0].handle(), r.comm[1].handle()]);
+            streams.extend(r.copy_back.as_ref().map(Stream::handle));
+        }
+        let pieces = setup.pieces;
+        Ok(Ranks { bracket: Bracket::for_streams(&streams)?, streams, local, world, seed, pieces })
     }
 
     /// How many ranks there are in all, in this process and others.
@@ -245,29 +313,40 @@ impl Ranks {
         self.synchronize()
     }
 
-    /// The time each side took while they overlapped, for the buckets of one run: the
-    /// backward's buckets on the compute stream and the all-reduces on the communication
-    /// stream, added up, the slowest local rank's (ms). Read after the run has finished.
+    /// What a probed run of `buckets` buckets showed, the slowest local rank's (ms): how
+    /// long the backward's buckets ran on the compute stream, and how long some all-reduce
+    /// was in flight (from a bucket's all-reduce beginning to its end, the buckets' spans
+    /// joined where they overlap). Read after the run has finished.
     pub fn overlapped_ms(&self, buckets: usize) -> Result<(f64, f64)> {
         let (mut backward, mut reduce) = (0.0f64, 0.0f64);
         for r in &self.local {
-            let (mut c, mut a) = (0.0, 0.0);
+            let p = &r.probe;
+            let origin = &p.backward_begins[0];
+            let span = |begin: &Event, end: &Event| -> Result<(f64, f64)> {
+                Ok((begin.elapsed_ms(origin)?, end.elapsed_ms(origin)?))
+            };
+            let mut c = Vec::new();
+            let mut a = Vec::new();
             for b in 0..buckets {
-                c += r.ready[b].elapsed_ms(&r.backward_begins[b])?;
-                a += r.reduce_ends[b].elapsed_ms(&r.reduce_begins[b])?;
+                c.push(span(&p.backward_begins[b], &p.backward_ends[b])?);
+                a.push(span(&p.reduce_begins[b], &p.reduce_ends[b])?);
             }
-            backward = backward.max(c);
-            reduce = reduce.max(a);
+            backward = backward.max(joined_length(c));
+            reduce = reduce.max(joined_length(a));
         }
         Ok((backward, reduce))
     }
 
     /// Bucket `b` (`range` of the gradients) summed over the two GPUs of this process on
-    /// their copy engines, on each rank's `comm` stream after its bucket is ready:
-    /// 1. each GPU pushes the half the other owns into the other's receive buffer;
-    /// 2. once the other's push has landed, each adds the half it owns (a small kernel);
-    /// 3. each pushes its summed half into the other's sums.
+    /// their copy engines, after each rank's bucket is ready:
+    /// 1. on the `comm` stream, each GPU pushes the half the other owns into the other's
+    ///    receive buffer, piece by piece;
+    /// 2. on its copy-back stream, as each piece of the other's push lands, each adds that
+    ///    piece of the half it owns (a small kernel on a few SMs) and pushes the sums into the
+    ///    other's sums.
     ///
+    /// Cut into pieces on two streams, the link carries the next piece while a piece is
+    /// added, and the last bucket's tail is one piece's add and push back, not a half's.
     /// Two ranks add `a + b` once per element, so the sums are NCCL's, bit for bit.
     pub fn copy_engine_all_reduce(
         &self,
@@ -275,39 +354,51 @@ impl Ranks {
         b: usize,
         range: Range<usize>,
         comm: usize,
+        probe: bool,
     ) -> Result<()> {
         let [first, second] = &self.local[..] else {
             return Err(Error::Internal("the copy engines' all-reduce needs two ranks".into()));
         };
         let middle = range.start + range.len() / 2;
-        let owned = [range.start..middle, middle..range.end];
-        let pair = [(first, second, 1), (second, first, 0)];
-        for (me, other, theirs) in pair {
+        let halves = [range.start..middle, middle..range.end];
+        // (this rank, the other, the index of the half this rank owns)
+        let pair = [(first, second, 0), (second, first, 1)];
+        for (me, other, mine) in pair {
+            let push = &me.comm[comm];
+            push.wait_event(&me.ready[b])?;
+            if probe {
+                me.probe.reduce_begins[b].record(push)?;
+            }
             let received = other.received_buffer()?;
-            let stream = &me.comm[comm];
-            stream.wait_event(&me.ready[b])?;
-            me.reduce_begins[b].record(stream)?;
-            let half = owned[theirs].clone();
-            stream.copy_peer(me.grads.slice(half.clone())?, received.slice(half)?)?;
-            me.pushed[b].record(stream)?;
+            for (k, piece) in pieces(&halves[1 - mine], self.pieces).into_iter().enumerate() {
+                push.copy_peer(me.grads.slice(piece.clone())?, received.slice(piece)?)?;
+                me.pushed[b * self.pieces + k].record(push)?;
+            }
         }
-        for (me, other, theirs) in pair {
-            let mine = owned[1 - theirs].clone();
-            let stream = &me.comm[comm];
-            stream.wait_event(&other.pushed[b])?;
-            let received = me.received_buffer()?.slice(mine.clone())?;
+        for (me, other, mine) in pair {
+            let back = me.copy_back_stream()?;
+            back.wait_event(&me.ready[b])?;
+            let received = me.received_buffer()?;
             let gpu = me.gpu(harness)?;
-            gpu.vector_add(
-                stream,
-                me.grads.slice(mine.clone())?,
-                received,
-                me.sums.slice(mine.clone())?,
-            )?;
-            stream.copy_peer(me.sums.slice(mine.clone())?, other.sums.slice(mine)?)?;
-            me.reduce_ends[b].record(stream)?;
+            // A quarter of the SMs: the add is memory-bound, and the backward keeps the rest.
+            let blocks = (gpu.info.multiprocessors.max(4) / 4) as u32;
+            for (k, piece) in pieces(&halves[mine], self.pieces).into_iter().enumerate() {
+                back.wait_event(&other.pushed[b * self.pieces + k])?;
+                gpu.vector_add_in_blocks(
+                    back,
+                    me.grads.slice(piece.clone())?,
+                    received.slice(piece.clone())?,
+                    me.sums.slice(piece.clone())?,
+                    blocks,
+                )?;
+                back.copy_peer(me.sums.slice(piece.clone())?, other.sums.slice(piece)?)?;
+            }
+            if probe {
+                me.probe.reduce_ends[b].record(back)?;
+            }
         }
-        // Each GPU's sums are whole once the other's last push has landed: the bracket's
-        // join waits for both communication streams.
+        // Each GPU's sums are whole once the other's last push back has landed: the
+        // bracket's join waits for every stream of both GPUs.
         Ok(())
     }
 
@@ -407,6 +498,22 @@ mod tests {
         assert_eq!(digest(&a), digest(&[1.0, 2.0, 3.0]));
         assert_ne!(digest(&a), digest(&b));
         assert_eq!(digest(&[]), "fnv1a64:cbf29ce484222325");
+    }
+
+    #[test]
+    fn pieces_cover_the_range_in_order() {
+        assert_eq!(pieces(&(10..20), 4), vec![10..13, 13..16, 16..18, 18..20]);
+        assert_eq!(pieces(&(0..3), 8), vec![0..1, 1..2, 2..3]);
+        assert_eq!(pieces(&(5..9), 1), vec![5..9]);
+        assert_eq!(pieces(&(4..4), 3), vec![4..4]);
+    }
+
+    #[test]
+    fn joined_spans_count_overlaps_once() {
+        assert_eq!(joined_length(vec![]), 0.0);
+        assert_eq!(joined_length(vec![(0.0, 1.0), (2.0, 3.0)]), 2.0);
+        assert_eq!(joined_length(vec![(2.0, 4.0), (0.0, 3.0)]), 4.0);
+        assert_eq!(joined_length(vec![(0.0, 5.0), (1.0, 2.0), (6.0, 7.0)]), 6.0);
     }
 
     #[test]

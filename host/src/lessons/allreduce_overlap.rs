@@ -36,7 +36,7 @@ use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::collective::{digest, Ranks, Setup};
 use crate::lab::data::chunk_ranges;
 use crate::lab::span::named;
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{nccl, Error, Gpu, Result, Stream};
 
 /// GPUs one process drives when it runs alone, unless `--gpus` says otherwise.
@@ -59,6 +59,11 @@ pub struct Args {
     /// approximately.
     #[arg(long, value_parser = args::whole(1usize..=8))]
     pub gpus: Option<usize>,
+    /// Pieces each bucket's copy-engine all-reduce is cut into [1..=64] (two GPUs in one
+    /// process): while one piece is added and pushed back, the next is pushed. Try 1: the
+    /// link waits for every add.
+    #[arg(long, default_value_t = 4, value_parser = args::whole(1usize..=64))]
+    pub copy_engine_pieces: usize,
     /// NCCL channels (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS) [1..=32] (default: NCCL's
     /// choice). Each channel is a block of NCCL's kernel, on an SM of its own: try 2 and 4,
     /// fewer SMs taken from the backward, but a slower all-reduce.
@@ -69,9 +74,19 @@ pub struct Args {
 /// Parts of the sequential version: the backward pass and the one all-reduce, in ms.
 const C: &str = "C";
 const A: &str = "A";
-/// Parts of the bucketed versions: each side's time while they overlap, in ms.
-const BACKWARD_OVERLAPPED: &str = "backward while overlapped";
-const REDUCE_OVERLAPPED: &str = "all-reduces while overlapped";
+/// Probed runs of a version, to time each side while they overlap.
+const PROBE_RUNS: usize = 5;
+
+/// What the probed runs of a version showed (medians, ms).
+struct Probe {
+    version: usize,
+    /// The whole version, with the probe's events.
+    total: f64,
+    /// The backward's buckets on the compute stream.
+    backward: f64,
+    /// Time with some all-reduce in flight.
+    reduce: f64,
+}
 
 /// The versions, by position.
 const SEQUENTIAL: usize = 0;
@@ -93,6 +108,8 @@ pub struct AllreduceOverlap {
     /// The bucket boundaries for B buckets, and for 4B.
     buckets: [Vec<std::ops::Range<usize>>; 2],
     names: Vec<String>,
+    /// Filled by `verify`, read by `explain`.
+    probes: Vec<Probe>,
 }
 
 /// Whether this process runs alone (not one rank of several processes), and how many GPUs
@@ -135,13 +152,16 @@ impl AllreduceOverlap {
 
     /// Bucket by bucket: the backward on the compute stream, each bucket's all-reduce on the
     /// communication stream (`comm`: 0 greatest priority, 1 least) once its event fires,
-    /// by NCCL or on the copy engines.
+    /// by NCCL or on the copy engines. `probe`: also record each bucket's timing events
+    /// ([`AllreduceOverlap::probe`]); timed runs record none, so that what they time is the
+    /// lesson's own work.
     fn bucketed(
         &self,
         gpu: &Gpu,
         buckets: &[std::ops::Range<usize>],
         comm: usize,
         reducer: Reducer,
+        probe: bool,
     ) -> Result<Sample> {
         let ranks = &self.ranks;
         ranks.line_up()?;
@@ -149,28 +169,36 @@ impl AllreduceOverlap {
             for (b, bucket) in buckets.iter().enumerate() {
                 named("bucket", b, || -> Result<()> {
                     for r in &ranks.local {
-                        r.backward_begins[b].record(&r.compute)?;
+                        if probe {
+                            r.probe.backward_begins[b].record(&r.compute)?;
+                        }
                         r.backward(gpu, self.iters, bucket.clone())?;
                         r.ready[b].record(&r.compute)?;
-                    }
-                    match reducer {
-                        Reducer::Nccl => nccl::group(|| {
-                            ranks.local.iter().try_for_each(|r| {
-                                let stream = &r.comm[comm];
-                                stream.wait_event(&r.ready[b])?;
-                                r.reduce_begins[b].record(stream)?;
-                                r.all_reduce(bucket.clone(), stream)?;
-                                Ok(())
-                            })
-                        })?,
-                        Reducer::CopyEngines => {
-                            ranks.copy_engine_all_reduce(gpu, b, bucket.clone(), comm)?
+                        if probe {
+                            r.probe.backward_ends[b].record(&r.compute)?;
                         }
                     }
-                    if reducer == Reducer::Nccl {
-                        // After ncclGroupEnd: only then is the all-reduce on the stream.
-                        for r in &ranks.local {
-                            r.reduce_ends[b].record(&r.comm[comm])?;
+                    match reducer {
+                        Reducer::Nccl => {
+                            nccl::group(|| {
+                                ranks.local.iter().try_for_each(|r| {
+                                    let stream = &r.comm[comm];
+                                    stream.wait_event(&r.ready[b])?;
+                                    if probe {
+                                        r.probe.reduce_begins[b].record(stream)?;
+                                    }
+                                    r.all_reduce(bucket.clone(), stream)
+                                })
+                            })?;
+                            if probe {
+                                // After ncclGroupEnd: only then is the all-reduce queued.
+                                for r in &ranks.local {
+                                    r.probe.reduce_ends[b].record(&r.comm[comm])?;
+                                }
+                            }
+                        }
+                        Reducer::CopyEngines => {
+                            ranks.copy_engine_all_reduce(gpu, b, bucket.clone(), comm, probe)?
                         }
                     }
                     Ok(())
@@ -178,8 +206,30 @@ impl AllreduceOverlap {
             }
             Ok(())
         })?;
-        let (backward, reduce) = ranks.overlapped_ms(buckets.len())?;
-        Ok(Sample::ms(ms).part(BACKWARD_OVERLAPPED, backward).part(REDUCE_OVERLAPPED, reduce))
+        Ok(Sample::ms(ms))
+    }
+
+    /// The experiment behind the explanation: `version` run [`PROBE_RUNS`] times with an
+    /// event around every bucket's backward and all-reduce, so each side is timed while
+    /// they overlap. Medians; the probed runs' own time is kept to show what the events
+    /// cost.
+    fn probe(&self, gpu: &Gpu, version: usize) -> Result<Probe> {
+        let (buckets, reducer) = match version {
+            COPY_ENGINES => (&self.buckets[0], Reducer::CopyEngines),
+            _ => (&self.buckets[0], Reducer::Nccl),
+        };
+        let mut runs = Vec::new();
+        for _ in 0..PROBE_RUNS {
+            let total = self.bucketed(gpu, buckets, 0, reducer, true)?.ms;
+            let (backward, reduce) = self.ranks.overlapped_ms(buckets.len())?;
+            runs.push([total, backward, reduce]);
+        }
+        let median = |i: usize| {
+            let mut v: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        Ok(Probe { version, total: median(0), backward: median(1), reduce: median(2) })
     }
 
     /// The version at `index` (see [`AllreduceOverlap::versions`]).
@@ -187,10 +237,10 @@ impl AllreduceOverlap {
         let (few, many) = (&self.buckets[0], &self.buckets[1]);
         match index {
             SEQUENTIAL => self.sequential(gpu),
-            GREATEST => self.bucketed(gpu, few, 0, Reducer::Nccl),
-            LEAST => self.bucketed(gpu, few, 1, Reducer::Nccl),
-            MANY => self.bucketed(gpu, many, 0, Reducer::Nccl),
-            COPY_ENGINES => self.bucketed(gpu, few, 0, Reducer::CopyEngines),
+            GREATEST => self.bucketed(gpu, few, 0, Reducer::Nccl, false),
+            LEAST => self.bucketed(gpu, few, 1, Reducer::Nccl, false),
+            MANY => self.bucketed(gpu, many, 0, Reducer::Nccl, false),
+            COPY_ENGINES => self.bucketed(gpu, few, 0, Reducer::CopyEngines, false),
             i => Err(Error::Internal(format!("allreduce-overlap has no version {i}"))),
         }
     }
@@ -298,13 +348,15 @@ impl Lesson for AllreduceOverlap {
             seed,
             gpus: gpus.unwrap_or(1),
             copy_engines: gpus == Some(2),
+            pieces: a.copy_engine_pieces,
         };
         let ranks = Ranks::new(gpu, &setup)?;
         let buckets = [
             chunk_ranges(a.elements, a.buckets),
             chunk_ranges(a.elements, (4 * a.buckets).min(a.elements)),
         ];
-        Ok(AllreduceOverlap { ranks, iters: a.iters, buckets, names: Self::versions(a) })
+        let names = Self::versions(a);
+        Ok(AllreduceOverlap { ranks, iters: a.iters, buckets, names, probes: Vec::new() })
     }
 
     /// Compute everything, then all-reduce everything.
@@ -369,6 +421,8 @@ impl Lesson for AllreduceOverlap {
                 outcome,
             );
         }
+        let probed = [GREATEST, COPY_ENGINES].into_iter().filter(|&v| v < self.names.len());
+        self.probes = probed.map(|v| self.probe(gpu, v)).collect::<Result<_>>()?;
         Ok(())
     }
 
@@ -425,39 +479,52 @@ impl Lesson for AllreduceOverlap {
             bound = ms(bound)
         ));
         // The experiment: each side timed on its own stream while they overlapped.
-        let backward = greatest.part(BACKWARD_OVERLAPPED);
-        let reduce = greatest.part(REDUCE_OVERLAPPED);
-        r.figure("backward while overlapped (NCCL, greatest priority)", backward, "ms");
-        r.figure("all-reduces while overlapped (NCCL, greatest priority)", reduce, "ms");
-        r.explain(t!(
-            "allreduce.overlapped",
-            backward = ms(backward),
-            dc = percent(backward, c),
-            reduce = ms(reduce),
-            da = percent(reduce, a)
-        ));
-        if backward > c * 1.05 {
-            r.explain(t!("allreduce.backward_slowed"));
-        } else {
-            r.explain(t!("allreduce.backward_kept_pace"));
+        for probe in &self.probes {
+            let name = &self.names[probe.version];
+            let (version_figure, backward_figure, reduce_figure) = if probe.version == COPY_ENGINES
+            {
+                (
+                    "probed run with events (copy engines)",
+                    "backward while overlapped (copy engines)",
+                    "all-reduces in flight (copy engines)",
+                )
+            } else {
+                (
+                    "probed run with events (NCCL, greatest priority)",
+                    "backward while overlapped (NCCL, greatest priority)",
+                    "all-reduces in flight (NCCL, greatest priority)",
+                )
+            };
+            r.figure(version_figure, probe.total, "ms");
+            r.figure(backward_figure, probe.backward, "ms");
+            r.figure(reduce_figure, probe.reduce, "ms");
+            r.explain(t!(
+                "allreduce.overlapped",
+                name = Text::label(name.clone()),
+                total = ms(probe.total),
+                backward = ms(probe.backward),
+                dc = percent(probe.backward, c),
+                reduce = ms(probe.reduce),
+                da = percent(probe.reduce, a)
+            ));
+            if probe.version == GREATEST {
+                if probe.backward > c * 1.05 {
+                    r.explain(t!("allreduce.backward_slowed"));
+                } else {
+                    r.explain(t!("allreduce.backward_kept_pace"));
+                }
+            }
         }
 
         if let Some(engines) = m.versions.get(COPY_ENGINES) {
             let time = engines.time.median;
-            let backward = engines.part(BACKWARD_OVERLAPPED);
-            let reduce = engines.part(REDUCE_OVERLAPPED);
-            r.figure("backward while overlapped (copy engines)", backward, "ms");
-            r.figure("all-reduces while overlapped (copy engines)", reduce, "ms");
             r.explain(t!(
                 "allreduce.copy_engines",
                 b = buckets.to_string(),
                 time = ms(time),
                 ratio = fixed(time / bound, 2),
                 bound = ms(bound),
-                nccl = ms(hi),
-                backward = ms(backward),
-                dc = percent(backward, c),
-                reduce = ms(reduce)
+                nccl = ms(hi)
             ));
         }
 
