@@ -34,7 +34,7 @@ Exit codes:
   70 an internal error (a bug in streamlab: please report it)
   launch: the first failing rank's own code, or 128+N when signal N killed it (137: SIGKILL);
      130 or 143 when the launcher itself got SIGINT (Ctrl-C) or SIGTERM; a rank whose
-     launcher is gone exits 129";
+     launcher is gone ends by SIGHUP (129)";
 
 /// `--lang`: the language of what a learner reads (`run`, `list`).
 fn lang_arg() -> Arg {
@@ -178,7 +178,7 @@ Every rank's stderr comes through the launcher: rank 0's lines as they are, rank
 that killed it); ranks that fail the same way on their own get one more line. The others get \
 2 s to finish, then SIGTERM, then SIGKILL 5 s later, one line each. Ctrl-C or SIGTERM on the \
 launcher stops every rank the same way. A rank whose launcher is gone (killed with SIGKILL) \
-notices within 0.2 s and exits 129.
+notices within 0.2 s and ends by SIGHUP (129 in a shell).
 
 Exit code: the first failing rank's own code, or 128+N when signal N killed it (137 for \
 SIGKILL), as shells report it; 130 after Ctrl-C (SIGINT), 143 after SIGTERM; 0 when every \

@@ -15,8 +15,9 @@
 //! - the others get [`SETTLE`] to finish, then SIGTERM, then SIGKILL after [`GRACE`], and one
 //!   line each;
 //! - SIGINT or SIGTERM on the launcher stops every rank the same way (exit 130 or 143);
-//! - each rank watches its launcher ([`LAUNCHER_PID`]) and exits [`LAUNCHER_GONE`] within a
-//!   fraction of a second when the launcher is gone (killed with SIGKILL, say).
+//! - each rank watches its launcher ([`LAUNCHER_PID`]) and ends by SIGHUP ([`LAUNCHER_GONE`],
+//!   129 in a shell) within a fraction of a second when the launcher is gone (killed with
+//!   SIGKILL, say).
 //!
 //! The exit code is the first failing rank's own, or 128 + N when signal N killed it (what a
 //! shell reports).
@@ -43,7 +44,8 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 pub const GRACE: Duration = Duration::from_secs(5);
 /// The launcher's pid, for its ranks: a rank whose parent is no longer this pid stops.
 pub const LAUNCHER_PID: &str = "STREAMLAB_LAUNCHER_PID";
-/// A rank's exit code when its launcher is gone (as if the launcher had hung up: SIGHUP).
+/// A rank's exit status when its launcher is gone, as a shell reports it: the rank ends by
+/// SIGHUP, as if the launcher had hung up (128 + 1).
 pub const LAUNCHER_GONE: i32 = 129;
 /// How often a rank looks for its launcher.
 const WATCH_EVERY: Duration = Duration::from_millis(200);
@@ -480,6 +482,14 @@ pub fn watch_launcher(rank: Option<usize>) {
                 std::io::stderr(),
                 "streamlab: {who}: the launcher (pid {pid}) is gone: stopping"
             );
+            // A signal, not exit(): the atexit handlers of CUDA and NCCL can wait for a
+            // collective whose partners are gone, and the rank would never end (seen on four
+            // H200s: one rank in four stayed after the launcher was killed). SIGHUP ends it
+            // as a closed terminal would, with 129 (LAUNCHER_GONE); SIGKILL where SIGHUP is
+            // ignored (nohup).
+            use nix::sys::signal::{raise, Signal};
+            let _ = raise(Signal::SIGHUP);
+            let _ = raise(Signal::SIGKILL);
             std::process::exit(LAUNCHER_GONE);
         }
         std::thread::sleep(WATCH_EVERY);
