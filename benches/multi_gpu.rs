@@ -15,8 +15,8 @@
 //! version runs once more and the lesson's checks run; the bench exits 1 if one fails. With
 //! one GPU it says "not run"; without NCCL the all-reduce groups say so and the others run.
 use criterion::{BenchmarkId, Criterion, Throughput};
-use streamlab::lab::collective::{Ranks, Setup};
 use streamlab::lab::harness::args_from;
+use streamlab::lessons::allreduce_overlap::collective::{Ranks, Setup};
 use streamlab::lessons::allreduce_overlap::{AllreduceOverlap, DEFAULT_GPUS};
 use streamlab::lessons::p2p::P2p;
 use streamlab::lessons::pipeline_parallel::PipelineParallel;

@@ -10,7 +10,7 @@
 //                      buckets summed on the copy engines (peer pushes in 4 pieces a bucket,
 //                      an add on a quarter of the SMs, peer pushes of the sums back); also the
 //                      all-reduce of everything alone (host/src/lessons/allreduce_overlap.rs,
-//                      host/src/lab/collective.rs)
+//                      host/src/lessons/allreduce_overlap/collective.rs)
 //   pipeline-parallel  8 micro-batches of 4M floats, 50 iterations a stage: stage 0 on GPU 0, a
 //                      peer copy on a copy stream of GPU 0, stage 1 on GPU 1; one micro-batch at
 //                      a time against GPU 0 running ahead (host/src/lessons/pipeline_parallel.rs)

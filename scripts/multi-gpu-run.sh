@@ -7,8 +7,9 @@
 #             before and after the lessons, so its figures come from the same call
 #   lessons   p2p, allreduce-overlap and pipeline-parallel on GPUs 0 and 1, drawn and
 #             recorded by pictures.sh ($LOGS/pictures/)
-#   knobs     allreduce-overlap at the defaults with each knob that is not streamlab's to
-#             fix: --nccl-channels 4 and 2, --iters 40, CUDA_DEVICE_MAX_CONNECTIONS=1
+#   knobs     allreduce-overlap at the defaults, with --copy-engine-pieces 1, 2 and 8, and
+#             with each knob that is not streamlab's to fix: --nccl-channels 4 and 2,
+#             --iters 40, CUDA_DEVICE_MAX_CONNECTIONS=1; then a timeline drawn from events
 #   ranks     allreduce-overlap with 1, 3, 4, ... GPUs in one process (--gpus N) and with
 #             `launch --gpus N` for every N from 2 to the GPUs there are; the digests compared
 #   faults    under `launch`: a rank killed with SIGKILL, the launcher killed, a rank whose
@@ -82,10 +83,16 @@ if has knobs; then
     note "knob $name: exit $?"; figures "$LOGS/knob-$name.json" | grep -E "median|bound|overlapped|checks" | tee -a "$LOGS/summary.txt"
   }
   run_knob defaults "$BIN" run allreduce-overlap
+  for p in 1 2 8; do run_knob "pieces$p" "$BIN" run allreduce-overlap --copy-engine-pieces "$p"; done
   run_knob channels4 "$BIN" run allreduce-overlap --nccl-channels 4
   run_knob channels2 "$BIN" run allreduce-overlap --nccl-channels 2
   run_knob iters40 "$BIN" run allreduce-overlap --iters 40
   run_knob connections1 env CUDA_DEVICE_MAX_CONNECTIONS=1 "$BIN" run allreduce-overlap
+  # Where each GPU's streams idle, drawn from events instead of CUPTI (no CUPTI callbacks
+  # on the host thread): does the host stall seen in CUPTI timelines happen without them?
+  CUDA_VISIBLE_DEVICES=0,1 STREAMLAB_RECORDER=events timeout 120 "$BIN" run allreduce-overlap \
+    --timeline > "$LOGS/timeline-events.txt" 2>&1
+  note "allreduce-overlap --timeline, events recorder: exit $?"
 fi
 if has ranks; then
   for n in $(seq 1 "$gpus"); do

@@ -61,7 +61,7 @@ PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts -p 'test_*.py'
 MDBOOK="$tools/bin/mdbook" bash scripts/guide.sh
 cargo fmt --all -- --check
 # The lesson modules are declared inside the `lessons!` macro, which cargo fmt does not follow.
-rustfmt --edition 2021 --check host/src/lessons/*.rs
+rustfmt --edition 2021 --check host/src/lessons/*.rs host/src/lessons/*/*.rs
 cargo clippy --workspace --all-targets -- -D warnings
 if [[ $gpu == 1 ]]; then
   # Tests named two_gpus_*, three_gpus_*, four_gpus_* need that many GPUs: skipped, and

@@ -159,11 +159,18 @@ fn lesson_files_are_short_and_hold_no_unsafe() {
     for (m, text) in
         t.files.iter().filter(|(m, _)| layer(m) == "lessons" && m.as_str() != "lessons")
     {
-        let before_tests = text.split("#[cfg(test)]").next().unwrap_or(text);
-        let lines = before_tests.lines().count();
-        // The lesson that sets the shape is held to half the general limit.
-        let limit = if m == "lessons::overlap" { 150 } else { 300 };
-        assert!(lines <= limit, "{m}: {lines} lines before its tests (at most {limit})");
+        // A file, tests included, stays readable in one sitting: a lesson that needs more
+        // is a folder (`lessons/allreduce_overlap/`), its helpers beside its mod.rs.
+        let lines = text.lines().count();
+        assert!(lines <= 600, "{m}: {lines} lines (at most 600: make the lesson a folder)");
+        // The lesson that sets the shape stays short.
+        if m == "lessons::overlap" {
+            let before_tests = text.split("#[cfg(test)]").next().unwrap_or(text).lines().count();
+            assert!(
+                before_tests <= 150,
+                "{m}: {before_tests} lines before its tests (at most 150)"
+            );
+        }
         let unsafe_lines = text
             .lines()
             .filter(|l| l.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "unsafe"))

@@ -205,11 +205,12 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     let (recordings, cost) = if settings.records() {
         let streams: Vec<Stream> = lesson.streams().iter().map(|s| s.handle()).collect();
         let observed: Vec<&Stream> = streams.iter().collect();
+        let drawn = lesson.drawn();
         let mut run = |v| {
             let s = run_version(&mut lesson, gpu, v)?;
             Ok((s.ms, s.parts.iter().map(|(n, x)| (n.to_string(), *x)).collect()))
         };
-        let (r, c) = record::versions(gpu, &observed, &names, settings.reps, &mut run)?;
+        let (r, c) = record::versions(gpu, &observed, &names, &drawn, settings.reps, &mut run)?;
         (r, Some(c))
     } else {
         (Vec::new(), None)

@@ -14,7 +14,6 @@ pub mod args;
 pub mod batches;
 pub mod budget;
 pub mod checks;
-pub mod collective;
 pub mod data;
 pub mod devices;
 pub mod graph_sweep;
@@ -99,6 +98,12 @@ pub trait Lesson: Sized {
     /// the `--svg` picture and kept in the report. None by default.
     fn plot(&self, _measured: &Measured) -> Option<plot::Plot> {
         None
+    }
+
+    /// The versions a recorded run draws (`--timeline`, `--trace`, `--svg`): the one without
+    /// the technique and the one with it, unless a third tells the story too.
+    fn drawn(&self) -> Vec<usize> {
+        vec![0, 1]
     }
 }
 

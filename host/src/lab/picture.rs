@@ -125,7 +125,8 @@ pub fn caption(report: &Report, recordings: &[Recording], provenance: &str) -> C
     let params: Vec<String> = report
         .parameters
         .iter()
-        .filter(|(k, _)| flags.contains(&k.as_str()))
+        // A flag left to its default of "none" (an Option) was not on the command line.
+        .filter(|(k, v)| flags.contains(&k.as_str()) && !v.is_null())
         .map(|(k, v)| format!("--{} {v}", k.replace('_', "-")))
         .collect();
     Caption {

@@ -142,8 +142,8 @@ impl Default for Recorder {
 /// A version's run as the harness sees it: its time in ms and its named parts.
 pub type Timed = (f64, Vec<(String, f64)>);
 
-/// Records one run of each of the first two versions (`run(v)` runs version `v`), each
-/// after an untimed warm-up run under the same recorder (CUPTI is turned on once for all
+/// Records one run of each version in `drawn` (the lesson's [`Lesson::drawn`]: the first
+/// two, unless it names more; `run(v)` runs version `v`), each after an untimed warm-up run under the same recorder (CUPTI is turned on once for all
 /// of them), then measures what recording costs: the second version `rounds` times with
 /// the recorder off and on, interleaved (at least 3, at most 10 rounds). Each round turns
 /// CUPTI on, warms it up with a run whose figures are thrown away, records, and turns it
@@ -152,18 +152,19 @@ pub fn versions(
     gpu: &Gpu,
     streams: &[&Stream],
     names: &[String],
+    drawn: &[usize],
     rounds: usize,
     run: &mut dyn FnMut(usize) -> Result<Timed>,
 ) -> Result<(Vec<Recording>, Cost)> {
     let mut recorder = Recorder::new();
-    let versions = names.len().min(2);
-    for v in 0..versions {
+    let drawn: Vec<usize> = drawn.iter().copied().filter(|&v| v < names.len()).collect();
+    for &v in &drawn {
         recorder.record(gpu, streams, || run(v))?;
     }
     let mut recordings = Vec::new();
-    for (v, name) in names.iter().enumerate().take(versions) {
+    for &v in &drawn {
         let ((ms, parts), mut r) = recorder.record(gpu, streams, || run(v))?;
-        (r.version, r.ms, r.parts) = (name.clone(), ms, parts);
+        (r.version, r.ms, r.parts) = (names[v].clone(), ms, parts);
         recordings.push(r);
     }
     drop(recorder);
