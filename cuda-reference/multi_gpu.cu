@@ -16,7 +16,7 @@
 //                      a time against GPU 0 running ahead (host/src/lessons/pipeline_parallel.rs)
 // One thread drives both GPUs (ncclCommInitAll, collectives inside ncclGroupStart/End). Same
 // kernel, input generator and seeds as the Rust lessons (0x5EED; rank r's parameters
-// 0x5EED + r * 7919, lab/collective.rs rank_seed). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
+// 0x5EED + r * 7919, lessons/allreduce_overlap/collective.rs rank_seed). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
 //
 //   nvcc -O3 -arch=sm_90 multi_gpu.cu -lnccl -o multi_gpu && ./multi_gpu
 //
@@ -282,7 +282,7 @@ static void p2p() {
 // ---------------------------------------------------------------------------------------------
 // allreduce-overlap: --elements 67108864 --buckets 8 --iters 10; the versions also use 4B.
 
-// One rank of lab/collective.rs: a GPU, its streams, buffers, events and communicator.
+// One rank of lessons/allreduce_overlap/collective.rs: a GPU, its streams, buffers, events and communicator.
 struct Rank {
   int device;
   cudaStream_t compute, comm[2];  // comm[0] greatest priority, comm[1] least
@@ -348,7 +348,7 @@ static void allreduce_overlap() {
     for (auto& e : k.marks) CHECK(cudaEventCreate(&e));
     CHECK(cudaDeviceSynchronize());
   }
-  // Peer access both ways, as lab/collective.rs turns on for the copy engines.
+  // Peer access both ways, as lessons/allreduce_overlap/collective.rs turns on for the copy engines.
   int access01 = 0, access10 = 0;
   CHECK(cudaDeviceCanAccessPeer(&access01, 0, 1));
   CHECK(cudaDeviceCanAccessPeer(&access10, 1, 0));

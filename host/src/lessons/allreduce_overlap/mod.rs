@@ -20,7 +20,7 @@
 //! In Rust: `gpu.compute_chunk(&compute, &grad, r, iters)`, `ready.record(&compute)`,
 //! `comm.wait_event(&ready)`, `nccl.all_reduce_sum(grad.slice(r)?, sum.slice(r)?, &comm)`,
 //! inside `nccl::group(|| ...)`. The rank set-up (1 to 8 GPUs in this process, or one GPU per
-//! process under `streamlab launch`, torchrun, srun or mpirun) is `lab::collective`.
+//! process under `streamlab launch`, torchrun, srun or mpirun) is `collective.rs` beside this file.
 //!
 //! The bound, with C the backward's time and A the all-reduce's: one of them runs whole and
 //! the other hides behind it but for its last bucket, `max(C, A) + min(C, A) / B`.
