@@ -7,8 +7,8 @@
 //                      params -> grads, compute_kernel) then one ncclAllReduce on the compute
 //                      stream, against bucket by bucket with each bucket's all-reduce on a comm
 //                      stream (greatest priority, least priority, then 32 buckets), and 8
-//                      buckets summed on the copy engines (peer pushes in 4 pieces a bucket,
-//                      an add on a quarter of the SMs, peer pushes of the sums back); also the
+//                      buckets summed on the copy engines (peer pushes in pieces, 4 a bucket
+//                      or the first argument, an add, peer pushes of the sums back); also the
 //                      all-reduce of everything alone (host/src/lessons/allreduce_overlap.rs,
 //                      host/src/lessons/allreduce_overlap/collective.rs)
 //   pipeline-parallel  8 micro-batches of 4M floats, 50 iterations a stage: stage 0 on GPU 0, a
@@ -18,7 +18,7 @@
 // kernel, input generator and seeds as the Rust lessons (0x5EED; rank r's parameters
 // 0x5EED + r * 7919, lessons/allreduce_overlap/collective.rs rank_seed). NVLink multicast is off (NCCL_NVLS_ENABLE=0).
 //
-//   nvcc -O3 -arch=sm_90 multi_gpu.cu -lnccl -o multi_gpu && ./multi_gpu
+//   nvcc -O3 -arch=sm_90 multi_gpu.cu -lnccl -o multi_gpu && ./multi_gpu [copy-engine pieces]
 //
 // Prints one `name: median_ms` line per version (10 reps after one warm-up; cudaEvents on
 // GPU 0's first stream, every stream forked from its own GPU's first stream and joined back
@@ -310,6 +310,9 @@ static void all_reduce(const Rank& r, size_t off, size_t len, cudaStream_t strea
   NCCL_CHECK(ncclAllReduce(r.grads + off, r.sums + off, len, ncclFloat, ncclSum, r.nccl, stream));
 }
 
+// --copy-engine-pieces of the lesson: the first argument, 4 by default.
+static size_t copy_engine_pieces = 4;
+
 static void allreduce_overlap() {
   const size_t n = (size_t)1 << 26;
   const size_t B = 8;
@@ -342,7 +345,7 @@ static void allreduce_overlap() {
     CHECK(cudaMemset(k.grads, 0, n * sizeof(float)));
     CHECK(cudaMemset(k.sums, 0, n * sizeof(float)));
     k.ready.resize(4 * B);
-    k.pushed.resize(4 * B * 4);  // 4 pieces a bucket
+    k.pushed.resize(4 * B * copy_engine_pieces);
     for (auto& e : k.ready) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto& e : k.pushed) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto& e : k.marks) CHECK(cudaEventCreate(&e));
@@ -419,14 +422,11 @@ static void allreduce_overlap() {
       }
     });
   };
-  // The same buckets summed on the copy engines (Ranks::copy_engine_all_reduce, 4 pieces a
-  // bucket): on comm[0] each GPU pushes the half the other owns, piece by piece; on its
-  // copy-back stream, as each piece of the other's push lands, it adds that piece of its own
-  // half (a quarter of the SMs) and pushes the sums back.
-  const size_t pieces = 4;
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const unsigned add_blocks = (unsigned)std::max(sms, 4) / 4;
+  // The same buckets summed on the copy engines (Ranks::copy_engine_all_reduce, in
+  // copy_engine_pieces pieces a bucket): on comm[0] each GPU pushes the half the other owns,
+  // piece by piece; on its copy-back stream, as each piece of the other's push lands, it adds
+  // that piece of its own half and pushes the sums back.
+  const size_t pieces = copy_engine_pieces;
   auto piece = [&](size_t start, size_t len, size_t k, size_t& at, size_t& count) {
     size_t n_pieces = std::min(pieces, std::max(len, (size_t)1));
     size_t base = len / n_pieces, extra = len % n_pieces;
@@ -467,8 +467,8 @@ static void allreduce_overlap() {
             piece(start[me], half[me], k, at, count);
             CHECK(cudaStreamWaitEvent(r.copy_back, o.pushed[b * pieces + k], 0));
             if (count == 0) continue;
-            add_kernel<<<add_blocks, 256, 0, r.copy_back>>>(r.grads + at, r.received + at,
-                                                             r.sums + at, (unsigned)count);
+            add_kernel<<<blocks(count), 256, 0, r.copy_back>>>(r.grads + at, r.received + at,
+                                                                r.sums + at, (unsigned)count);
             CHECK(cudaMemcpyPeerAsync(o.sums + at, o.device, r.sums + at, r.device,
                                       count * sizeof(float), r.copy_back));
           }
@@ -704,7 +704,8 @@ static void pipeline_parallel() {
   CHECK(cudaFree(act1));
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) copy_engine_pieces = (size_t)std::max(1, atoi(argv[1]));
   // Before NCCL reads its settings: never NVLink multicast (it can take shared GPUs out).
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   int count = 0;

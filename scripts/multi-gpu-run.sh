@@ -59,7 +59,8 @@ twin() {
     nvcc -O3 -arch=sm_90 "$G/cuda-reference/multi_gpu.cu" -lnccl -o "$G/ref/multi_gpu" \
       > "$LOGS/nvcc-multi_gpu.txt" 2>&1 || { note "twin: nvcc failed"; status=1; return; }
   fi
-  CUDA_VISIBLE_DEVICES=0,1 timeout 300 "$G/ref/multi_gpu" > "$LOGS/twin-$1.txt" 2>&1
+  # TWIN_PIECES: the copy engines' pieces a bucket, as --copy-engine-pieces gives the lesson.
+  CUDA_VISIBLE_DEVICES=0,1 timeout 300 "$G/ref/multi_gpu" ${TWIN_PIECES:-} > "$LOGS/twin-$1.txt" 2>&1
   note "twin ($1): exit $?"
   grep -E "allreduce-overlap|p2p peer|pipeline" "$LOGS/twin-$1.txt" | grep -v "^check" | tee -a "$LOGS/summary.txt"
   grep -c "FAILED" "$LOGS/twin-$1.txt" | sed 's/^/  twin checks failed: /' | tee -a "$LOGS/summary.txt"
@@ -67,11 +68,14 @@ twin() {
 
 if has twin; then twin before; fi
 if has lessons; then
+  # PICTURED names the lessons (default: all three); LESSON_ARGS goes to each.
+  pictured=${PICTURED:-p2p allreduce-overlap pipeline-parallel}
+  # shellcheck disable=SC2086
   CUDA_VISIBLE_DEVICES=0,1 OUT="$LOGS/pictures" timeout 400 bash "$G/pictures.sh" \
-    p2p allreduce-overlap pipeline-parallel > "$LOGS/pictures-stdout.txt" 2>&1
-  note "pictures.sh p2p allreduce-overlap pipeline-parallel (GPUs 0, 1): exit $?"
+    $pictured > "$LOGS/pictures-stdout.txt" 2>&1
+  note "pictures.sh $pictured (GPUs 0, 1) ${LESSON_ARGS:-}: exit $?"
   grep -E "exit|recording cost" "$LOGS/pictures/pictures.log" | tee -a "$LOGS/summary.txt"
-  for l in p2p allreduce-overlap pipeline-parallel; do
+  for l in $pictured; do
     note "$l (from the pictures run)"; figures "$LOGS/pictures/reports/$l.json" | tee -a "$LOGS/summary.txt"
   done
 fi

@@ -292,26 +292,6 @@ impl Kernels {
         unsafe { self.launch::<sig::vector_add_kernel>(stream, config, args) }
     }
 
-    /// `vector_add_kernel` on `blocks` blocks of 256 threads, each thread striding over the
-    /// elements: a small grid that shares the GPU with a kernel already running instead of
-    /// taking every SM for a moment.
-    pub fn vector_add_in_blocks<'a, 'b, 'c>(
-        &self,
-        stream: &Stream,
-        a: impl Into<DeviceView<'a, f32>>,
-        b: impl Into<DeviceView<'b, f32>>,
-        c: impl Into<DeviceView<'c, f32>>,
-        blocks: u32,
-    ) -> Result<()> {
-        let (a, b, c) = (a.into(), b.into(), c.into());
-        let (n, _) = per_element(&[a.len(), b.len(), c.len()], "vector_add")?;
-        let config = LaunchConfig::new((blocks.max(1), 1, 1), (256, 1, 1));
-        let args = (const_ptr(&a), const_ptr(&b), mut_ptr(&c), n);
-        // SAFETY: all three views hold n elements; the kernel strides over the grid, so any
-        // grid covers them.
-        unsafe { self.launch::<sig::vector_add_kernel>(stream, config, args) }
-    }
-
     /// `produce_kernel`: `output = scale * sin(input) + 1`.
     pub fn produce<'a, 'b>(
         &self,

@@ -303,7 +303,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("allreduce.overlapped", "在每个桶前后加事件探测（{name}：带事件时 {total} ms）：反向传播的各个桶在计算流上共运行 {backward} ms（相对单独的 C 为 {dc}%），有 all-reduce 在进行的时间为 {reduce} ms（相对单独的 A 为 {da}%）。"),
     ("allreduce.backward_slowed", "可见 all-reduce 在旁边运行时，反向传播本身变慢了：NCCL 的 all-reduce 是一个核函数，它的线程块占用了本来给反向传播的 SM。"),
     ("allreduce.backward_kept_pace", "反向传播在 all-reduce 旁边保持了原来的速度：超出界限的部分在 all-reduce 和最后一个桶上，而不在反向传播上。"),
-    ("allreduce.copy_engines", "改用拷贝引擎，{b} 个桶：{time} ms，是界限 {bound} ms 的 {ratio}x，用 NCCL 时为 {nccl} ms。对等拷贝不需要 SM：只有一个只用四分之一 SM 的小加法核函数与反向传播共用 GPU；每个桶分成几片推送，一片在做加法时，链路已在传下一片。"),
+    ("allreduce.copy_engines", "改用拷贝引擎，{b} 个桶：{time} ms，是界限 {bound} ms 的 {ratio}x，用 NCCL 时为 {nccl} ms。对等拷贝不需要 SM：只有一个很短的加法核函数与反向传播共用 SM；每个桶分成几片推送，一片在做加法和回传时，链路已在传下一片。"),
     ("allreduce.slower", "更慢了（{lo} ms）：反向传播的线程块先执行，all-reduce 只能等 SM"),
     ("allreduce.no_slower", "并没有更慢（{lo} ms）：这里 all-reduce 两种情况下都拿到了 SM"),
     ("allreduce.priority", "把通信流设为最低优先级时，同样的工作{prio}。PyTorch 的 NCCL 后端可以为此改用高优先级的流（`is_high_priority_stream=True`）。"),
