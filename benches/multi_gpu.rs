@@ -69,15 +69,8 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
         verify(gpu, &mut a, 5);
     }
     // The call alone, on ranks of its own (the lesson's, dropped above, hold 3 buffers a GPU).
-    let setup = Setup {
-        name: "all-reduce alone",
-        n,
-        events: 1,
-        seed: SEED,
-        gpus: DEFAULT_GPUS,
-        copy_engines: false,
-        pieces: 1,
-    };
+    let setup =
+        Setup { n, events: 1, seed: SEED, gpus: DEFAULT_GPUS, copy_engines: false, pieces: 1 };
     let ranks = Ranks::new(gpu, &setup).unwrap_or_else(|e| fail(BENCH, e));
     let all_reduce = || {
         ranks.bracket.time(&ranks.streams, || {

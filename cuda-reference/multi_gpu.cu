@@ -7,7 +7,7 @@
 //                      params -> grads, compute_kernel) then one ncclAllReduce on the compute
 //                      stream, against bucket by bucket with each bucket's all-reduce on a comm
 //                      stream (greatest priority, least priority, then 32 buckets), and 8
-//                      buckets summed on the copy engines (peer pushes in pieces, 4 a bucket
+//                      buckets summed on the copy engines (peer pushes in pieces, 1 a bucket
 //                      or the first argument, an add, peer pushes of the sums back); also the
 //                      all-reduce of everything alone (host/src/lessons/allreduce_overlap.rs,
 //                      host/src/lessons/allreduce_overlap/collective.rs)
@@ -310,8 +310,8 @@ static void all_reduce(const Rank& r, size_t off, size_t len, cudaStream_t strea
   NCCL_CHECK(ncclAllReduce(r.grads + off, r.sums + off, len, ncclFloat, ncclSum, r.nccl, stream));
 }
 
-// --copy-engine-pieces of the lesson: the first argument, 4 by default.
-static size_t copy_engine_pieces = 4;
+// --copy-engine-pieces of the lesson: the first argument, 1 by default as in the lesson.
+static size_t copy_engine_pieces = 1;
 
 static void allreduce_overlap() {
   const size_t n = (size_t)1 << 26;

@@ -159,14 +159,15 @@ fn write_lines(
 /// The timeline picture of `recordings` (each a panel, same time scale) as SVG text.
 pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<String, String> {
     let x_max = recordings.iter().map(Recording::end_ms).fold(0.0, f64::max).max(1e-3) * 1.02;
+    let devices = recordings.iter().flat_map(|r| r.spans.iter().map(|s| s.device)).any(|d| d != 0);
+    // The widest row name as drawn ("GPU 1 · " and all), about 8 pixels a character.
     let label_width = recordings
         .iter()
         .flat_map(|r| rows(&r.spans))
-        .map(|(_, s)| s.len() as u32 * 8 + 40)
+        .map(|(d, s)| crate::lab::span::row_name(d, &s, devices).chars().count() as u32 * 8 + 40)
         .max()
         .unwrap_or(80)
-        .clamp(80, 320);
-    let devices = recordings.iter().flat_map(|r| r.spans.iter().map(|s| s.device)).any(|d| d != 0);
+        .clamp(80, 440);
     let heights: Vec<u32> =
         recordings.iter().map(|r| PANEL + ROW * rows(&r.spans).len().max(1) as u32).collect();
     let [title, subtitle, footer] = [

@@ -301,7 +301,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("allreduce.bandwidth", "单独运行时，all-reduce 的算法带宽为 {algorithm} GB/s（梯度大小除以 A），总线带宽为 {bus} GB/s（乘以 2(n-1)/n，n = {ranks} 个 rank，这是 NCCL 的约定：每条链路实际传送的量）。"),
     ("allreduce.bucketed", "分成 {b} 个桶时，all-reduce 紧跟在反向传播后面运行：{hi} ms，快 {x}x，是界限 {bound} ms 的 {ratio}x（{off}%）。"),
     ("allreduce.overlapped", "在每个桶前后加事件探测（{name}：带事件时 {total} ms）：反向传播的各个桶在计算流上共运行 {backward} ms（相对单独的 C 为 {dc}%），有 all-reduce 在进行的时间为 {reduce} ms（相对单独的 A 为 {da}%）。"),
-    ("allreduce.backward_slowed", "可见 all-reduce 在旁边运行时，反向传播本身变慢了：NCCL 的 all-reduce 是一个核函数，它的线程块占用了本来给反向传播的 SM。"),
+    ("allreduce.backward_slowed", "可见 all-reduce 在旁边运行时，反向传播本身变慢了。NCCL 的 all-reduce 是一个核函数，它的线程块占着反向传播本可使用的 SM：用 `--nccl-channels 4`（它的线程块更少）时反向传播变慢得少一些，但 all-reduce 本身要慢好几倍。"),
     ("allreduce.backward_kept_pace", "反向传播在 all-reduce 旁边保持了原来的速度：超出界限的部分在 all-reduce 和最后一个桶上，而不在反向传播上。"),
     ("allreduce.copy_engines", "改用拷贝引擎，{b} 个桶：{time} ms，是界限 {bound} ms 的 {ratio}x，用 NCCL 时为 {nccl} ms。对等拷贝不需要 SM：只有一个很短的加法核函数与反向传播共用 SM；每个桶分成几片推送，一片在做加法和回传时，链路已在传下一片。"),
     ("allreduce.slower", "更慢了（{lo} ms）：反向传播的线程块先执行，all-reduce 只能等 SM"),

@@ -184,8 +184,7 @@ pub struct Ranks {
 
 /// How the ranks are set up: how many GPUs one process drives when it runs alone, and
 /// whether the copy engines' all-reduce is wanted (two GPUs in one process only).
-pub struct Setup<'a> {
-    pub name: &'a str,
+pub struct Setup {
     /// Gradient floats per rank.
     pub n: usize,
     /// The most buckets a version uses.
@@ -202,7 +201,7 @@ impl Ranks {
     /// `setup.gpus` GPUs in this process (`gpu`, the harness's, and the lowest-numbered
     /// others), or this process's rank on `gpu` when started as one of several.
     pub fn new(gpu: &Gpu, setup: &Setup) -> Result<Ranks> {
-        let (n, events, seed, name) = (setup.n, setup.events, setup.seed, setup.name);
+        let (n, events, seed) = (setup.n, setup.events, setup.seed);
         let (owned, world, comms) = match ranks::from_env()? {
             None => {
                 let others = devices::others(gpu, setup.gpus - 1)?;
@@ -227,7 +226,7 @@ impl Ranks {
             let ordinal = on.info.ordinal;
             let (least, greatest) = on.info.priority_range;
             let rank = nccl.rank();
-            let label = |what: &str| format!("{name}: rank {rank} {what}");
+            let label = |what: &str| format!("rank {rank} {what}");
             local.push(Rank {
                 compute: Stream::non_blocking(on, label("compute"))?,
                 comm: [
@@ -254,7 +253,7 @@ impl Ranks {
                 copy_back: if copy_engines {
                     Some(Stream::non_blocking_with_priority(
                         on,
-                        label("sums pushed back (greatest priority)"),
+                        label("sums back (greatest priority)"),
                         greatest,
                     )?)
                 } else {
