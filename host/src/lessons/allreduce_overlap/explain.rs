@@ -61,6 +61,12 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
 
     let gpus = lesson.ranks.local.len();
     let ranks = lesson.ranks.world();
+    // The title says how many GPUs ran: "2× NVIDIA H200", or "NVIDIA H200, rank 1 of 4".
+    r.device = if lesson.ranks.alone() {
+        format!("{gpus}× {}", r.device)
+    } else {
+        format!("{}, rank {} of {ranks}", r.device, lesson.ranks.local[0].rank)
+    };
     let bytes = lesson.ranks.local[0].params.len() as f64 * 4.0;
     let mib = fixed(bytes / 1048576.0, 0);
     r.explain(t!(
