@@ -29,7 +29,7 @@ use cudarc::driver::sys as cu;
 
 use crate::runtime::context::Context;
 use crate::runtime::error::{check, DriverCode, Error, Result};
-use crate::runtime::keep::{self, Kept};
+use crate::runtime::in_flight::{self, Kept};
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::{Stream, StreamKind};
 
@@ -227,7 +227,7 @@ pub fn capture(
         .check(status, "cuStreamBeginCapture")
         .map_err(|e| to_capture_error(e, CaptureStatus::None))?;
 
-    if let Err(e) = keep::begin_capture() {
+    if let Err(e) = in_flight::begin_capture() {
         let _ = end_capture(stream);
         return Err(e);
     }
@@ -235,7 +235,7 @@ pub fn capture(
     let mut guard = EndOnUnwind { stream, armed: true };
     let enqueued = enqueue(stream);
     guard.armed = false;
-    let kept = keep::end_capture();
+    let kept = in_flight::end_capture();
     // Read the status before ending: "invalidated" tells the learner the capture was broken.
     let status_before_end = capture_status(stream).unwrap_or(CaptureStatus::Unknown(u32::MAX));
     let (end_status, graph) = end_capture(stream);
@@ -274,7 +274,7 @@ impl Drop for EndOnUnwind<'_> {
     fn drop(&mut self) {
         if self.armed {
             // The graph, if any, is dropped (destroyed) at once.
-            keep::end_capture();
+            in_flight::end_capture();
             let _ = end_capture(self.stream);
         }
     }

@@ -19,8 +19,8 @@ use kernels_gpu::Signature;
 
 use crate::runtime::context::{AsContext, Context};
 use crate::runtime::error::{check, Error, Result};
-use crate::runtime::keep::Access;
-use crate::runtime::launch::{launch, KernelArgs, LaunchConfig};
+use crate::runtime::in_flight::Access;
+use crate::runtime::kernel_launch::{launch, KernelArgs, LaunchConfig};
 use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::stream::Stream;
 

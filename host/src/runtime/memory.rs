@@ -25,7 +25,7 @@ use cudarc::driver::sys as cu;
 
 use crate::runtime::context::{AsContext, Context};
 use crate::runtime::error::{check, Error, Result};
-use crate::runtime::keep::{self, Access, Kept, Pending, Tracked};
+use crate::runtime::in_flight::{self, Access, Kept, Pending, Tracked};
 
 pub(crate) fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
     n.checked_mul(std::mem::size_of::<T>())
@@ -206,7 +206,7 @@ impl<T: Pod> DeviceView<'_, T> {
     /// The device address of the first element. Also tells a capture in progress that the
     /// graph must keep this buffer alive.
     pub(crate) fn device_ptr(&self) -> cu::CUdeviceptr {
-        keep::keep(|| Kept::Device(Rc::clone(&self.buffer.alloc) as Rc<dyn Any>));
+        in_flight::keep(|| Kept::Device(Rc::clone(&self.buffer.alloc) as Rc<dyn Any>));
         self.buffer.alloc.ptr + (self.range.start * std::mem::size_of::<T>()) as u64
     }
 
@@ -416,7 +416,7 @@ impl<T: Pod> HostView<'_, T> {
     /// and returns the address of the first element.
     pub(crate) fn admit(&self, access: Access) -> Result<*mut T> {
         self.buffer.alloc.admit(access)?;
-        keep::keep(|| Kept::Host(Rc::clone(&self.buffer.alloc) as Rc<dyn Tracked>, access));
+        in_flight::keep(|| Kept::Host(Rc::clone(&self.buffer.alloc) as Rc<dyn Tracked>, access));
         // SAFETY: `range` was checked against the allocation's length.
         Ok(unsafe { self.buffer.alloc.ptr.add(self.range.start) })
     }

@@ -23,12 +23,12 @@ use cudarc::driver::sys::{self as cu, CUmemPool_attribute as Attr};
 
 use crate::runtime::context::Context;
 use crate::runtime::error::{check, Error, Result};
-use crate::runtime::keep;
+use crate::runtime::in_flight;
 use crate::runtime::memory::{bytes_of, DeviceBuffer, DeviceView, Release};
 use crate::runtime::stream::{Event, Stream};
 
 fn refuse_in_capture(op: &str, stream: &Stream) -> Result<()> {
-    if keep::capturing() {
+    if in_flight::capturing() {
         return Err(Error::Capture {
             op: format!("{op} on stream \"{}\"", stream.name()),
             status: "active".into(),

@@ -24,7 +24,7 @@ use cudarc::driver::sys as cu;
 
 use crate::runtime::context::{AsContext, Context};
 use crate::runtime::error::{check, DriverCode, Error, Result};
-use crate::runtime::keep::{self, Access, Pending};
+use crate::runtime::in_flight::{self, Access, Pending};
 use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::op::{Op, OpKind};
 
@@ -296,7 +296,7 @@ impl Stream {
     /// not call CUDA: the driver thread would deadlock or fail. Refused during a graph
     /// capture: a graph would run the closure at every launch, and it runs only once.
     pub fn launch_host_fn<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<()> {
-        if keep::capturing() {
+        if in_flight::capturing() {
             return Err(Error::Capture {
                 op: format!("cuLaunchHostFunc on stream \"{}\"", self.name()),
                 status: "active".into(),
