@@ -31,7 +31,8 @@ use std::rc::Rc;
 use cudarc::driver::sys as cu;
 
 use crate::runtime::context::Context;
-use crate::runtime::error::{check, DriverCode, Error, Result};
+use crate::runtime::driver::{self, DriverResult};
+use crate::runtime::error::{cuda_error, DriverCode, Error, Named, Result};
 use crate::runtime::in_flight::{self, Kept};
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::{Stream, StreamKind};
@@ -66,17 +67,9 @@ impl CaptureMode {
 
 /// Is `stream` being captured (`cuStreamIsCapturing`)?
 pub fn capture_status(stream: &Stream) -> Result<CaptureStatus> {
-    let mut raw: u32 = 0;
-    // SAFETY: the stream handle is live; the driver writes one 4-byte enum value, and we read
-    // it as a u32 (not as the Rust enum) so that a value newer than the bindings is no UB.
-    let status = unsafe {
-        cu::cuStreamIsCapturing(
-            stream.as_raw(),
-            &mut raw as *mut u32 as *mut cu::CUstreamCaptureStatus,
-        )
-    };
-    stream.check(status, "cuStreamIsCapturing")?;
-    Ok(CaptureStatus::from_raw(raw))
+    // SAFETY: the stream handle is live.
+    let raw = unsafe { driver::stream_is_capturing(stream.as_raw()) };
+    Ok(CaptureStatus::from_raw(raw.named_on("cuStreamIsCapturing", stream.name())?))
 }
 
 /// Records everything `enqueue` puts on `stream` (and on streams that join the capture by
@@ -100,9 +93,9 @@ pub fn capture(
         });
     }
     // SAFETY: the stream handle is live and `mode` is a valid enum value.
-    let status = unsafe { cu::cuStreamBeginCapture_v2(stream.as_raw(), mode.raw()) };
-    stream
-        .check(status, "cuStreamBeginCapture")
+    let began = unsafe { driver::stream_begin_capture(stream.as_raw(), mode.raw()) };
+    began
+        .named_on("cuStreamBeginCapture", stream.name())
         .map_err(|e| to_capture_error(e, CaptureStatus::None))?;
 
     if let Err(e) = in_flight::begin_capture() {
@@ -116,7 +109,7 @@ pub fn capture(
     let kept = in_flight::end_capture();
     // Read the status before ending: "invalidated" tells the learner the capture was broken.
     let status_before_end = capture_status(stream).unwrap_or(CaptureStatus::Unknown(u32::MAX));
-    let (end_status, graph) = end_capture(stream);
+    let (ended, graph) = end_capture(stream);
     let graph = graph.map(|mut g| {
         g.kept = Rc::new(kept);
         g
@@ -127,8 +120,8 @@ pub fn capture(
         drop(graph);
         return Err(to_capture_error(e, status_before_end));
     }
-    let end = stream
-        .check(end_status, "cuStreamEndCapture")
+    let end = ended
+        .named_on("cuStreamEndCapture", stream.name())
         .map_err(|e| to_capture_error(e, status_before_end));
     match (end, graph) {
         (Ok(()), Some(graph)) => Ok(graph),
@@ -158,19 +151,19 @@ impl Drop for EndOnUnwind<'_> {
     }
 }
 
-/// `cuStreamEndCapture`: the status and, when there is one, the graph (owned, so it is
-/// destroyed even when the status is an error).
-fn end_capture(stream: &Stream) -> (cu::CUresult, Option<Graph>) {
+/// `cuStreamEndCapture`: what the driver said and, when there is one, the graph (owned, so it
+/// is destroyed even when the call failed).
+fn end_capture(stream: &Stream) -> (DriverResult<()>, Option<Graph>) {
     let mut raw: cu::CUgraph = std::ptr::null_mut();
-    // SAFETY: live stream, valid out-pointer. The driver hands us ownership of the graph it
-    // writes (NULL when the capture was invalidated).
-    let status = unsafe { cu::cuStreamEndCapture(stream.as_raw(), &mut raw) };
+    // SAFETY: live stream. The driver hands us ownership of the graph it writes (NULL when
+    // the capture was invalidated).
+    let ended = unsafe { driver::stream_end_capture(stream.as_raw(), &mut raw) };
     let graph = (!raw.is_null()).then(|| Graph {
         raw,
         kept: Rc::new(Vec::new()),
         _context: stream.context().clone(),
     });
-    (status, graph)
+    (ended, graph)
 }
 
 /// How many nodes of each kind a graph holds.
@@ -235,23 +228,18 @@ impl Graph {
 
     /// The graph's nodes by kind (`cuGraphGetNodes` + `cuGraphNodeGetType`).
     pub fn node_counts(&self) -> Result<NodeCounts> {
-        let mut count = 0usize;
-        // SAFETY: live graph; a NULL node array asks only for the count.
-        let status = unsafe { cu::cuGraphGetNodes(self.raw, std::ptr::null_mut(), &mut count) };
-        check(status, "cuGraphGetNodes (count)", None)?;
+        // SAFETY: live graph; no node array asks only for the count.
+        let count =
+            unsafe { driver::graph_get_nodes(self.raw, None) }.named("cuGraphGetNodes (count)")?;
         let mut nodes: Vec<cu::CUgraphNode> = vec![std::ptr::null_mut(); count];
-        // SAFETY: `nodes` has room for `count` handles, the number we pass.
-        let status = unsafe { cu::cuGraphGetNodes(self.raw, nodes.as_mut_ptr(), &mut count) };
-        check(status, "cuGraphGetNodes", None)?;
+        // SAFETY: live graph.
+        let count = unsafe { driver::graph_get_nodes(self.raw, Some(&mut nodes)) }
+            .named("cuGraphGetNodes")?;
         let mut counts = NodeCounts::default();
         for &node in nodes.iter().take(count) {
-            let mut node_type: u32 = 0;
-            // SAFETY: `node` belongs to this live graph; the driver writes a 4-byte enum value,
-            // read as u32 so that node kinds newer than the 11.4 bindings are no UB.
-            let status = unsafe {
-                cu::cuGraphNodeGetType(node, &mut node_type as *mut u32 as *mut cu::CUgraphNodeType)
-            };
-            check(status, "cuGraphNodeGetType", None)?;
+            // SAFETY: `node` belongs to this live graph.
+            let node_type =
+                unsafe { driver::graph_node_get_type(node) }.named("cuGraphNodeGetType")?;
             counts.add(node_type);
         }
         Ok(counts)
@@ -272,10 +260,9 @@ impl Graph {
                 cu::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0
             }
         };
-        let mut raw: cu::CUgraphExec = std::ptr::null_mut();
-        // SAFETY: live graph, valid out-pointer, a documented flag (no auto-free, no upload).
-        let status = unsafe { cu::cuGraphInstantiateWithFlags(&mut raw, self.raw, flags as u64) };
-        check(status, "cuGraphInstantiateWithFlags", None)?;
+        // SAFETY: live graph, and a documented flag (no auto-free, no upload).
+        let raw = unsafe { driver::graph_instantiate_with_flags(self.raw, flags as u64) }
+            .named("cuGraphInstantiateWithFlags")?;
         Ok(GraphExec { raw, kept: vec![Rc::clone(&self.kept)], _context: self._context.clone() })
     }
 }
@@ -283,7 +270,7 @@ impl Graph {
 impl Drop for Graph {
     fn drop(&mut self) {
         // SAFETY: we own `raw`; executable graphs instantiated from it do not need it.
-        unsafe { cu::cuGraphDestroy(self.raw) };
+        let _ = unsafe { driver::graph_destroy(self.raw) };
     }
 }
 
@@ -394,8 +381,8 @@ impl GraphExec {
         stream.enqueue(op, || {
             // SAFETY: live handles; every buffer the graph's nodes use is kept alive by
             // `self.kept`, and the host buffers admitted the access above.
-            let status = unsafe { cu::cuGraphLaunch(self.raw, stream.as_raw()) };
-            stream.check(status, "cuGraphLaunch")
+            let launched = unsafe { driver::graph_launch(self.raw, stream.as_raw()) };
+            launched.named_on("cuGraphLaunch", stream.name())
         })?;
         for (buffer, _) in host() {
             buffer.in_flight_on(stream.share());
@@ -412,29 +399,12 @@ impl GraphExec {
     /// executable graph is left as it was. Returns which path was taken. Launches already
     /// enqueued keep the old parameters; the next launch uses the new ones.
     pub fn update_from(&mut self, graph: &Graph) -> Result<UpdatePath> {
-        // The driver writes a 4-byte enum and two node handles; read the enum as u32 so
-        // that a value newer than the bindings is no UB.
-        #[repr(C)]
-        struct ResultInfo {
-            result: u32,
-            error_node: cu::CUgraphNode,
-            error_from_node: cu::CUgraphNode,
-        }
-        let mut info = ResultInfo {
-            result: 0,
-            error_node: std::ptr::null_mut(),
-            error_from_node: std::ptr::null_mut(),
-        };
-        // SAFETY: live handles; `info` has the layout of CUgraphExecUpdateResultInfo.
-        let status = unsafe {
-            cu::cuGraphExecUpdate_v2(
-                self.raw,
-                graph.raw,
-                &mut info as *mut ResultInfo as *mut cu::CUgraphExecUpdateResultInfo,
-            )
-        };
-        let result = info.result;
-        match classify_update(DriverCode::from_status(status).code(), result) {
+        let mut result = 0;
+        // SAFETY: live handles.
+        let updated = unsafe { driver::graph_exec_update(self.raw, graph.raw, &mut result) };
+        // The classification reads the code, success included.
+        let status = updated.err().unwrap_or(cu::CUresult::CUDA_SUCCESS);
+        match classify_update(status as u32, result) {
             UpdateOutcome::Applied => {
                 self.kept.push(Rc::clone(&graph.kept));
                 Ok(UpdatePath::InPlace)
@@ -443,11 +413,9 @@ impl GraphExec {
                 *self = graph.instantiate()?;
                 Ok(UpdatePath::Reinstantiated { reason: reason.to_string() })
             }
-            UpdateOutcome::Failed => Err(Error::Cuda {
-                op: format!("cuGraphExecUpdate (update result {result})"),
-                stream: None,
-                code: DriverCode::from_status(status),
-            }),
+            UpdateOutcome::Failed => {
+                Err(cuda_error(status, format!("cuGraphExecUpdate (update result {result})"), None))
+            }
         }
     }
 
@@ -455,15 +423,15 @@ impl GraphExec {
     /// so that the first launch costs what every later one does.
     pub fn upload(&self, stream: &Stream) -> Result<()> {
         // SAFETY: live handles; an upload runs nothing.
-        let status = unsafe { cu::cuGraphUpload(self.raw, stream.as_raw()) };
-        stream.check(status, "cuGraphUpload")
+        let uploaded = unsafe { driver::graph_upload(self.raw, stream.as_raw()) };
+        uploaded.named_on("cuGraphUpload", stream.name())
     }
 }
 
 impl Drop for GraphExec {
     fn drop(&mut self) {
         // SAFETY: we own `raw`; the driver lets launches already enqueued finish.
-        unsafe { cu::cuGraphExecDestroy(self.raw) };
+        let _ = unsafe { driver::graph_exec_destroy(self.raw) };
     }
 }
 
