@@ -2,6 +2,7 @@
 //! - `runtime` imports neither `lab` nor `lessons`; `lab` does not import `lessons`;
 //! - no lesson imports another lesson;
 //! - no file imports form a cycle (files are nodes, `use crate::…` lines are edges);
+//! - no raw driver call outside the driver layer (`runtime/driver/`);
 //! - lesson files hold no `unsafe` and stay within 300 lines before their unit tests
 //!   (`overlap`, the lesson that sets the shape, within 150).
 use std::collections::{BTreeMap, BTreeSet};
@@ -177,4 +178,43 @@ fn lesson_files_are_short_and_hold_no_unsafe() {
             .count();
         assert_eq!(unsafe_lines, 0, "{m}: lesson code holds `unsafe`");
     }
+}
+
+/// The lines of `text` that name a raw driver function of cudarc's `sys` (`cu::cuInit`,
+/// `sys::cuCtxSetCurrent`), comments left out. Its types (`cu::CUstream`) are not calls; nor
+/// are the calls of the CUPTI, NVML and NCCL bindings, which go to their own libraries.
+fn raw_driver_calls(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .filter(|l| l.contains("cu::cu") || l.contains("sys::cu"))
+        .collect()
+}
+
+#[test]
+fn only_the_driver_layer_calls_the_driver() {
+    let t = tree();
+    // The layer is `runtime/driver/`: its mod.rs and the files beside it.
+    assert!(t.files.contains_key("runtime::driver"), "the driver layer has moved");
+    let in_driver_layer = |m: &str| m == "runtime::driver" || m.starts_with("runtime::driver::");
+    for (m, text) in t.files.iter().filter(|(m, _)| !in_driver_layer(m)) {
+        let calls = raw_driver_calls(text);
+        assert!(
+            calls.is_empty(),
+            "{m} calls the driver directly (call a function of runtime/driver instead): {calls:?}"
+        );
+    }
+    // The check can fail: a made-up file with a raw call is caught, its comment and its
+    // call through the driver layer are not.
+    let made_up = "// cu::cuInit is wrapped by driver::init\n\
+                   let ok = driver::init();\n\
+                   let status = unsafe { cu::cuStreamSynchronize(raw) };\n\
+                   let bound = unsafe { cudarc::driver::sys::cuCtxSetCurrent(raw) };\n\
+                   let handle: cu::CUstream = raw;";
+    assert_eq!(
+        raw_driver_calls(made_up),
+        [
+            "let status = unsafe { cu::cuStreamSynchronize(raw) };",
+            "let bound = unsafe { cudarc::driver::sys::cuCtxSetCurrent(raw) };",
+        ]
+    );
 }

@@ -10,32 +10,25 @@ use std::rc::Rc;
 use cudarc::driver::sys::{self as cu, CUdevice_attribute as A};
 use serde::Serialize;
 
-use crate::runtime::error::{check, DriverCode, Error, Result};
+use crate::runtime::driver;
+use crate::runtime::error::{DriverCode, Error, Named, Result};
 
 /// Loads the driver library and initialises it. The library is opened at run time, so a
 /// machine without the NVIDIA driver gets this one-line error instead of a loader failure.
 fn init_driver() -> Result<()> {
-    // SAFETY: only looks for the library on the loader's path; nothing is called.
-    if !unsafe { cu::is_culib_present() } {
+    if !driver::library_present() {
         return Err(Error::NoDevice(
             "libcuda.so.1, the NVIDIA driver's library, is not installed on this machine".into(),
         ));
     }
-    // SAFETY: cuInit takes flags 0 and may be called more than once.
-    let status = unsafe { cu::cuInit(0) };
-    if status != cu::CUresult::CUDA_SUCCESS {
-        return Err(Error::NoDevice(format!("cuInit: {}", DriverCode::from_status(status))));
-    }
-    Ok(())
+    driver::init()
+        .map_err(|status| Error::NoDevice(format!("cuInit: {}", DriverCode::from_status(status))))
 }
 
 /// How many CUDA devices the driver sees, or why there are none.
 pub fn device_count() -> Result<u32> {
     init_driver()?;
-    let mut count = 0;
-    // SAFETY: valid out-pointer, driver initialised.
-    let status = unsafe { cu::cuDeviceGetCount(&mut count) };
-    check(status, "cuDeviceGetCount", None)?;
+    let count = driver::device_get_count().named("cuDeviceGetCount")?;
     Ok(count.max(0) as u32)
 }
 
@@ -52,9 +45,9 @@ struct Primary {
 
 impl Drop for Primary {
     fn drop(&mut self) {
-        // SAFETY: balances the cuDevicePrimaryCtxRetain in `Context::new`; every handle
-        // that used the context held an Rc to it, so none is left.
-        unsafe { cu::cuDevicePrimaryCtxRelease_v2(self.device) };
+        // SAFETY: balances the retain in `Context::new`; every handle that used the context
+        // held an Rc to it, so none is left.
+        let _ = unsafe { driver::device_primary_ctx_release(self.device) };
     }
 }
 
@@ -90,14 +83,9 @@ impl Context {
                 count - 1
             )));
         }
-        let mut device = 0;
-        // SAFETY: valid out-pointer; the ordinal is in range.
-        let status = unsafe { cu::cuDeviceGet(&mut device, ordinal as i32) };
-        check(status, "cuDeviceGet", None)?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer and device; released in `Primary::drop`.
-        let status = unsafe { cu::cuDevicePrimaryCtxRetain(&mut raw, device) };
-        check(status, "cuDevicePrimaryCtxRetain", None)?;
+        let device = driver::device_get(ordinal as i32).named("cuDeviceGet")?;
+        // Released in `Primary::drop`.
+        let raw = driver::device_primary_ctx_retain(device).named("cuDevicePrimaryCtxRetain")?;
         let context = Context { primary: Rc::new(Primary { raw, device, ordinal }) };
         context.make_current()?;
         Ok(context)
@@ -106,8 +94,7 @@ impl Context {
     /// Makes this context current on the calling thread (`cuCtxSetCurrent`).
     pub fn make_current(&self) -> Result<()> {
         // SAFETY: the context is retained for as long as `self` lives.
-        let status = unsafe { cu::cuCtxSetCurrent(self.primary.raw) };
-        check(status, "cuCtxSetCurrent", None)?;
+        unsafe { driver::ctx_set_current(self.primary.raw) }.named("cuCtxSetCurrent")?;
         CURRENT.with(|c| c.set(self.primary.raw));
         Ok(())
     }
@@ -142,40 +129,26 @@ impl Context {
 
     /// The device's PCI address, "0000:19:00.0" (`cuDeviceGetPCIBusId`).
     pub fn pci_bus_id(&self) -> Result<String> {
-        let mut id = [0 as std::ffi::c_char; 32];
-        // SAFETY: the buffer holds 32 bytes, the length we pass; the driver NUL-terminates.
-        let status = unsafe { cu::cuDeviceGetPCIBusId(id.as_mut_ptr(), 32, self.device()) };
-        check(status, "cuDeviceGetPCIBusId", None)?;
-        // SAFETY: NUL-terminated by the driver within the buffer.
-        Ok(unsafe { std::ffi::CStr::from_ptr(id.as_ptr()) }.to_string_lossy().into_owned())
+        driver::device_get_pci_bus_id(self.device()).named("cuDeviceGetPCIBusId")
     }
 
     /// Waits for all work on the device (`cudaDeviceSynchronize`).
     pub fn synchronize(&self) -> Result<()> {
         // cuCtxSynchronize waits for the current context: make it this one.
         self.bind()?;
-        // SAFETY: no arguments; the context is current.
-        check(unsafe { cu::cuCtxSynchronize() }, "cuCtxSynchronize", None)
+        driver::ctx_synchronize().named("cuCtxSynchronize")
     }
 
     /// The driver's CUDA version, e.g. 13000 for 13.0 (`cuDriverGetVersion`).
     pub fn driver_version(&self) -> Result<i32> {
-        let mut version = 0;
-        // SAFETY: valid out-pointer.
-        let status = unsafe { cu::cuDriverGetVersion(&mut version) };
-        check(status, "cuDriverGetVersion", None)?;
-        Ok(version)
+        driver::driver_get_version().named("cuDriverGetVersion")
     }
 
     /// (free, total) device memory in bytes (`cudaMemGetInfo`).
     pub fn memory(&self) -> Result<(usize, usize)> {
         // cuMemGetInfo reports the current context's device: make it this one.
         self.bind()?;
-        let (mut free, mut total) = (0, 0);
-        // SAFETY: valid out-pointers; the context is current.
-        let status = unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) };
-        check(status, "cuMemGetInfo", None)?;
-        Ok((free, total))
+        driver::mem_get_info().named("cuMemGetInfo")
     }
 
     /// Fails with a one-line explanation when `bytes` of device memory are not free.
@@ -194,29 +167,18 @@ impl Context {
     }
 
     fn attribute(&self, attr: A, name: &str) -> Result<i32> {
-        let mut value = 0;
-        // SAFETY: valid out-pointer and device handle.
-        let status = unsafe { cu::cuDeviceGetAttribute(&mut value, attr, self.device()) };
-        check(status, format!("cuDeviceGetAttribute({name})"), None)?;
-        Ok(value)
+        driver::device_get_attribute(attr, self.device())
+            .named(format!("cuDeviceGetAttribute({name})"))
     }
 
     /// The device facts `streamlab info` prints and lessons size their work by.
     pub fn info(&self, ptx_arch: &'static str) -> Result<DeviceInfo> {
         // Binds this context, which the priority range below is asked of.
         let (free, total) = self.memory()?;
-        let (mut least, mut greatest) = (0, 0);
-        // SAFETY: valid out-pointers; the context is current.
-        let status = unsafe { cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) };
-        check(status, "cuCtxGetStreamPriorityRange", None)?;
+        let (least, greatest) =
+            driver::ctx_get_stream_priority_range().named("cuCtxGetStreamPriorityRange")?;
         let driver_version = self.driver_version()?;
-        let mut name = [0 as std::ffi::c_char; 256];
-        // SAFETY: the buffer holds 256 bytes, the length we pass; the driver NUL-terminates.
-        let status = unsafe { cu::cuDeviceGetName(name.as_mut_ptr(), 256, self.device()) };
-        check(status, "cuDeviceGetName", None)?;
-        // SAFETY: NUL-terminated by the driver within the buffer.
-        let name =
-            unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+        let name = driver::device_get_name(self.device()).named("cuDeviceGetName")?;
         let a = |attr, what| self.attribute(attr, what);
         Ok(DeviceInfo {
             ordinal: self.ordinal(),

@@ -1,12 +1,14 @@
 //! One error type for the whole crate, and the exit codes the CLI maps it to.
 //!
-//! Every driver call goes through [`check`] with the name of the operation and, where there
-//! is one, the stream it was issued on, so an error reads
+//! Every failed driver call is named with the operation and, where there is one, the stream
+//! it was issued on ([`check`], or [`Named`] on what the driver layer returns), so an error
+//! reads
 //! `cuMemcpyHtoDAsync on stream "overlap-3": CUDA_ERROR_INVALID_VALUE (1): invalid argument`.
-use std::ffi::CStr;
 use std::fmt;
 
-use cudarc::driver::sys::{self as cu, CUresult};
+use cudarc::driver::sys::CUresult;
+
+use crate::runtime::driver::{self, DriverResult};
 
 /// A CUDA driver status code with its name and description, read from the driver when the
 /// error is made (so a code the bindings name is printed as the driver names it).
@@ -34,15 +36,9 @@ impl DriverCode {
 
     /// A status returned by a driver call.
     pub fn from_status(status: CUresult) -> DriverCode {
-        let mut ptr = std::ptr::null();
-        // SAFETY: cuGetErrorString writes a pointer to a static NUL-terminated string, or
-        // returns an error for codes it does not know; it needs no context.
-        let ok = unsafe { cu::cuGetErrorString(status, &mut ptr) } == CUresult::CUDA_SUCCESS;
-        let description = (ok && !ptr.is_null()).then(|| {
-            // SAFETY: checked non-null above; the driver owns a static string.
-            let text = unsafe { CStr::from_ptr(ptr) };
-            text.to_string_lossy().into_owned()
-        });
+        // The driver has no words for codes it does not know: those are printed by name.
+        let text = driver::get_error_string(status).ok().flatten();
+        let description = text.map(|t| t.to_string_lossy().into_owned());
         DriverCode { code: status as u32, name: format!("{status:?}"), description }
     }
 
@@ -143,11 +139,33 @@ pub fn check(status: CUresult, op: impl Into<String>, stream: Option<&str>) -> R
     if status == CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::Cuda {
-            op: op.into(),
-            stream: stream.map(str::to_owned),
-            code: DriverCode::from_status(status),
-        })
+        Err(cuda_error(status, op, stream))
+    }
+}
+
+/// Names what the driver layer returns, as [`check`] does: the operation and, where there
+/// is one, the stream.
+pub(crate) trait Named<T> {
+    fn named(self, op: impl Into<String>) -> Result<T>;
+    fn named_on(self, op: impl Into<String>, stream: &str) -> Result<T>;
+}
+
+impl<T> Named<T> for DriverResult<T> {
+    fn named(self, op: impl Into<String>) -> Result<T> {
+        self.map_err(|status| cuda_error(status, op, None))
+    }
+
+    fn named_on(self, op: impl Into<String>, stream: &str) -> Result<T> {
+        self.map_err(|status| cuda_error(status, op, Some(stream)))
+    }
+}
+
+/// The error of driver call `op` that failed with `status`.
+pub(crate) fn cuda_error(status: CUresult, op: impl Into<String>, stream: Option<&str>) -> Error {
+    Error::Cuda {
+        op: op.into(),
+        stream: stream.map(str::to_owned),
+        code: DriverCode::from_status(status),
     }
 }
 

@@ -18,9 +18,10 @@ use kernels_gpu::kernels::signatures as sig;
 use kernels_gpu::Signature;
 
 use crate::runtime::context::{AsContext, Context};
-use crate::runtime::error::{check, Error, Result};
-use crate::runtime::keep::Access;
-use crate::runtime::launch::{launch, KernelArgs, LaunchConfig};
+use crate::runtime::driver;
+use crate::runtime::error::{Error, Named, Result};
+use crate::runtime::in_flight::Access;
+use crate::runtime::kernel_launch::{launch, KernelArgs, LaunchConfig};
 use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::stream::Stream;
 
@@ -40,7 +41,7 @@ pub struct Kernels {
 impl Drop for Kernels {
     fn drop(&mut self) {
         // SAFETY: we own the module; work using its functions completes first (driver docs).
-        unsafe { cu::cuModuleUnload(self.module) };
+        let _ = unsafe { driver::module_unload(self.module) };
     }
 }
 
@@ -49,10 +50,8 @@ impl Kernels {
     pub fn embedded(on: &impl AsContext) -> Result<Kernels> {
         let image = CString::new(PTX)
             .map_err(|_| Error::Internal("the embedded PTX contains a NUL byte".into()))?;
-        let mut module = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; `image` is a NUL-terminated PTX text.
-        let status = unsafe { cu::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
-        check(status, "cuModuleLoadData (JIT-compiling the embedded PTX)", None)?;
+        let module = driver::module_load_data(&image)
+            .named("cuModuleLoadData (JIT-compiling the embedded PTX)")?;
         Self::look_up(on, module, false)
     }
 
@@ -68,10 +67,8 @@ impl Kernels {
         }
         let name = CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::InvalidInput("the module path contains a NUL byte".into()))?;
-        let mut module = std::ptr::null_mut();
-        // SAFETY: valid out-pointer and NUL-terminated path.
-        let status = unsafe { cu::cuModuleLoad(&mut module, name.as_ptr()) };
-        check(status, format!("cuModuleLoad({})", path.display()), None)?;
+        let module =
+            driver::module_load(&name).named(format!("cuModuleLoad({})", path.display()))?;
         Self::look_up(on, module, true)
     }
 
@@ -79,10 +76,9 @@ impl Kernels {
         let mut kernels = Kernels { module, functions: Vec::new(), _context: on.context().clone() };
         for &(name, sizes) in sig::ALL {
             let c_name = CString::new(name).map_err(|_| Error::Internal(name.into()))?;
-            let mut function = std::ptr::null_mut();
-            // SAFETY: live module, valid out-pointer, NUL-terminated name.
-            let status = unsafe { cu::cuModuleGetFunction(&mut function, module, c_name.as_ptr()) };
-            check(status, format!("cuModuleGetFunction({name})"), None)?;
+            // SAFETY: a live module (owned by `kernels` from here on).
+            let function = unsafe { driver::module_get_function(module, &c_name) }
+                .named(format!("cuModuleGetFunction({name})"))?;
             if verify {
                 check_params(function, name, sizes)?;
             }
@@ -122,22 +118,17 @@ impl Kernels {
 
 /// The parameter sizes `function` reports must be `sizes`, and there must be no more.
 fn check_params(function: cu::CUfunction, name: &str, sizes: &[usize]) -> Result<()> {
-    let param = |i: usize| {
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: live function handle and valid out-pointers.
-        let status = unsafe { cu::cuFuncGetParamInfo(function, i, &mut offset, &mut size) };
-        (status, size)
-    };
+    // SAFETY: a function of a live module.
+    let param = |i: usize| unsafe { driver::func_get_param_info(function, i) };
     for (i, &want) in sizes.iter().enumerate() {
-        let (status, size) = param(i);
-        check(status, format!("cuFuncGetParamInfo({name}, {i})"), None)?;
+        let size = param(i).named(format!("cuFuncGetParamInfo({name}, {i})"))?;
         if size != want {
             return Err(Error::InvalidInput(format!(
                 "kernel {name} in the loaded module takes a {size}-byte parameter {i}, but its declaration in kernels-gpu says {want} bytes"
             )));
         }
     }
-    if param(sizes.len()).0 == cu::CUresult::CUDA_SUCCESS {
+    if param(sizes.len()).is_ok() {
         return Err(Error::InvalidInput(format!(
             "kernel {name} in the loaded module takes more than the {} parameters of its declaration",
             sizes.len()

@@ -27,7 +27,8 @@ use bytemuck::Pod;
 use cudarc::driver::sys::{self as cu, CUdevice_attribute as A};
 
 use crate::runtime::context::{AsContext, Context};
-use crate::runtime::error::{check, Error, Result};
+use crate::runtime::driver;
+use crate::runtime::error::{Error, Named, Result};
 use crate::runtime::memory::{bytes_of, DeviceBuffer, DeviceView, Release};
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::Stream;
@@ -75,10 +76,8 @@ pub struct ManagedBuffer<T> {
 }
 
 fn supported(context: &Context, attr: A, name: &str) -> Result<bool> {
-    let mut value = 0;
-    // SAFETY: valid out-pointer and device handle.
-    let status = unsafe { cu::cuDeviceGetAttribute(&mut value, attr, context.device()) };
-    check(status, format!("cuDeviceGetAttribute({name})"), None)?;
+    let value = driver::device_get_attribute(attr, context.device())
+        .named(format!("cuDeviceGetAttribute({name})"))?;
     Ok(value != 0)
 }
 
@@ -97,9 +96,8 @@ impl<T: Pod> ManagedBuffer<T> {
         let mut ptr = 0;
         if bytes > 0 {
             let flags = cu::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32;
-            // SAFETY: valid out-pointer; the context is current; the size fits (checked).
-            let status = unsafe { cu::cuMemAllocManaged(&mut ptr, bytes, flags) };
-            check(status, "cuMemAllocManaged", None)?;
+            // The context is current; the size fits (checked).
+            ptr = driver::mem_alloc_managed(bytes, flags).named("cuMemAllocManaged")?;
         }
         let buffer = DeviceBuffer::wrap(context, ptr, n, Release::Sync);
         let location_api = context.driver_version()? >= LOCATION_API;
@@ -184,15 +182,15 @@ impl<T: Pod> ManagedBuffer<T> {
             return Ok(());
         }
         let (ptr, context) = (self.address(), &self.context);
-        let status = if self.location_api {
+        let advised = if self.location_api {
             // SAFETY: a managed range of this context, whole; the advice and location are
             // valid enum values.
-            unsafe { cu::cuMemAdvise_v2(ptr, bytes, how, location(context, at)) }
+            unsafe { driver::mem_advise_v2(ptr, bytes, how, location(context, at)) }
         } else {
             // SAFETY: as above, with the device handle (or CU_DEVICE_CPU) of the first version.
-            unsafe { cu::cuMemAdvise(ptr, bytes, how, device(context, at)) }
+            unsafe { driver::mem_advise(ptr, bytes, how, device(context, at)) }
         };
-        check(status, format!("cuMemAdvise({advice:?})"), None)
+        advised.named(format!("cuMemAdvise({advice:?})"))
     }
 }
 
@@ -250,17 +248,19 @@ impl Stream {
         let op = Op { kind, label, bytes, launch: None };
         let context = &buffer.context;
         self.enqueue(op, || {
-            let status = if buffer.location_api {
+            let prefetched = if buffer.location_api {
                 // SAFETY: a range inside a live managed allocation (checked by `slice`) on a
                 // live stream; migrating pages never changes what they hold.
                 unsafe {
-                    cu::cuMemPrefetchAsync_v2(ptr, bytes, location(context, to), 0, self.as_raw())
+                    driver::mem_prefetch_async_v2(ptr, bytes, location(context, to), self.as_raw())
                 }
             } else {
                 // SAFETY: as above, with the first version's device handle.
-                unsafe { cu::cuMemPrefetchAsync(ptr, bytes, device(context, to), self.as_raw()) }
+                unsafe {
+                    driver::mem_prefetch_async(ptr, bytes, device(context, to), self.as_raw())
+                }
             };
-            self.check(status, "cuMemPrefetchAsync")
+            prefetched.named_on("cuMemPrefetchAsync", self.name())
         })
     }
 }

@@ -24,8 +24,9 @@ use bytemuck::Pod;
 use cudarc::driver::sys as cu;
 
 use crate::runtime::context::{AsContext, Context};
-use crate::runtime::error::{check, Error, Result};
-use crate::runtime::keep::{self, Access, Kept, Pending, Tracked};
+use crate::runtime::driver::{self, DriverResult};
+use crate::runtime::error::{Error, Named, Result};
+use crate::runtime::in_flight::{self, Access, Kept, Pending, Tracked};
 
 pub(crate) fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
     n.checked_mul(std::mem::size_of::<T>())
@@ -52,13 +53,13 @@ pub(crate) enum Release {
 }
 
 impl Release {
-    fn free(&self, ptr: cu::CUdeviceptr) -> cu::CUresult {
+    fn free(&self, ptr: cu::CUdeviceptr) -> DriverResult<()> {
         match self {
             // SAFETY: the caller owns `ptr`; cuMemFree waits for work using it to finish.
-            Release::Sync => unsafe { cu::cuMemFree_v2(ptr) },
+            Release::Sync => unsafe { driver::mem_free(ptr) },
             // SAFETY: the caller owns `ptr`, which came from cuMemAllocAsync; the stream is
             // alive (held by the box), and the free is ordered after its earlier work.
-            Release::OnStream(stream, _) => unsafe { cu::cuMemFreeAsync(ptr, *stream) },
+            Release::OnStream(stream, _) => unsafe { driver::mem_free_async(ptr, *stream) },
         }
     }
 }
@@ -74,7 +75,7 @@ impl Drop for DeviceAlloc {
         if self.ptr != 0 {
             // cuMemFree acts in the current context; another GPU's may be current now.
             let _ = self.context.bind();
-            self.release.get_mut().free(self.ptr);
+            let _ = self.release.get_mut().free(self.ptr);
         }
     }
 }
@@ -94,12 +95,8 @@ impl<T: Pod> DeviceBuffer<T> {
     pub fn alloc(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
         let bytes = bytes_of::<T>(n, "cuMemAlloc")?;
         on.context().bind()?;
-        let mut ptr = 0;
-        if bytes > 0 {
-            // SAFETY: valid out-pointer; the context is current.
-            let status = unsafe { cu::cuMemAlloc_v2(&mut ptr, bytes) };
-            check(status, "cuMemAlloc", None)?;
-        }
+        // No allocation for no bytes: address 0, never freed.
+        let ptr = if bytes > 0 { driver::mem_alloc(bytes).named("cuMemAlloc")? } else { 0 };
         Ok(Self::wrap(on, ptr, n, Release::Sync))
     }
 
@@ -109,8 +106,8 @@ impl<T: Pod> DeviceBuffer<T> {
         let bytes = n * std::mem::size_of::<T>(); // `alloc` checked that it fits
         if bytes > 0 {
             // SAFETY: the allocation holds `bytes` bytes; `alloc` made its context current.
-            let status = unsafe { cu::cuMemsetD8_v2(buffer.alloc.ptr, 0, bytes) };
-            check(status, "cuMemsetD8", Some("legacy default stream"))?;
+            let set = unsafe { driver::memset_d8(buffer.alloc.ptr, 0, bytes) };
+            set.named_on("cuMemsetD8", "legacy default stream")?;
         }
         Ok(buffer)
     }
@@ -127,22 +124,19 @@ impl<T: Pod> DeviceBuffer<T> {
         DeviceBuffer { alloc: Rc::new(alloc), len: n, _element: PhantomData }
     }
 
-    /// Gives the memory back through `release` now and returns the driver's status, or, while
-    /// a captured graph still holds the allocation, leaves it to the graph to give back that way.
-    pub(crate) fn release(self, release: Release) -> cu::CUresult {
+    /// Gives the memory back through `release` now and returns what the driver said, or,
+    /// while a captured graph still holds the allocation, leaves it to the graph to give back
+    /// that way.
+    pub(crate) fn release(self, release: Release) -> DriverResult<()> {
         match Rc::try_unwrap(self.alloc) {
             Ok(mut alloc) => {
-                let status = if alloc.ptr != 0 {
-                    release.free(alloc.ptr)
-                } else {
-                    cu::CUresult::CUDA_SUCCESS
-                };
+                let freed = if alloc.ptr != 0 { release.free(alloc.ptr) } else { Ok(()) };
                 alloc.ptr = 0;
-                status
+                freed
             }
             Err(shared) => {
                 *shared.release.borrow_mut() = release;
-                cu::CUresult::CUDA_SUCCESS
+                Ok(())
             }
         }
     }
@@ -206,7 +200,7 @@ impl<T: Pod> DeviceView<'_, T> {
     /// The device address of the first element. Also tells a capture in progress that the
     /// graph must keep this buffer alive.
     pub(crate) fn device_ptr(&self) -> cu::CUdeviceptr {
-        keep::keep(|| Kept::Device(Rc::clone(&self.buffer.alloc) as Rc<dyn Any>));
+        in_flight::keep(|| Kept::Device(Rc::clone(&self.buffer.alloc) as Rc<dyn Any>));
         self.buffer.alloc.ptr + (self.range.start * std::mem::size_of::<T>()) as u64
     }
 
@@ -284,7 +278,7 @@ impl<T> Drop for HostAlloc<T> {
         let _ = self.wait_for_device();
         if let Storage::Pinned = self.storage {
             // SAFETY: `ptr` came from cuMemHostAlloc and no copy of it is in flight.
-            unsafe { cu::cuMemFreeHost(self.ptr.cast()) };
+            let _ = unsafe { driver::mem_free_host(self.ptr.cast()) };
         }
     }
 }
@@ -300,13 +294,11 @@ impl<T: Pod> HostBuffer<T> {
     pub fn pinned(on: &impl AsContext, n: usize) -> Result<HostBuffer<T>> {
         let bytes = bytes_of::<T>(n, "cuMemHostAlloc")?;
         on.context().bind()?;
-        let mut ptr = std::ptr::null_mut();
         // Portable: pinned for every context, so a copy from another GPU's stream is as
         // asynchronous as one from this GPU's (`cudaHostAllocPortable`).
         let flags = cu::CU_MEMHOSTALLOC_PORTABLE;
-        // SAFETY: valid out-pointer; the flag is a documented one; the context is current.
-        let status = unsafe { cu::cuMemHostAlloc(&mut ptr, bytes.max(1), flags) };
-        check(status, "cuMemHostAlloc (pinned buffer)", None)?;
+        let ptr =
+            driver::mem_host_alloc(bytes.max(1), flags).named("cuMemHostAlloc (pinned buffer)")?;
         // SAFETY: the allocation holds at least `bytes` bytes; zero bytes are a valid `T`.
         unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
         Ok(Self::wrap(on, ptr.cast(), n, Storage::Pinned))
@@ -416,7 +408,7 @@ impl<T: Pod> HostView<'_, T> {
     /// and returns the address of the first element.
     pub(crate) fn admit(&self, access: Access) -> Result<*mut T> {
         self.buffer.alloc.admit(access)?;
-        keep::keep(|| Kept::Host(Rc::clone(&self.buffer.alloc) as Rc<dyn Tracked>, access));
+        in_flight::keep(|| Kept::Host(Rc::clone(&self.buffer.alloc) as Rc<dyn Tracked>, access));
         // SAFETY: `range` was checked against the allocation's length.
         Ok(unsafe { self.buffer.alloc.ptr.add(self.range.start) })
     }
@@ -432,12 +424,9 @@ impl<T: Pod> HostView<'_, T> {
             ));
         }
         let host = self.admit(access)?;
-        let mut device = 0;
-        // SAFETY: `host` points into a live cuMemHostAlloc allocation; valid out-pointer;
-        // flags must be 0.
-        let status = unsafe { cu::cuMemHostGetDevicePointer_v2(&mut device, host.cast(), 0) };
-        check(status, "cuMemHostGetDevicePointer", None)?;
-        Ok(device)
+        // SAFETY: `host` points into a live cuMemHostAlloc allocation.
+        let device = unsafe { driver::mem_host_get_device_pointer(host.cast()) };
+        device.named("cuMemHostGetDevicePointer")
     }
 
     /// Marks the buffer in flight on `stream` after a copy was enqueued there.
@@ -524,8 +513,8 @@ pub fn copy_to_device_sync<'d, T: Pod>(src: &[T], dst: impl Into<DeviceView<'d, 
     check_lengths(src.len(), dst.len(), "cuMemcpyHtoD")?;
     dst.context().bind()?;
     // SAFETY: lengths match; the call returns only when the copy is done, so `src` outlives it.
-    let status = unsafe { cu::cuMemcpyHtoD_v2(dst.device_ptr(), src.as_ptr().cast(), dst.bytes()) };
-    check(status, "cuMemcpyHtoD", Some("legacy default stream"))
+    let copied = unsafe { driver::memcpy_htod(dst.device_ptr(), src.as_ptr().cast(), dst.bytes()) };
+    copied.named_on("cuMemcpyHtoD", "legacy default stream")
 }
 
 /// Blocking device-to-host copy on the legacy default stream (`cudaMemcpy`).
@@ -537,7 +526,7 @@ pub fn copy_to_host_sync<'d, T: Pod>(
     check_lengths(dst.len(), src.len(), "cuMemcpyDtoH")?;
     src.context().bind()?;
     // SAFETY: lengths match; a blocking copy into memory we hold mutably.
-    let status =
-        unsafe { cu::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src.device_ptr(), src.bytes()) };
-    check(status, "cuMemcpyDtoH", Some("legacy default stream"))
+    let copied =
+        unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), src.device_ptr(), src.bytes()) };
+    copied.named_on("cuMemcpyDtoH", "legacy default stream")
 }

@@ -1,30 +1,35 @@
 //! The runtime: a thin, safe view of the CUDA driver. It knows nothing of lessons.
 //!
-//! [`context`] (driver, device, primary context, device facts), [`kernels`] and [`launch`]
-//! (the module and one typed launcher per kernel), [`stream`] (streams, events, the
-//! asynchronous copies, and the observer a stream reports to), [`memory`] (host and device
-//! buffers), [`pool`] (stream-ordered allocation and the device's memory pool), [`managed`]
-//! (managed memory, its prefetches and advice), [`worker`] (a host thread of its own on the
-//! same context), [`graph`] (stream capture and CUDA graphs), [`op`] (what an enqueued
-//! operation is), [`cupti`] (CUPTI, opened at run time: what each operation really did on the
-//! GPU), [`peer`] (two GPUs: peer access and the link between them, with NVML's count of
-//! NVLink links), [`nccl`] (NCCL, opened at run time: communicators and the all-reduce),
-//! [`error`]. [`gpu`]
-//! bundles a context with its kernels. `libcuda` is loaded at run time (cudarc's
-//! `dynamic-loading`), so a machine without the driver gets a one-line error, not a loader
-//! failure.
+//! [`context`] (driver, device, primary context, device facts), [`kernels`] and
+//! [`kernel_launch`] (the module and one typed launcher per kernel), [`stream`] (streams,
+//! events, the asynchronous copies, and the observer a stream reports to), [`memory`] (host
+//! and device buffers), [`pool`] (stream-ordered allocation and the device's memory pool),
+//! [`managed`] (managed memory, its prefetches and advice), [`worker`] (a host thread of its
+//! own on the same context), [`graph`] (stream capture and CUDA graphs), [`op`] (what an
+//! enqueued operation is), [`cupti`] (CUPTI, opened at run time: what each operation really
+//! did on the GPU), [`peer`] (two GPUs: peer access and the link between them, with NVML's
+//! count of NVLink links), [`nccl`] (NCCL, opened at run time: communicators and the
+//! all-reduce), [`error`]. [`gpu`] bundles a context with its kernels. `libcuda` is loaded at
+//! run time (cudarc's `dynamic-loading`), so a machine without the driver gets a one-line
+//! error, not a loader failure.
+//!
+//! Every driver call goes through `driver`: one function per raw call, as cudarc's `result`
+//! layer is. The other files never call cudarc's `sys` themselves (`tests/layers.rs` checks
+//! it).
 //!
 //! Handles keep their context alive (each holds a [`Context`], a reference-counted owner of
 //! the primary context), so nothing can outlive what it was made in. Host memory that an
-//! asynchronous copy uses is tracked (module `keep`), so enqueueing from a borrowed buffer is safe.
+//! asynchronous copy uses is tracked (module `in_flight`), so enqueueing from a borrowed buffer
+//! is safe.
 pub mod context;
 pub mod cupti;
+mod driver;
 pub mod error;
 pub mod gpu;
 pub mod graph;
-mod keep;
+mod in_flight;
+pub mod kernel_launch;
 pub mod kernels;
-pub mod launch;
 pub mod managed;
 pub mod memory;
 pub mod nccl;
@@ -45,3 +50,7 @@ pub use op::{LaunchConfig, Op, OpKind};
 pub use pool::{MemPool, StreamBuffer};
 pub use stream::{Event, Observer, Stream, StreamKind};
 pub use worker::Worker;
+
+/// The kernel launches' former path (`runtime::launch`), for code outside the runtime that
+/// still names it (tests/ptx.rs reads `MAX_ARGS` there).
+pub use kernel_launch as launch;

@@ -20,6 +20,7 @@ use libloading::Library;
 
 use crate::runtime::context::Context;
 use crate::runtime::cupti::python_sites;
+use crate::runtime::driver;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::memory::DeviceView;
 use crate::runtime::op::{Op, OpKind};
@@ -223,9 +224,9 @@ impl Communicator {
         std::thread::spawn(move || {
             // SAFETY: the caller retains the context while it waits, and leaks a reference
             // when it stops waiting, so the handle outlives this thread.
-            let bound = unsafe { cudarc::driver::sys::cuCtxSetCurrent(raw_context as _) };
+            let bound = unsafe { driver::ctx_set_current(raw_context as _) };
             let mut raw: Comm = std::ptr::null_mut();
-            let status = if bound == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            let status = if bound.is_ok() {
                 // SAFETY: valid out-pointer; the id is passed by value as nccl.h declares;
                 // the rank's context is current on this thread, so NCCL finds its device.
                 unsafe { (api.init_rank)(&mut raw, size as c_int, id, rank as c_int) }

@@ -5,7 +5,8 @@ use cudarc::driver::sys::{self as cu, CUdevice_P2PAttribute as P2p};
 use serde::Serialize;
 
 use crate::runtime::context::Context;
-use crate::runtime::error::{check, Result};
+use crate::runtime::driver;
+use crate::runtime::error::{Named, Result};
 use crate::runtime::nvml;
 
 /// What the driver says about the path from one GPU to another.
@@ -45,25 +46,20 @@ impl Link {
 }
 
 fn attribute(attr: P2p, from: &Context, to: &Context) -> Result<i32> {
-    let mut value = 0;
-    // SAFETY: valid out-pointer; both devices exist (their contexts are retained).
-    let status =
-        unsafe { cu::cuDeviceGetP2PAttribute(&mut value, attr, from.device(), to.device()) };
-    check(status, "cuDeviceGetP2PAttribute", None)?;
-    Ok(value)
+    // Both devices exist: their contexts are retained.
+    driver::device_get_p2p_attribute(attr, from.device(), to.device())
+        .named("cuDeviceGetP2PAttribute")
 }
 
 /// The path from `from`'s GPU to `to`'s, as the driver and NVML describe it.
 pub fn link(from: &Context, to: &Context) -> Result<Link> {
-    let mut access = 0;
-    // SAFETY: valid out-pointer and device handles.
-    let status = unsafe { cu::cuDeviceCanAccessPeer(&mut access, from.device(), to.device()) };
-    check(status, "cuDeviceCanAccessPeer", None)?;
+    let access = driver::device_can_access_peer(from.device(), to.device())
+        .named("cuDeviceCanAccessPeer")?;
     let nvlinks = nvml::active_links(&from.pci_bus_id()?, &to.pci_bus_id()?);
     Ok(Link {
         from: from.ordinal(),
         to: to.ordinal(),
-        access: access != 0,
+        access,
         performance_rank: attribute(P2p::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, from, to)?,
         native_atomics: attribute(P2p::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, from, to)?
             != 0,
@@ -76,12 +72,11 @@ pub fn link(from: &Context, to: &Context) -> Result<Link> {
 /// Turning it on twice is not an error.
 pub fn enable_access(from: &Context, to: &Context) -> Result<()> {
     from.bind()?;
-    // SAFETY: `to` is a live context; flags must be 0.
-    let status = unsafe { cu::cuCtxEnablePeerAccess(to.as_raw(), 0) };
-    if status == cu::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
-        return Ok(());
+    // SAFETY: `to` is a live context.
+    match unsafe { driver::ctx_enable_peer_access(to.as_raw()) } {
+        Err(cu::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) => Ok(()),
+        enabled => enabled.named("cuCtxEnablePeerAccess"),
     }
-    check(status, "cuCtxEnablePeerAccess", None)
 }
 
 /// Turns peer access from `from` to `to` off again (`cudaDeviceDisablePeerAccess`); off
@@ -89,11 +84,10 @@ pub fn enable_access(from: &Context, to: &Context) -> Result<()> {
 pub fn disable_access(from: &Context, to: &Context) -> Result<()> {
     from.bind()?;
     // SAFETY: `to` is a live context.
-    let status = unsafe { cu::cuCtxDisablePeerAccess(to.as_raw()) };
-    if status == cu::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED {
-        return Ok(());
+    match unsafe { driver::ctx_disable_peer_access(to.as_raw()) } {
+        Err(cu::CUresult::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) => Ok(()),
+        disabled => disabled.named("cuCtxDisablePeerAccess"),
     }
-    check(status, "cuCtxDisablePeerAccess", None)
 }
 
 #[cfg(test)]

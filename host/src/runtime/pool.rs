@@ -22,13 +22,14 @@ use bytemuck::Pod;
 use cudarc::driver::sys::{self as cu, CUmemPool_attribute as Attr};
 
 use crate::runtime::context::Context;
-use crate::runtime::error::{check, Error, Result};
-use crate::runtime::keep;
+use crate::runtime::driver;
+use crate::runtime::error::{Error, Named, Result};
+use crate::runtime::in_flight;
 use crate::runtime::memory::{bytes_of, DeviceBuffer, DeviceView, Release};
 use crate::runtime::stream::{Event, Stream};
 
 fn refuse_in_capture(op: &str, stream: &Stream) -> Result<()> {
-    if keep::capturing() {
+    if in_flight::capturing() {
         return Err(Error::Capture {
             op: format!("{op} on stream \"{}\"", stream.name()),
             status: "active".into(),
@@ -48,9 +49,9 @@ impl<T: Pod> DeviceBuffer<T> {
         let bytes = bytes_of::<T>(n, "cuMemAllocAsync")?;
         let mut ptr = 0;
         if bytes > 0 {
-            // SAFETY: valid out-pointer; the stream is live and not capturing (checked above).
-            let status = unsafe { cu::cuMemAllocAsync(&mut ptr, bytes, stream.as_raw()) };
-            stream.check(status, "cuMemAllocAsync")?;
+            // SAFETY: the stream is live and not capturing (checked above).
+            let allocated = unsafe { driver::mem_alloc_async(bytes, stream.as_raw()) };
+            ptr = allocated.named_on("cuMemAllocAsync", stream.name())?;
         }
         let release = Release::OnStream(stream.as_raw(), Box::new(stream.handle()));
         let buffer = DeviceBuffer::wrap(stream.context(), ptr, n, release);
@@ -84,9 +85,9 @@ impl<T: Pod> StreamBuffer<T> {
             done.record(&self.stream)?;
             stream.wait_event(&done)?;
         }
-        let status =
+        let freed =
             self.buffer.release(Release::OnStream(stream.as_raw(), Box::new(stream.handle())));
-        stream.check(status, "cuMemFreeAsync")
+        freed.named_on("cuMemFreeAsync", stream.name())
     }
 }
 
@@ -115,45 +116,37 @@ impl Context {
     /// [`DeviceBuffer::alloc_async`] allocates from. Fails in one line where the device or
     /// driver has no memory pools.
     pub fn default_mem_pool(&self) -> Result<MemPool> {
-        let mut supported = 0;
         let attr = cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED;
-        // SAFETY: valid out-pointer and device handle.
-        let status = unsafe { cu::cuDeviceGetAttribute(&mut supported, attr, self.device()) };
-        check(status, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)", None)?;
+        let supported = driver::device_get_attribute(attr, self.device())
+            .named("cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)")?;
         if supported == 0 {
             return Err(Error::NotRun(
                 "needs memory pools, which this device or driver lacks (cuMemAllocAsync needs CUDA 11.2+)"
                     .into(),
             ));
         }
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer and device handle; the default pool is never destroyed.
-        let status = unsafe { cu::cuDeviceGetDefaultMemPool(&mut raw, self.device()) };
-        check(status, "cuDeviceGetDefaultMemPool", None)?;
+        // The default pool is never destroyed: this handle stays valid with the context.
+        let raw = driver::device_get_default_mem_pool(self.device())
+            .named("cuDeviceGetDefaultMemPool")?;
         Ok(MemPool { raw, _context: self.clone() })
     }
 }
 
 impl MemPool {
     fn get(&self, attr: Attr, name: &str) -> Result<u64> {
-        let mut value = 0u64;
-        // SAFETY: every attribute read here is a cuuint64_t, and `value` is one.
-        let status =
-            unsafe { cu::cuMemPoolGetAttribute(self.raw, attr, (&mut value as *mut u64).cast()) };
-        check(status, format!("cuMemPoolGetAttribute({name})"), None)?;
-        Ok(value)
+        // SAFETY: a live pool; every attribute read here is a cuuint64_t.
+        let value = unsafe { driver::mem_pool_get_attribute(self.raw, attr) };
+        value.named(format!("cuMemPoolGetAttribute({name})"))
     }
 
     /// Keep up to `bytes` of freed memory in the pool across synchronizations
     /// (`cudaMemPoolAttrReleaseThreshold`); `u64::MAX` keeps all of it. Above the threshold, a
     /// stream, event or context synchronize gives the rest back to the operating system.
     pub fn set_release_threshold(&self, bytes: u64) -> Result<()> {
-        let mut value = bytes;
         let attr = Attr::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
-        // SAFETY: the release threshold is a cuuint64_t, and `value` is one.
-        let status =
-            unsafe { cu::cuMemPoolSetAttribute(self.raw, attr, (&mut value as *mut u64).cast()) };
-        check(status, "cuMemPoolSetAttribute(RELEASE_THRESHOLD)", None)
+        // SAFETY: a live pool; the release threshold is a cuuint64_t.
+        let set = unsafe { driver::mem_pool_set_attribute(self.raw, attr, bytes) };
+        set.named("cuMemPoolSetAttribute(RELEASE_THRESHOLD)")
     }
 
     /// The release threshold, bytes.
@@ -175,7 +168,6 @@ impl MemPool {
     /// `bytes` or less, or nothing unused is left (`cudaMemPoolTrimTo`).
     pub fn trim_to(&self, bytes: usize) -> Result<()> {
         // SAFETY: a live pool; trimming never touches memory that is allocated.
-        let status = unsafe { cu::cuMemPoolTrimTo(self.raw, bytes) };
-        check(status, "cuMemPoolTrimTo", None)
+        unsafe { driver::mem_pool_trim_to(self.raw, bytes) }.named("cuMemPoolTrimTo")
     }
 }

@@ -23,8 +23,9 @@ use bytemuck::Pod;
 use cudarc::driver::sys as cu;
 
 use crate::runtime::context::{AsContext, Context};
-use crate::runtime::error::{check, DriverCode, Error, Result};
-use crate::runtime::keep::{self, Access, Pending};
+use crate::runtime::driver::{self, DriverResult};
+use crate::runtime::error::{check, DriverCode, Error, Named, Result};
+use crate::runtime::in_flight::{self, Access, Pending};
 use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::op::{Op, OpKind};
 
@@ -99,8 +100,7 @@ impl StreamInner {
         // The legacy and per-thread handles mean the current context's stream.
         self.context.bind()?;
         // SAFETY: `raw` is a live stream (or the legacy default stream) of a live context.
-        let status = unsafe { cu::cuStreamSynchronize(self.raw) };
-        check(status, "cuStreamSynchronize", Some(&self.name))
+        unsafe { driver::stream_synchronize(self.raw) }.named_on("cuStreamSynchronize", &self.name)
     }
 }
 
@@ -108,7 +108,7 @@ impl Drop for StreamInner {
     fn drop(&mut self) {
         if self.kind == StreamKind::Blocking || self.kind == StreamKind::NonBlocking {
             // SAFETY: we own `raw`; work still queued completes after destroy (driver docs).
-            unsafe { cu::cuStreamDestroy_v2(self.raw) };
+            let _ = unsafe { driver::stream_destroy(self.raw) };
         }
     }
 }
@@ -187,10 +187,8 @@ impl Stream {
             _ => cu::CUstream_flags::CU_STREAM_DEFAULT as u32,
         };
         context.bind()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid out-pointer and the context is current.
-        let status = unsafe { cu::cuStreamCreateWithPriority(&mut raw, flags, priority) };
-        check(status, "cuStreamCreateWithPriority", Some(&name))?;
+        let raw = driver::stream_create_with_priority(flags, priority)
+            .named_on("cuStreamCreateWithPriority", &name)?;
         Ok(Stream {
             inner: Rc::new(StreamInner {
                 raw,
@@ -275,20 +273,20 @@ impl Stream {
     pub fn is_idle(&self) -> Result<bool> {
         self.inner.context.bind()?;
         // SAFETY: `raw` is a live stream.
-        let status = unsafe { cu::cuStreamQuery(self.inner.raw) };
-        if status as u32 == DriverCode::NOT_READY {
+        let idle = unsafe { driver::stream_query(self.inner.raw) };
+        if not_ready(&idle) {
             return Ok(false);
         }
-        self.check(status, "cuStreamQuery").map(|_| true)
+        idle.named_on("cuStreamQuery", self.name()).map(|()| true)
     }
 
     /// Work queued on this stream after this call waits until `event` has completed. The
     /// event may belong to another GPU's context; the call is made in this stream's.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         self.inner.context.bind()?;
-        // SAFETY: both handles are live; flags 0 is the only documented value.
-        let status = unsafe { cu::cuStreamWaitEvent(self.inner.raw, event.raw, 0) };
-        self.check(status, "cuStreamWaitEvent")
+        // SAFETY: both handles are live.
+        let waited = unsafe { driver::stream_wait_event(self.inner.raw, event.raw) };
+        waited.named_on("cuStreamWaitEvent", self.name())
     }
 
     /// Enqueues a host function (`cuLaunchHostFunc`): it runs on a driver thread once all
@@ -296,7 +294,7 @@ impl Stream {
     /// not call CUDA: the driver thread would deadlock or fail. Refused during a graph
     /// capture: a graph would run the closure at every launch, and it runs only once.
     pub fn launch_host_fn<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<()> {
-        if keep::capturing() {
+        if in_flight::capturing() {
             return Err(Error::Capture {
                 op: format!("cuLaunchHostFunc on stream \"{}\"", self.name()),
                 status: "active".into(),
@@ -318,12 +316,13 @@ impl Stream {
             let data = Box::into_raw(boxed) as *mut c_void;
             // SAFETY: `trampoline` matches CUhostFn and takes back ownership of `data` exactly
             // once, when the driver calls it; on failure we take it back here instead.
-            let status = unsafe { cu::cuLaunchHostFunc(self.inner.raw, Some(trampoline), data) };
-            if status != cu::CUresult::CUDA_SUCCESS {
+            let launched =
+                unsafe { driver::launch_host_func(self.inner.raw, Some(trampoline), data) };
+            if launched.is_err() {
                 // SAFETY: the driver did not accept the function, so it will never call it.
                 drop(unsafe { Box::from_raw(data as *mut Box<dyn FnOnce() + Send>) });
             }
-            self.check(status, "cuLaunchHostFunc")
+            launched.named_on("cuLaunchHostFunc", self.name())
         })
     }
 }
@@ -375,9 +374,8 @@ impl Event {
 
     fn with_flags(on: &impl AsContext, flags: u32, op: &str) -> Result<Event> {
         on.context().bind()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the context is current.
-        check(unsafe { cu::cuEventCreate(&mut raw, flags) }, op, None)?;
+        // The context is current.
+        let raw = driver::event_create(flags).named(op)?;
         Ok(Event { raw, context: on.context().clone() })
     }
 
@@ -391,35 +389,34 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         stream.context().bind()?;
         // SAFETY: both handles are live.
-        stream.check(unsafe { cu::cuEventRecord(self.raw, stream.as_raw()) }, "cuEventRecord")
+        let recorded = unsafe { driver::event_record(self.raw, stream.as_raw()) };
+        recorded.named_on("cuEventRecord", stream.name())
     }
 
     /// Blocks the host until the event has completed.
     pub fn synchronize(&self) -> Result<()> {
         self.context.bind()?;
         // SAFETY: live handle.
-        let status = unsafe { cu::cuEventSynchronize(self.raw) };
-        check(status, "cuEventSynchronize", None)
+        unsafe { driver::event_synchronize(self.raw) }.named("cuEventSynchronize")
     }
 
     /// `true` once the event has completed (`cudaEventQuery`), without blocking.
     pub fn is_complete(&self) -> Result<bool> {
         self.context.bind()?;
         // SAFETY: live handle.
-        let status = unsafe { cu::cuEventQuery(self.raw) };
-        if status as u32 == DriverCode::NOT_READY {
+        let complete = unsafe { driver::event_query(self.raw) };
+        if not_ready(&complete) {
             return Ok(false);
         }
-        check(status, "cuEventQuery", None).map(|_| true)
+        complete.named("cuEventQuery").map(|()| true)
     }
 
     /// Milliseconds from `start` to this event; both must have completed.
     pub fn elapsed_ms(&self, start: &Event) -> Result<f64> {
-        let mut ms = 0f32;
         self.context.bind()?;
-        // SAFETY: valid out-pointer, both handles live.
-        let status = unsafe { cu::cuEventElapsedTime(&mut ms, start.raw, self.raw) };
-        check(status, "cuEventElapsedTime", None)?;
+        // SAFETY: both handles live.
+        let ms = unsafe { driver::event_elapsed_time(start.raw, self.raw) }
+            .named("cuEventElapsedTime")?;
         Ok(ms as f64)
     }
 }
@@ -427,7 +424,7 @@ impl Event {
 impl Drop for Event {
     fn drop(&mut self) {
         // SAFETY: we own `raw`; destroying a recorded event is allowed.
-        unsafe { cu::cuEventDestroy_v2(self.raw) };
+        let _ = unsafe { driver::event_destroy(self.raw) };
     }
 }
 
@@ -489,10 +486,10 @@ impl Stream {
             // SAFETY: lengths match; the host buffer stays allocated until this stream has
             // passed the copy (it waits for the streams it is in flight on before it is
             // freed or lent to the host for writing).
-            let status = unsafe {
-                cu::cuMemcpyHtoDAsync_v2(dst.device_ptr(), host.cast(), src.bytes(), self.as_raw())
+            let copied = unsafe {
+                driver::memcpy_htod_async(dst.device_ptr(), host.cast(), src.bytes(), self.as_raw())
             };
-            self.check(status, "cuMemcpyHtoDAsync")
+            copied.named_on("cuMemcpyHtoDAsync", self.name())
         })?;
         src.in_flight_on(self.share());
         Ok(())
@@ -516,10 +513,10 @@ impl Stream {
         self.enqueue(op, || {
             // SAFETY: lengths match; the host buffer admitted a device write (no host borrow
             // is live) and will wait for this stream before it is read, written or freed.
-            let status = unsafe {
-                cu::cuMemcpyDtoHAsync_v2(host.cast(), src.device_ptr(), dst.bytes(), self.as_raw())
+            let copied = unsafe {
+                driver::memcpy_dtoh_async(host.cast(), src.device_ptr(), dst.bytes(), self.as_raw())
             };
-            self.check(status, "cuMemcpyDtoHAsync")
+            copied.named_on("cuMemcpyDtoHAsync", self.name())
         })?;
         dst.in_flight_on(self.share());
         Ok(())
@@ -541,15 +538,15 @@ impl Stream {
         };
         self.enqueue(op, || {
             // SAFETY: lengths match; both are live device allocations (freeing one waits).
-            let status = unsafe {
-                cu::cuMemcpyDtoDAsync_v2(
+            let copied = unsafe {
+                driver::memcpy_dtod_async(
                     dst.device_ptr(),
                     src.device_ptr(),
                     src.bytes(),
                     self.as_raw(),
                 )
             };
-            self.check(status, "cuMemcpyDtoDAsync")
+            copied.named_on("cuMemcpyDtoDAsync", self.name())
         })
     }
 }
@@ -570,8 +567,8 @@ impl Stream {
         self.enqueue(op, || {
             // SAFETY: lengths match; both are live device allocations of live contexts
             // (freeing either waits for the device).
-            let status = unsafe {
-                cu::cuMemcpyPeerAsync(
+            let copied = unsafe {
+                driver::memcpy_peer_async(
                     dst.device_ptr(),
                     dst.context().as_raw(),
                     src.device_ptr(),
@@ -580,9 +577,14 @@ impl Stream {
                     self.as_raw(),
                 )
             };
-            self.check(status, "cuMemcpyPeerAsync")
+            copied.named_on("cuMemcpyPeerAsync", self.name())
         })
     }
+}
+
+/// `CUDA_ERROR_NOT_READY`: a query's "not yet", not an error.
+fn not_ready(queried: &DriverResult<()>) -> bool {
+    matches!(queried, Err(status) if *status as u32 == DriverCode::NOT_READY)
 }
 
 fn check_lengths(host: usize, device: usize, op: &str, stream: &str) -> Result<()> {

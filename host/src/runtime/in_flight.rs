@@ -1,8 +1,9 @@
-//! Who may touch host memory when. A host buffer remembers which streams have copies of it
-//! in flight, and the host waits for them before it reads or writes the buffer; a graph
-//! capture remembers every buffer its copies and kernels use, so the graph keeps them alive
-//! and each launch marks them in flight again. This is what makes asynchronous copies safe
-//! to call: no lesson needs `unsafe` to enqueue from borrowed memory.
+//! What is in flight: the host buffers that device work still uses, and who may touch them
+//! when. A host buffer remembers which streams have copies of it in flight, and the host
+//! waits for them before it reads or writes the buffer; a graph capture remembers every buffer
+//! its copies and kernels use, so the graph keeps them alive and each launch marks them in
+//! flight again. This is what makes asynchronous copies safe to call: no lesson needs
+//! `unsafe` to enqueue from borrowed memory.
 use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -23,15 +23,23 @@
 //! capture (so the stream leaves capture mode and stays usable), discards the partial graph,
 //! and turns the driver's code into an [`Error::Capture`] naming the call, the capture status
 //! and the cause in words.
+//! Those words, and the capture status, live in `capture_errors` (`graph/capture_errors.rs`).
+mod capture_errors;
+
 use std::rc::Rc;
 
 use cudarc::driver::sys as cu;
 
 use crate::runtime::context::Context;
-use crate::runtime::error::{check, DriverCode, Error, Result};
-use crate::runtime::keep::{self, Kept};
+use crate::runtime::driver::{self, DriverResult};
+use crate::runtime::error::{cuda_error, DriverCode, Error, Named, Result};
+use crate::runtime::in_flight::{self, Kept};
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::{Stream, StreamKind};
+
+pub use self::capture_errors::{
+    capture_cause, capture_code_name, is_capture_code, to_capture_error, CaptureStatus,
+};
 
 /// Which API calls other than the captured ones are refused while a capture is active
 /// (`cudaStreamCaptureMode`).
@@ -57,148 +65,11 @@ impl CaptureMode {
     }
 }
 
-/// Whether a stream is being captured (`CUstreamCaptureStatus`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CaptureStatus {
-    /// Not capturing: work runs when enqueued.
-    None,
-    /// Capturing: work is recorded into a graph, nothing runs.
-    Active,
-    /// Capturing, but an illegal operation broke the capture; ending it yields no graph.
-    Invalidated,
-    /// A value this crate does not know (a newer driver).
-    Unknown(u32),
-}
-
-impl CaptureStatus {
-    /// The status from the driver's raw value.
-    pub fn from_raw(value: u32) -> CaptureStatus {
-        match value {
-            0 => CaptureStatus::None,
-            1 => CaptureStatus::Active,
-            2 => CaptureStatus::Invalidated,
-            other => CaptureStatus::Unknown(other),
-        }
-    }
-}
-
-impl std::fmt::Display for CaptureStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CaptureStatus::None => write!(f, "not capturing"),
-            CaptureStatus::Active => write!(f, "active"),
-            CaptureStatus::Invalidated => write!(f, "invalidated"),
-            CaptureStatus::Unknown(v) => write!(f, "unknown status {v}"),
-        }
-    }
-}
-
 /// Is `stream` being captured (`cuStreamIsCapturing`)?
 pub fn capture_status(stream: &Stream) -> Result<CaptureStatus> {
-    let mut raw: u32 = 0;
-    // SAFETY: the stream handle is live; the driver writes one 4-byte enum value, and we read
-    // it as a u32 (not as the Rust enum) so that a value newer than the bindings is no UB.
-    let status = unsafe {
-        cu::cuStreamIsCapturing(
-            stream.as_raw(),
-            &mut raw as *mut u32 as *mut cu::CUstreamCaptureStatus,
-        )
-    };
-    stream.check(status, "cuStreamIsCapturing")?;
-    Ok(CaptureStatus::from_raw(raw))
-}
-
-/// The name of a stream-capture driver code (900 to 908), without asking the driver.
-pub fn capture_code_name(code: u32) -> Option<&'static str> {
-    Some(match code {
-        900 => "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-        901 => "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
-        902 => "CUDA_ERROR_STREAM_CAPTURE_MERGE",
-        903 => "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
-        904 => "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
-        905 => "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
-        906 => "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
-        907 => "CUDA_ERROR_CAPTURED_EVENT",
-        908 => "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
-        _ => return None,
-    })
-}
-
-/// `true` for the driver codes that mean "this broke the rules of stream capture".
-pub fn is_capture_code(code: u32) -> bool {
-    capture_code_name(code).is_some()
-}
-
-/// A learner-readable cause for capture code `code` returned by the call `op`, ending with
-/// the code's name. `op` is the failing call as streamlab names it, e.g.
-/// `cuStreamSynchronize on stream "dag-c"`.
-pub fn capture_cause(op: &str, code: u32) -> String {
-    let call = op.split_whitespace().next().unwrap_or(op);
-    let legacy = "the legacy default stream was used while a blocking stream is being captured: the legacy stream implicitly waits for every blocking stream, and captured work cannot be waited on; use a stream that joined the capture, or capture on non-blocking streams";
-    let why = match code {
-        // Whatever code the driver picks for it, a legacy-stream call has one cause.
-        900 | 906 if op.contains("legacy default stream") && !op.contains("BeginCapture") => {
-            legacy.to_string()
-        }
-        DriverCode::STREAM_CAPTURE_UNSUPPORTED => {
-            if op.contains("cuStreamBeginCapture") {
-                "this stream cannot be captured: the legacy default stream never can (capture a stream you created), and a stream already in a capture cannot begin another".to_string()
-            } else if op.contains("Synchronize") || op.contains("Query") {
-                format!("{call} is not allowed while the stream is being captured: captured work does not run until the graph is launched, so there is nothing to wait for yet; synchronize after launching the graph instead")
-            } else if op.contains("cuMemAlloc")
-                || op.contains("cuMemFree")
-                || op.contains("cuMemcpyHtoD ")
-                || op.contains("cuMemcpyDtoH ")
-                || op == "cuMemcpyHtoD"
-                || op == "cuMemcpyDtoH"
-            {
-                format!("{call} may synchronize implicitly, so it is refused during a global (any thread) or thread-local (this thread) capture: do it before capturing, or capture in relaxed mode")
-            } else {
-                format!("{call} is not supported while a stream is being captured")
-            }
-        }
-        901 => "the capture had already been invalidated by an earlier illegal operation in it (look for the first error); the partial graph was discarded".to_string(),
-        902 => "two independent captures would be merged: a stream waited on an event captured by a different capture".to_string(),
-        903 => "the capture was not begun on this stream: end a capture on the stream that began it".to_string(),
-        DriverCode::STREAM_CAPTURE_UNJOINED => "a stream forked into the capture was not joined back: after its last work, record an event on every side stream and make the capturing stream wait for it before the capture ends".to_string(),
-        DriverCode::STREAM_CAPTURE_ISOLATION => "a dependency would cross the capture boundary: a capturing stream waited on an event recorded outside the capture (record it inside, on a stream that joined the capture), or a stream outside the capture waited on a captured event".to_string(),
-        DriverCode::STREAM_CAPTURE_IMPLICIT => legacy.to_string(),
-        907 => "this event was last recorded inside a capture, so it stands for no real work: it cannot be queried, synchronized or timed until it is recorded again outside the capture".to_string(),
-        908 => "a global or thread-local capture must be ended on the thread that began it (a relaxed capture may be ended anywhere)".to_string(),
-        _ => "not a stream-capture error".to_string(),
-    };
-    match capture_code_name(code) {
-        Some(name) => format!("{why} [{name} ({code})]"),
-        None => format!("{why} [CUDA error {code}]"),
-    }
-}
-
-/// Turns a driver error from inside a capture into `Error::Capture` when its code is a
-/// capture code, or when the capture ended up invalidated (cust maps codes it does not know,
-/// such as the capture codes, to 999, so its calls are recognised this way); other errors
-/// pass through unchanged.
-pub fn to_capture_error(error: Error, status: CaptureStatus) -> Error {
-    match error {
-        Error::Cuda { op, stream, code }
-            if is_capture_code(code.code()) || status == CaptureStatus::Invalidated =>
-        {
-            let op = match stream {
-                Some(s) => format!("{op} on stream \"{s}\""),
-                None => op,
-            };
-            let cause = if is_capture_code(code.code()) {
-                capture_cause(&op, code.code())
-            } else {
-                let call = op.split_whitespace().next().unwrap_or(&op);
-                format!(
-                    "{call} failed (CUDA error {}) while the stream was being captured and invalidated the capture: most calls that wait for or query GPU work are not allowed during a capture; the partial graph was discarded",
-                    code.code()
-                )
-            };
-            Error::Capture { cause, status: status.to_string(), op }
-        }
-        other => other,
-    }
+    // SAFETY: the stream handle is live.
+    let raw = unsafe { driver::stream_is_capturing(stream.as_raw()) };
+    Ok(CaptureStatus::from_raw(raw.named_on("cuStreamIsCapturing", stream.name())?))
 }
 
 /// Records everything `enqueue` puts on `stream` (and on streams that join the capture by
@@ -222,12 +93,12 @@ pub fn capture(
         });
     }
     // SAFETY: the stream handle is live and `mode` is a valid enum value.
-    let status = unsafe { cu::cuStreamBeginCapture_v2(stream.as_raw(), mode.raw()) };
-    stream
-        .check(status, "cuStreamBeginCapture")
+    let began = unsafe { driver::stream_begin_capture(stream.as_raw(), mode.raw()) };
+    began
+        .named_on("cuStreamBeginCapture", stream.name())
         .map_err(|e| to_capture_error(e, CaptureStatus::None))?;
 
-    if let Err(e) = keep::begin_capture() {
+    if let Err(e) = in_flight::begin_capture() {
         let _ = end_capture(stream);
         return Err(e);
     }
@@ -235,10 +106,10 @@ pub fn capture(
     let mut guard = EndOnUnwind { stream, armed: true };
     let enqueued = enqueue(stream);
     guard.armed = false;
-    let kept = keep::end_capture();
+    let kept = in_flight::end_capture();
     // Read the status before ending: "invalidated" tells the learner the capture was broken.
     let status_before_end = capture_status(stream).unwrap_or(CaptureStatus::Unknown(u32::MAX));
-    let (end_status, graph) = end_capture(stream);
+    let (ended, graph) = end_capture(stream);
     let graph = graph.map(|mut g| {
         g.kept = Rc::new(kept);
         g
@@ -249,8 +120,8 @@ pub fn capture(
         drop(graph);
         return Err(to_capture_error(e, status_before_end));
     }
-    let end = stream
-        .check(end_status, "cuStreamEndCapture")
+    let end = ended
+        .named_on("cuStreamEndCapture", stream.name())
         .map_err(|e| to_capture_error(e, status_before_end));
     match (end, graph) {
         (Ok(()), Some(graph)) => Ok(graph),
@@ -274,25 +145,25 @@ impl Drop for EndOnUnwind<'_> {
     fn drop(&mut self) {
         if self.armed {
             // The graph, if any, is dropped (destroyed) at once.
-            keep::end_capture();
+            in_flight::end_capture();
             let _ = end_capture(self.stream);
         }
     }
 }
 
-/// `cuStreamEndCapture`: the status and, when there is one, the graph (owned, so it is
-/// destroyed even when the status is an error).
-fn end_capture(stream: &Stream) -> (cu::CUresult, Option<Graph>) {
+/// `cuStreamEndCapture`: what the driver said and, when there is one, the graph (owned, so it
+/// is destroyed even when the call failed).
+fn end_capture(stream: &Stream) -> (DriverResult<()>, Option<Graph>) {
     let mut raw: cu::CUgraph = std::ptr::null_mut();
-    // SAFETY: live stream, valid out-pointer. The driver hands us ownership of the graph it
-    // writes (NULL when the capture was invalidated).
-    let status = unsafe { cu::cuStreamEndCapture(stream.as_raw(), &mut raw) };
+    // SAFETY: live stream. The driver hands us ownership of the graph it writes (NULL when
+    // the capture was invalidated).
+    let ended = unsafe { driver::stream_end_capture(stream.as_raw(), &mut raw) };
     let graph = (!raw.is_null()).then(|| Graph {
         raw,
         kept: Rc::new(Vec::new()),
         _context: stream.context().clone(),
     });
-    (status, graph)
+    (ended, graph)
 }
 
 /// How many nodes of each kind a graph holds.
@@ -357,23 +228,18 @@ impl Graph {
 
     /// The graph's nodes by kind (`cuGraphGetNodes` + `cuGraphNodeGetType`).
     pub fn node_counts(&self) -> Result<NodeCounts> {
-        let mut count = 0usize;
-        // SAFETY: live graph; a NULL node array asks only for the count.
-        let status = unsafe { cu::cuGraphGetNodes(self.raw, std::ptr::null_mut(), &mut count) };
-        check(status, "cuGraphGetNodes (count)", None)?;
+        // SAFETY: live graph; no node array asks only for the count.
+        let count =
+            unsafe { driver::graph_get_nodes(self.raw, None) }.named("cuGraphGetNodes (count)")?;
         let mut nodes: Vec<cu::CUgraphNode> = vec![std::ptr::null_mut(); count];
-        // SAFETY: `nodes` has room for `count` handles, the number we pass.
-        let status = unsafe { cu::cuGraphGetNodes(self.raw, nodes.as_mut_ptr(), &mut count) };
-        check(status, "cuGraphGetNodes", None)?;
+        // SAFETY: live graph.
+        let count = unsafe { driver::graph_get_nodes(self.raw, Some(&mut nodes)) }
+            .named("cuGraphGetNodes")?;
         let mut counts = NodeCounts::default();
         for &node in nodes.iter().take(count) {
-            let mut node_type: u32 = 0;
-            // SAFETY: `node` belongs to this live graph; the driver writes a 4-byte enum value,
-            // read as u32 so that node kinds newer than the 11.4 bindings are no UB.
-            let status = unsafe {
-                cu::cuGraphNodeGetType(node, &mut node_type as *mut u32 as *mut cu::CUgraphNodeType)
-            };
-            check(status, "cuGraphNodeGetType", None)?;
+            // SAFETY: `node` belongs to this live graph.
+            let node_type =
+                unsafe { driver::graph_node_get_type(node) }.named("cuGraphNodeGetType")?;
             counts.add(node_type);
         }
         Ok(counts)
@@ -394,10 +260,9 @@ impl Graph {
                 cu::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0
             }
         };
-        let mut raw: cu::CUgraphExec = std::ptr::null_mut();
-        // SAFETY: live graph, valid out-pointer, a documented flag (no auto-free, no upload).
-        let status = unsafe { cu::cuGraphInstantiateWithFlags(&mut raw, self.raw, flags as u64) };
-        check(status, "cuGraphInstantiateWithFlags", None)?;
+        // SAFETY: live graph, and a documented flag (no auto-free, no upload).
+        let raw = unsafe { driver::graph_instantiate_with_flags(self.raw, flags as u64) }
+            .named("cuGraphInstantiateWithFlags")?;
         Ok(GraphExec { raw, kept: vec![Rc::clone(&self.kept)], _context: self._context.clone() })
     }
 }
@@ -405,7 +270,7 @@ impl Graph {
 impl Drop for Graph {
     fn drop(&mut self) {
         // SAFETY: we own `raw`; executable graphs instantiated from it do not need it.
-        unsafe { cu::cuGraphDestroy(self.raw) };
+        let _ = unsafe { driver::graph_destroy(self.raw) };
     }
 }
 
@@ -516,8 +381,8 @@ impl GraphExec {
         stream.enqueue(op, || {
             // SAFETY: live handles; every buffer the graph's nodes use is kept alive by
             // `self.kept`, and the host buffers admitted the access above.
-            let status = unsafe { cu::cuGraphLaunch(self.raw, stream.as_raw()) };
-            stream.check(status, "cuGraphLaunch")
+            let launched = unsafe { driver::graph_launch(self.raw, stream.as_raw()) };
+            launched.named_on("cuGraphLaunch", stream.name())
         })?;
         for (buffer, _) in host() {
             buffer.in_flight_on(stream.share());
@@ -534,29 +399,12 @@ impl GraphExec {
     /// executable graph is left as it was. Returns which path was taken. Launches already
     /// enqueued keep the old parameters; the next launch uses the new ones.
     pub fn update_from(&mut self, graph: &Graph) -> Result<UpdatePath> {
-        // The driver writes a 4-byte enum and two node handles; read the enum as u32 so
-        // that a value newer than the bindings is no UB.
-        #[repr(C)]
-        struct ResultInfo {
-            result: u32,
-            error_node: cu::CUgraphNode,
-            error_from_node: cu::CUgraphNode,
-        }
-        let mut info = ResultInfo {
-            result: 0,
-            error_node: std::ptr::null_mut(),
-            error_from_node: std::ptr::null_mut(),
-        };
-        // SAFETY: live handles; `info` has the layout of CUgraphExecUpdateResultInfo.
-        let status = unsafe {
-            cu::cuGraphExecUpdate_v2(
-                self.raw,
-                graph.raw,
-                &mut info as *mut ResultInfo as *mut cu::CUgraphExecUpdateResultInfo,
-            )
-        };
-        let result = info.result;
-        match classify_update(DriverCode::from_status(status).code(), result) {
+        let mut result = 0;
+        // SAFETY: live handles.
+        let updated = unsafe { driver::graph_exec_update(self.raw, graph.raw, &mut result) };
+        // The classification reads the code, success included.
+        let status = updated.err().unwrap_or(cu::CUresult::CUDA_SUCCESS);
+        match classify_update(status as u32, result) {
             UpdateOutcome::Applied => {
                 self.kept.push(Rc::clone(&graph.kept));
                 Ok(UpdatePath::InPlace)
@@ -565,11 +413,9 @@ impl GraphExec {
                 *self = graph.instantiate()?;
                 Ok(UpdatePath::Reinstantiated { reason: reason.to_string() })
             }
-            UpdateOutcome::Failed => Err(Error::Cuda {
-                op: format!("cuGraphExecUpdate (update result {result})"),
-                stream: None,
-                code: DriverCode::from_status(status),
-            }),
+            UpdateOutcome::Failed => {
+                Err(cuda_error(status, format!("cuGraphExecUpdate (update result {result})"), None))
+            }
         }
     }
 
@@ -577,110 +423,21 @@ impl GraphExec {
     /// so that the first launch costs what every later one does.
     pub fn upload(&self, stream: &Stream) -> Result<()> {
         // SAFETY: live handles; an upload runs nothing.
-        let status = unsafe { cu::cuGraphUpload(self.raw, stream.as_raw()) };
-        stream.check(status, "cuGraphUpload")
+        let uploaded = unsafe { driver::graph_upload(self.raw, stream.as_raw()) };
+        uploaded.named_on("cuGraphUpload", stream.name())
     }
 }
 
 impl Drop for GraphExec {
     fn drop(&mut self) {
         // SAFETY: we own `raw`; the driver lets launches already enqueued finish.
-        unsafe { cu::cuGraphExecDestroy(self.raw) };
+        let _ = unsafe { driver::graph_exec_destroy(self.raw) };
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capture_status_from_raw_values() {
-        assert_eq!(CaptureStatus::from_raw(0), CaptureStatus::None);
-        assert_eq!(CaptureStatus::from_raw(1), CaptureStatus::Active);
-        assert_eq!(CaptureStatus::from_raw(2), CaptureStatus::Invalidated);
-        assert_eq!(CaptureStatus::from_raw(7), CaptureStatus::Unknown(7));
-        assert_eq!(CaptureStatus::Invalidated.to_string(), "invalidated");
-    }
-
-    #[test]
-    fn synchronize_inside_capture_names_the_call() {
-        let cause = capture_cause("cuStreamSynchronize on stream \"c\"", 900);
-        assert!(
-            cause.starts_with(
-                "cuStreamSynchronize is not allowed while the stream is being captured"
-            ),
-            "{cause}"
-        );
-        assert!(cause.ends_with("[CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900)]"));
-        let ctx = capture_cause("cuCtxSynchronize", 900);
-        assert!(ctx.starts_with("cuCtxSynchronize is not allowed"), "{ctx}");
-        let query = capture_cause("cuEventQuery", 900);
-        assert!(query.starts_with("cuEventQuery is not allowed"), "{query}");
-    }
-
-    #[test]
-    fn each_capture_code_has_its_own_cause() {
-        let legacy = capture_cause("cuLaunchKernel(empty_kernel) on stream \"x\"", 906);
-        assert!(legacy.contains("legacy default stream"), "{legacy}");
-        let on_legacy = "cuLaunchKernel(empty_kernel) on stream \"legacy default stream\"";
-        for code in [900, 906] {
-            let cause = capture_cause(on_legacy, code);
-            assert!(cause.starts_with("the legacy default stream was used"), "{cause}");
-        }
-        let outside = capture_cause("cuStreamWaitEvent on stream \"x\"", 905);
-        assert!(outside.contains("outside the capture"), "{outside}");
-        let unjoined = capture_cause("cuStreamEndCapture on stream \"x\"", 904);
-        assert!(unjoined.contains("not joined back"), "{unjoined}");
-        let alloc = capture_cause("cuMemAlloc", 900);
-        assert!(alloc.contains("relaxed mode"), "{alloc}");
-        let begin = capture_cause("cuStreamBeginCapture on stream \"legacy\"", 900);
-        assert!(begin.contains("cannot be captured"), "{begin}");
-        // Every code 900..=908 has a distinct explanation.
-        let causes: std::collections::HashSet<String> =
-            (900..=908).map(|c| capture_cause("cuSomething", c)).collect();
-        assert_eq!(causes.len(), 9);
-        assert!((900..=908).all(is_capture_code));
-        assert!(!is_capture_code(1) && !is_capture_code(909));
-    }
-
-    #[test]
-    fn only_capture_codes_become_capture_errors() {
-        let capture = to_capture_error(
-            Error::Cuda {
-                op: "cuStreamSynchronize".into(),
-                stream: Some("dag-c".into()),
-                code: DriverCode::new(900),
-            },
-            CaptureStatus::Invalidated,
-        );
-        match capture {
-            Error::Capture { op, status, cause } => {
-                assert_eq!(op, "cuStreamSynchronize on stream \"dag-c\"");
-                assert_eq!(status, "invalidated");
-                assert!(cause.contains("not allowed while the stream is being captured"));
-            }
-            other => panic!("expected a capture error, got {other:?}"),
-        }
-        let plain = to_capture_error(
-            Error::Cuda { op: "cuLaunchKernel".into(), stream: None, code: DriverCode::new(1) },
-            CaptureStatus::Active,
-        );
-        assert!(matches!(plain, Error::Cuda { .. }));
-        // A code cust could not name (999) that broke the capture is still a capture error.
-        let unknown = to_capture_error(
-            Error::Cuda { op: "cuCtxSynchronize".into(), stream: None, code: DriverCode::new(999) },
-            CaptureStatus::Invalidated,
-        );
-        match unknown {
-            Error::Capture { op, cause, .. } => {
-                assert_eq!(op, "cuCtxSynchronize");
-                assert!(cause.starts_with("cuCtxSynchronize failed (CUDA error 999)"), "{cause}");
-            }
-            other => panic!("expected a capture error, got {other:?}"),
-        }
-        let input = to_capture_error(Error::InvalidInput("x".into()), CaptureStatus::Active);
-        assert!(matches!(input, Error::InvalidInput(_)));
-    }
 
     #[test]
     fn update_refusals_are_explained() {

@@ -4,7 +4,8 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys as cu;
 
-use crate::runtime::error::Result;
+use crate::runtime::driver;
+use crate::runtime::error::{cuda_error, Result};
 pub use crate::runtime::op::LaunchConfig;
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::Stream;
@@ -58,27 +59,20 @@ pub(crate) unsafe fn launch<P: KernelArgs>(
     args.pointers(&mut pointers);
     let op = Op { kind: OpKind::Kernel, label: name, bytes: 0, launch: Some(config) };
     stream.enqueue(op, || {
-        let (gx, gy, gz) = config.grid;
-        let (bx, by, bz) = config.block;
         // SAFETY: forwarded from this function's contract; `stream` is live.
-        let status = unsafe {
-            cu::cuLaunchKernel(
+        let launched = unsafe {
+            driver::launch_kernel(
                 function,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
+                config.grid,
+                config.block,
                 config.shared_bytes,
                 stream.as_raw(),
                 pointers.as_mut_ptr(),
-                std::ptr::null_mut(),
             )
         };
-        if status == cu::CUresult::CUDA_SUCCESS {
-            return Ok(()); // the error text below is built only when there is an error
-        }
-        stream.check(status, &format!("cuLaunchKernel({name})"))
+        // The error text is built only when there is an error.
+        launched.map_err(|status| {
+            cuda_error(status, format!("cuLaunchKernel({name})"), Some(stream.name()))
+        })
     })
 }
