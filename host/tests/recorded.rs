@@ -123,3 +123,58 @@ fn the_flags_are_documented() {
         assert!(help.contains(flag), "{flag} missing from --help: {help}");
     }
 }
+
+/// What `--recorded` prints for every embedded run, byte for byte, against the files in
+/// `host/tests/golden/recorded/` (`<lesson>.txt` in English, `<lesson>.zh.txt` in Chinese,
+/// `<lesson>.json` with `--json`). They pin the output while the code moves around it; a
+/// change meant to alter the output rewrites them with `STREAMLAB_BLESS=1`, as the trace's
+/// golden file is rewritten, and the diff shows what changed.
+#[test]
+fn recorded_output_matches_the_golden_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/recorded");
+    let bless = std::env::var_os("STREAMLAB_BLESS").is_some();
+    if bless {
+        std::fs::create_dir_all(&dir).unwrap();
+    }
+    let mut expected = std::collections::BTreeSet::new();
+    let mut changed = Vec::new();
+    for lesson in recorded::lessons() {
+        let outputs = [
+            ("txt", vec!["run", lesson, "--recorded", "--lang", "en"]),
+            ("zh.txt", vec!["run", lesson, "--recorded", "--lang", "zh"]),
+            ("json", vec!["run", lesson, "--recorded", "--json"]),
+        ];
+        for (ext, args) in outputs {
+            let o = streamlab(&args);
+            assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+            let name = format!("{lesson}.{ext}");
+            let path = dir.join(&name);
+            expected.insert(name.clone());
+            let golden = std::fs::read(&path).ok();
+            if golden.as_deref() == Some(o.stdout.as_slice()) {
+                continue;
+            }
+            if bless {
+                std::fs::write(&path, &o.stdout).unwrap();
+            } else {
+                changed.push(name);
+            }
+        }
+    }
+    // A golden file for a run no longer embedded would pin nothing: it goes.
+    let present: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    for stale in present.difference(&expected) {
+        if bless {
+            std::fs::remove_file(dir.join(stale)).unwrap();
+        } else {
+            changed.push(format!("{stale} (no embedded run)"));
+        }
+    }
+    assert!(
+        changed.is_empty(),
+        "--recorded output differs from host/tests/golden/recorded/ for {changed:?}: \
+         if the change is meant, rewrite them with STREAMLAB_BLESS=1 and read the diff"
+    );
+}
