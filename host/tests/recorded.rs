@@ -1,7 +1,7 @@
 //! `--recorded`, `--trace` and `--svg` as a script sees them, on any machine: a recorded run
 //! is shown (labelled) where the binary embeds one, refused in one line where it does not,
 //! and the no-GPU error points to it.
-use streamlab::lab::recorded;
+use streamlab::lab::record::recorded_runs;
 
 mod common;
 use common::{streamlab, text};
@@ -47,7 +47,7 @@ fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
     ];
     let o = streamlab(&args);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
-    match recorded::find("overlap") {
+    match recorded_runs::find("overlap") {
         Some(run) => {
             let run = run.unwrap();
             assert_eq!(o.status.code(), Some(0), "{err}");
@@ -71,7 +71,7 @@ fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
 
 #[test]
 fn every_embedded_run_is_shown_with_its_gpu_and_date() {
-    for lesson in recorded::lessons() {
+    for lesson in recorded_runs::lessons() {
         let o = streamlab(&["run", lesson, "--recorded", "--json"]);
         assert_eq!(o.status.code(), Some(0), "{lesson}: {}", text(&o.stderr));
         let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -87,10 +87,10 @@ fn every_embedded_run_is_shown_with_its_gpu_and_date() {
 /// one made with this binary's kernels says nothing of them.
 #[test]
 fn recorded_says_when_its_kernels_are_not_this_binarys() {
-    let lessons = recorded::lessons();
+    let lessons = recorded_runs::lessons();
     assert!(!lessons.is_empty(), "this build embeds no recorded runs (docs/recorded)");
     for lesson in lessons {
-        let run = recorded::find(lesson).unwrap().unwrap();
+        let run = recorded_runs::find(lesson).unwrap().unwrap();
         let en = text(&streamlab(&["run", lesson, "--recorded", "--lang", "en"]).stdout);
         let zh = text(&streamlab(&["run", lesson, "--recorded", "--lang", "zh"]).stdout);
         let header: Vec<&str> = en.lines().take_while(|l| !l.starts_with("== ")).collect();
@@ -138,7 +138,7 @@ fn recorded_output_matches_the_golden_files() {
     }
     let mut expected = std::collections::BTreeSet::new();
     let mut changed = Vec::new();
-    for lesson in recorded::lessons() {
+    for lesson in recorded_runs::lessons() {
         let outputs = [
             ("txt", vec!["run", lesson, "--recorded", "--lang", "en"]),
             ("zh.txt", vec!["run", lesson, "--recorded", "--lang", "zh"]),

@@ -12,18 +12,25 @@
 //!    recording costs.
 //! 5. The lesson's checks, then its figures and interpretation; the report; the trace and
 //!    picture files ([`output`]); the exit code (5 when a check failed).
+pub mod args;
+pub mod budget;
+pub mod checks;
+pub mod data;
+pub mod lesson;
+pub mod stats;
+
 use std::path::PathBuf;
 
 use clap::{Args as _, FromArgMatches as _};
 use serde::Serialize;
 
-use crate::lab::budget::WorkModel;
-use crate::lab::checks::Checks;
-use crate::lab::output::{self, Cost};
-use crate::lab::record;
-use crate::lab::report::{Check, Report};
-use crate::lab::span::{Recording, Span};
-use crate::lab::stats::Stats;
+use crate::lab::harness::budget::WorkModel;
+use crate::lab::harness::checks::Checks;
+use crate::lab::harness::stats::Stats;
+use crate::lab::record::output::{self, Cost};
+use crate::lab::record::recorder;
+use crate::lab::record::report::{Check, Report};
+use crate::lab::record::span::{Recording, Span};
 use crate::lab::Lesson;
 use crate::runtime::{Error, Gpu, Result, Stream};
 
@@ -210,8 +217,15 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
             let s = run_version(&mut lesson, gpu, v)?;
             Ok((s.ms, s.parts.iter().map(|(n, x)| (n.to_string(), *x)).collect()))
         };
-        let (r, c) = record::versions(gpu, &observed, &names, &drawn, settings.reps, &mut run)?;
-        (r, Some(c))
+        let (r, c) = recorder::versions(gpu, &observed, &names, &drawn, settings.reps, &mut run)?;
+        let cost = Cost {
+            off_ms: Stats::of(&c.off_ms).median,
+            on_ms: Stats::of(&c.on_ms).median,
+            rounds: c.off_ms.len(),
+            version: c.version,
+            recorder: c.recorder,
+        };
+        (r, Some(cost))
     } else {
         (Vec::new(), None)
     };

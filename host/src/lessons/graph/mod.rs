@@ -30,21 +30,24 @@
 //! The bound: a graph removes host work, not GPU work. Per replay it saves at most the
 //! stream version's issue time less one `cuGraphLaunch`, and the wall time shows that only
 //! where the host, not the GPU, is the slower of the two. Where it starts to win is measured
-//! on longer chains of kernels per side ([`graph_sweep`]; `--sweep`: sizes and copies too).
+//! on longer chains of kernels per side ([`sweep`]; `--sweep`: sizes and copies too).
+pub mod replay;
+pub mod sweep;
+
 use kernels_gpu::math::{combine_element, produce_element};
 use serde::Serialize;
 
-use crate::lab::budget::MAX_ELEMENTS;
-use crate::lab::data::{ensure_bitwise_equal, random_inputs};
-use crate::lab::graph_sweep::{self, build, shapes, Sweep};
-use crate::lab::plot::Plot;
-use crate::lab::replay::{interpret, Built, Rounds, Updated};
-use crate::lab::stats::host_ms;
-use crate::lab::{args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::harness::budget::MAX_ELEMENTS;
+use crate::lab::harness::data::{ensure_bitwise_equal, random_inputs};
+use crate::lab::harness::stats::host_ms;
+use crate::lab::record::plot::Plot;
+use crate::lab::{harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::graph::Instantiate::Plain;
 use crate::runtime::graph::{capture, CaptureMode, CaptureMode::Global, Graph, GraphExec};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
+use replay::{interpret, Built, Rounds, Updated};
+use sweep::{build, shapes, Sweep};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
@@ -180,7 +183,7 @@ impl Lesson for GraphDag {
         let by_stream = format!("{k} empty kernels by stream");
         let graph = format!("graph of {k} empty kernels");
         let mine = ["streams+events".into(), "graph".into(), by_stream, graph];
-        mine.into_iter().chain(graph_sweep::names(&shapes(a.sweep, a.elements))).collect()
+        mine.into_iter().chain(sweep::names(&shapes(a.sweep, a.elements))).collect()
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
@@ -188,7 +191,7 @@ impl Lesson for GraphDag {
         // A replay with nothing overlapping: three copies and three light kernels.
         let replay = 3.0 * (model.copy_ms(n) + model.elementwise_ms(n));
         let empty = 2.0 * EMPTY_KERNELS as f64 * model.op_us * 1e-3;
-        let (most, sweep_ms) = graph_sweep::plan(&shapes(a.sweep, a.elements), a.iters, model);
+        let (most, sweep_ms) = sweep::plan(&shapes(a.sweep, a.elements), a.iters, model);
         let ms = 2.0 * f64::from(a.iters) * replay + empty + sweep_ms;
         Ok(Plan::new()
             // Pinned: inputs, outputs, the output kept across the update; then the sweep's.
@@ -289,11 +292,11 @@ impl Lesson for GraphDag {
         r.detail("launch_overhead_graph_nodes", self.empty_built.nodes);
         let (calls, kernels) = (DAG_DRIVER_CALLS, EMPTY_KERNELS);
         interpret(m, (calls, kernels), &self.built, self.updated.as_ref(), r);
-        graph_sweep::interpret(&self.sweep.points(m, 4), r);
+        sweep::interpret(&self.sweep.points(m, 4), r);
     }
 
     fn plot(&self, m: &Measured) -> Option<Plot> {
-        graph_sweep::plot(&self.sweep.points(m, 4))
+        sweep::plot(&self.sweep.points(m, 4))
     }
 }
 

@@ -1,8 +1,8 @@
 //! The checks a lesson records: bit for bit between versions, `approx` against the CPU, and
 //! the claims of the technique. A failed check does not stop the run: it is printed, and the
 //! exit code says so (5).
-use crate::lab::data::{ensure_bitwise_equal, ensure_close_to_reference};
-use crate::lab::report::{Check, Verdict};
+use crate::lab::harness::data::{ensure_bitwise_equal, ensure_close_to_reference};
+use crate::lab::record::report::{Check, Verdict};
 use crate::lab::text::Text;
 use crate::runtime::Result;
 use crate::t;

@@ -139,7 +139,7 @@ pub fn from_env() -> Result<Option<RankEnv>> {
 /// (`t.json` -> `t-rank1.json`), so ranks that share a folder do not overwrite each other.
 pub fn own_file(path: &std::path::Path, rank: Option<usize>) -> PathBuf {
     match rank {
-        Some(r) if r > 0 => crate::lab::output::tagged(path, &format!("rank{r}")),
+        Some(r) if r > 0 => crate::lab::record::output::tagged(path, &format!("rank{r}")),
         _ => path.to_path_buf(),
     }
 }

@@ -25,18 +25,22 @@
 //!
 //! The bound: with the wait the consumer ends after the producer's spin (`--sleep-us`, once
 //! per wave of blocks); without it, long before.
+pub mod race;
+
 use serde::Serialize;
 
-use crate::lab::budget::MAX_ELEMENTS;
-use crate::lab::data::random_inputs;
-use crate::lab::race::{
+use crate::lab::harness::budget::MAX_ELEMENTS;
+use crate::lab::harness::data::random_inputs;
+use crate::lab::harness::stats::host_ms;
+use crate::lab::{
+    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
+};
+use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
+use race::{
     check_ordering, check_overtook, check_producer_timing, check_race_observed, check_right,
     check_waited, count_mismatches, Mismatches, CONSUMER_MINUS_PRODUCER, PRODUCER_DONE,
     PRODUCER_FACTOR, STALE, STALE_READ, WRONG,
 };
-use crate::lab::stats::host_ms;
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
-use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
@@ -273,7 +277,7 @@ pub fn interpret(m: &Measured, last: &[Mismatches; 2], r: &mut Report) {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
-    use crate::lab::race::fixtures::{self, Run, RACED, WAITED};
+    use race::fixtures::{self, Run, RACED, WAITED};
 
     fn measured(without: &[Run], with: &[Run]) -> Measured {
         let names = Events::versions(&args_from::<Events>(&[]).unwrap());

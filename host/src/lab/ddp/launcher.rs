@@ -2,7 +2,7 @@
 //!
 //! The launcher starts N copies of this program, `RANK` and `LOCAL_RANK` = i (and `--device
 //! i`), `WORLD_SIZE` = N, and a rendezvous file in a folder it owns (`STREAMLAB_RENDEZVOUS`),
-//! through which rank 0 hands NCCL's unique id to the others ([`crate::lab::ranks`]). Rank 0's
+//! through which rank 0 hands NCCL's unique id to the others ([`crate::lab::ddp::ranks`]). Rank 0's
 //! report is printed.
 //!
 //! Under faults it behaves as torchrun does, because a rank whose partner died waits in NCCL

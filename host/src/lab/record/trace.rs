@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::lab::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
+use crate::lab::record::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
 
 /// What a trace says about where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -445,7 +445,8 @@ mod tests {
         let written = write(&meta, &recordings);
         let golden: Value = serde_json::from_str(GOLDEN).unwrap();
         if written != golden && std::env::var_os("STREAMLAB_BLESS").is_some() {
-            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/lab/testdata/trace-small.json");
+            let path =
+                concat!(env!("CARGO_MANIFEST_DIR"), "/src/lab/record/testdata/trace-small.json");
             std::fs::write(path, serde_json::to_string_pretty(&written).unwrap()).unwrap();
             return;
         }

@@ -6,7 +6,7 @@
 //! With CUPTI, the lab's observer gives each operation a tag and runs its driver call under
 //! [`cupti::with_op_tag`]; the CUPTI callback notes the call's correlation id with the tag,
 //! and each activity record carries the same correlation id. So a record is named by the
-//! lesson's label for the operation ([`crate::lab::span::named`]) and by its stream's name.
+//! lesson's label for the operation ([`crate::lab::record::span::named`]) and by its stream's name.
 //! Host functions are stamped on the driver's thread when they run.
 //!
 //! NCCL collectives issued inside a group are enqueued only in `ncclGroupEnd` (NCCL docs,
@@ -28,10 +28,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
-use crate::lab::output::Cost;
-use crate::lab::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
-use crate::lab::stats::Stats;
-use crate::lab::timeline::{deferred, events_source, observing, OpNote, Timeline};
+use crate::lab::record::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
+use crate::lab::record::timeline::{deferred, events_source, observing, OpNote, Timeline};
 use crate::runtime::cupti::{self, ApiCall, Collected, CopyKind, Cupti, MemoryKind};
 use crate::runtime::{DeviceBuffer, Error, Gpu, HostBuffer, Observer, Op, Result, Stream};
 
@@ -155,7 +153,7 @@ pub fn versions(
     drawn: &[usize],
     rounds: usize,
     run: &mut dyn FnMut(usize) -> Result<Timed>,
-) -> Result<(Vec<Recording>, Cost)> {
+) -> Result<(Vec<Recording>, CostRounds)> {
     let mut recorder = Recorder::new();
     let drawn: Vec<usize> = drawn.iter().copied().filter(|&v| v < names.len()).collect();
     for &v in &drawn {
@@ -179,14 +177,23 @@ pub fn versions(
         Some(Source::Cupti { .. }) => "CUPTI",
         _ => "events",
     };
-    let cost = Cost {
+    let cost = CostRounds {
         version: names.get(1).cloned().unwrap_or_default(),
         recorder: recorder.into(),
-        off_ms: Stats::of(&off).median,
-        on_ms: Stats::of(&on).median,
-        rounds,
+        off_ms: off,
+        on_ms: on,
     };
     Ok((recordings, cost))
+}
+
+/// What recording cost, round by round: the second version's times with the recorder off
+/// and on. The harness takes their medians into a [`Cost`](crate::lab::record::output::Cost): the statistics live in its
+/// room, which sits above this one.
+pub struct CostRounds {
+    pub version: String,
+    pub recorder: String,
+    pub off_ms: Vec<f64>,
+    pub on_ms: Vec<f64>,
 }
 
 /// One round of measuring what recording costs: `run` with the recorder off, then with it

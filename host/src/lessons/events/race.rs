@@ -5,7 +5,7 @@
 use kernels_gpu::math::{add_element, scale_element};
 use serde::Serialize;
 
-use crate::lab::stats::Stats;
+use crate::lab::harness::stats::Stats;
 use crate::lab::text::{fixed, Text};
 use crate::lab::{Measured, VersionStats};
 use crate::runtime::{Error, Result};

@@ -45,7 +45,7 @@ impl Plan {
     }
 
     /// The lesson drives `n` GPUs from this process: the one `--device` names and the
-    /// lowest-numbered others ([`crate::lab::devices`]).
+    /// lowest-numbered others ([`crate::lab::kit::devices`]).
     pub fn gpus(mut self, n: u32) -> Plan {
         self.gpus = n;
         self

@@ -73,7 +73,7 @@ pub struct Report {
     pub title: String,
     pub device: String,
     /// Which kernels made the figures: [`kernels_id`] of the binary that ran. Runs recorded
-    /// before it was kept have none (`--recorded` says so: [`crate::lab::recorded`]).
+    /// before it was kept have none (`--recorded` says so: [`crate::lab::record::recorded_runs`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernels: Option<String>,
     pub parameters: Map<String, Value>,

@@ -9,10 +9,10 @@
 //! `elements`); each shape has its own captured graph.
 use serde::Serialize;
 
-use crate::lab::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
-use crate::lab::plot::{Plot, Series};
-use crate::lab::replay::{Built, PerRound, Rounds};
-use crate::lab::stats::host_ms;
+use super::replay::{Built, PerRound, Rounds};
+use crate::lab::harness::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
+use crate::lab::harness::stats::host_ms;
+use crate::lab::record::plot::{Plot, Series};
 use crate::lab::{fixed, t, Checks, Measured, Report, Sample, Text, WorkModel};
 use crate::math::{combine_element, produce_element, scale_element};
 use crate::runtime::graph::{capture, CaptureMode, Graph, GraphExec, Instantiate};
@@ -729,7 +729,7 @@ mod tests {
         // Memcpy points only; one mark per line that wins somewhere.
         assert_eq!(series[0].points, [(1024.0, 0.8), (4096.0, 1.1)]);
         assert_eq!(series[3].points, [(1024.0, 0.8), (4096.0, 0.9)]);
-        let svg = crate::lab::plot::svg(&plot(&grid).unwrap(), "test").unwrap();
+        let svg = crate::lab::record::plot::svg(&plot(&grid).unwrap(), "test").unwrap();
         assert!(svg.contains("largest size up to which the graph wins (5%+)"));
         assert!(plot(&chain[..1]).is_none());
     }

@@ -8,7 +8,7 @@
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::lab::picture::{fits, wrapped};
+use crate::lab::record::picture::{fits, wrapped};
 
 /// One line of a line plot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -414,7 +414,7 @@ fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::picture::tests::texts;
+    use crate::lab::record::picture::tests::texts;
 
     fn save(name: &str, svg: &str) {
         // To look at them: STREAMLAB_PICTURES=dir cargo test -p streamlab --lib lab::plot

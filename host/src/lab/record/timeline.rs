@@ -2,7 +2,7 @@
 //!
 //! [`Timeline::record`] observes streams while a version runs (no lesson code changes) by
 //! recording a pair of events around each operation: the fallback where CUPTI cannot be
-//! loaded (see [`crate::lab::record`]). [`render`] draws one row per stream from any
+//! loaded (see [`crate::lab::record::recorder`]). [`render`] draws one row per stream from any
 //! recorder's spans, which is how overlap becomes visible:
 //!
 //! ```text
@@ -26,8 +26,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-pub use crate::lab::span::Span;
-use crate::lab::span::{current_name, rows, Source, Work};
+pub use crate::lab::record::span::Span;
+use crate::lab::record::span::{current_name, rows, Source, Work};
 use crate::runtime::{nccl, Error, Event, Observer, Op, OpKind, Result, Stream};
 use crate::t;
 
@@ -274,7 +274,7 @@ pub fn render(spans: &[Span], width: usize) -> String {
     }
     let rows = rows(spans);
     let devices = rows.iter().any(|(d, _)| *d != rows[0].0);
-    let row_name = |(d, s): &(u32, String)| crate::lab::span::row_name(*d, s, devices);
+    let row_name = |(d, s): &(u32, String)| crate::lab::record::span::row_name(*d, s, devices);
     let name_width = rows.iter().map(|r| row_name(r).chars().count()).max().unwrap_or(0);
     let scale = width as f64 / end;
     let mut out = String::new();

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::lab::picture::{caption, timeline_svg};
-use crate::lab::plot::{self, Plot};
-use crate::lab::report::Report;
-use crate::lab::span::Recording;
+use crate::lab::record::picture::{caption, timeline_svg};
+use crate::lab::record::plot::{self, Plot};
+use crate::lab::record::report::Report;
+use crate::lab::record::span::Recording;
+use crate::lab::record::timeline::render;
+use crate::lab::record::trace::{self, Meta};
 use crate::lab::text::{fixed, Text};
-use crate::lab::timeline::render;
-use crate::lab::trace::{self, Meta};
 use crate::runtime::{Error, Result};
 use crate::t;
 
@@ -160,7 +160,7 @@ fn civil_date(days: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::span::{Source, Span, Work};
+    use crate::lab::record::span::{Source, Span, Work};
     use crate::lab::text::Lang;
 
     #[test]

@@ -2,7 +2,7 @@
 //! one K, `stream-sweep` for K = 1, 2, 4, ...): its bound, its phases, and the timing of work
 //! spread over several streams.
 use crate::lab::harness::VersionStats;
-use crate::lab::report::Report;
+use crate::lab::record::report::Report;
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{AsContext, Event, Result, Stream};
 

@@ -15,11 +15,11 @@
 //! compute kernel went from sinf*cosf to sincosf and became 1.76x faster).
 use serde::Deserialize;
 
-use crate::lab::output;
-use crate::lab::report::{kernels_id, Report};
-use crate::lab::span::Recording;
+use crate::lab::record::output;
+use crate::lab::record::report::{kernels_id, Report};
+use crate::lab::record::span::Recording;
+use crate::lab::record::trace;
 use crate::lab::text::{Lang, Text};
-use crate::lab::trace;
 use crate::runtime::{Error, Result};
 use crate::t;
 
@@ -168,9 +168,9 @@ pub fn show_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::span::{Source, Span, Work};
+    use crate::lab::record::span::{Source, Span, Work};
+    use crate::lab::record::trace::Meta;
     use crate::lab::text::Text;
-    use crate::lab::trace::Meta;
 
     fn recorded() -> String {
         recorded_with(Some(kernels_id()))

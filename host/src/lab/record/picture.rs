@@ -10,8 +10,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::lab::report::Report;
-use crate::lab::span::{rows, Recording, Work};
+use crate::lab::record::report::Report;
+use crate::lab::record::span::{rows, Recording, Work};
 
 /// The words around a picture.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,7 +164,9 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
     let label_width = recordings
         .iter()
         .flat_map(|r| rows(&r.spans))
-        .map(|(d, s)| crate::lab::span::row_name(d, &s, devices).chars().count() as u32 * 8 + 40)
+        .map(|(d, s)| {
+            crate::lab::record::span::row_name(d, &s, devices).chars().count() as u32 * 8 + 40
+        })
         .max()
         .unwrap_or(80)
         .clamp(80, 440);
@@ -216,7 +218,7 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
             for (i, (device, stream)) in rows.iter().enumerate() {
                 let band = n - 1.0 - i as f64;
                 let (x, y) = chart.backend_coord(&(0.0, band + 0.5));
-                let name = crate::lab::span::row_name(*device, stream, devices);
+                let name = crate::lab::record::span::row_name(*device, stream, devices);
                 root.draw_text(&name, &names, (x - 8, y)).map_err(err)?;
                 for s in r.spans.iter().filter(|s| s.device == *device && s.stream == *stream) {
                     let (x0, top) = chart.backend_coord(&(s.start_ms, band + 1.0));
@@ -251,7 +253,7 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::lab::span::{Source, Span};
+    use crate::lab::record::span::{Source, Span};
 
     /// The text of every `<text>` element of `svg`, trimmed.
     pub(crate) fn texts(svg: &str) -> Vec<String> {
