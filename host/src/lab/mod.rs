@@ -35,6 +35,8 @@ pub mod text;
 
 /// `t!("key", name = value)`: a message of the catalogs ([`text`]).
 pub use crate::t;
+/// The flags' parsers every lesson's `Args` uses.
+pub use harness::args;
 pub use harness::budget::{Plan, WorkModel};
 pub use harness::checks::Checks;
 pub use harness::lesson::{entry, Entry, Lesson};

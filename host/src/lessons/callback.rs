@@ -40,9 +40,7 @@ use crate::lab::kit::host_batch_log::{
     batch_value, batches_prepared_ahead, check_event_order, ms_since, order_line, prepare_batch,
     HostEvent,
 };
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

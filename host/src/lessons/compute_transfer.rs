@@ -36,9 +36,7 @@ use serde::Serialize;
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::harness::data::{chunk_ranges, random_inputs};
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 /// The most batches (each has three timing and two dependency events).

@@ -45,9 +45,7 @@ use serde::Serialize;
 
 use crate::lab::harness::VersionStats;
 use crate::lab::kit::sleep::{gap_us, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US};
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{AsContext, Error, Gpu, Result, Stream, Worker};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

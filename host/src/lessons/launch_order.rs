@@ -30,9 +30,7 @@ use crate::lab::harness::stats::Stats;
 use crate::lab::kit::sleep::{
     connections, max_concurrent, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US,
 };
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Error, Gpu, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

@@ -40,9 +40,7 @@ use serde::Serialize;
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::harness::data::{random_inputs, sample_indices};
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HalfFormat, HostBuffer, Result, Stream};
 
 /// The learning rate, 2^-12: a power of two, so `lr * g` is exact and GPU and CPU agree.

@@ -25,9 +25,7 @@ use serde::Serialize;
 use crate::lab::harness::data::random_inputs;
 use crate::lab::kit::devices;
 use crate::lab::kit::stream_pipeline::Bracket;
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::copy_to_device_sync;
 use crate::runtime::peer::{self, Link};
 use crate::runtime::{AsContext, DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};

@@ -31,9 +31,7 @@ use serde::Serialize;
 use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::{ensure_bitwise_equal, random_inputs};
 use crate::lab::record::plot::{Bar, Plot};
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

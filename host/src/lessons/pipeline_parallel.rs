@@ -36,9 +36,7 @@ use crate::lab::harness::data::{chunk_ranges, random_inputs};
 use crate::lab::kit::devices;
 use crate::lab::kit::stream_pipeline::{pipeline_bound, Bracket};
 use crate::lab::record::span::named;
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::memory::copy_to_device_sync;
 use crate::runtime::{peer, AsContext, DeviceBuffer, Event, Gpu, Result, Stream};
 

@@ -36,9 +36,7 @@ use serde::Serialize;
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::harness::data::{random_inputs, sample_indices, ABS_TOLERANCE, REL_TOLERANCE};
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 /// The most batches (each has two timing events).

@@ -29,9 +29,7 @@
 use serde::Serialize;
 
 use crate::lab::kit::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceInfo, Error, Event, Gpu, LaunchConfig, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

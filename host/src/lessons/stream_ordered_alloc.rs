@@ -37,9 +37,7 @@ use serde::Serialize;
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::harness::data::random_inputs;
 use crate::lab::kit::stream_pipeline::Bracket;
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::DeviceView;
 use crate::runtime::{AsContext, DeviceBuffer, Error, Gpu, HostBuffer, MemPool, Result, Stream};
 

@@ -37,9 +37,7 @@ use crate::lab::harness::budget::{
 use crate::lab::harness::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
 use crate::lab::kit::stream_pipeline::pipeline_bound;
 use crate::lab::record::plot::{Plot, Series};
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 

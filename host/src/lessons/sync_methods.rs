@@ -30,9 +30,7 @@ use serde::Serialize;
 
 use crate::lab::harness::stats::host_ms;
 use crate::lab::kit::sleep::serial_ms;
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Error, Event, Gpu, LaunchConfig, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

@@ -47,9 +47,7 @@ use crate::lab::harness::data::random_inputs;
 use crate::lab::kit::batches::MAX_TOTAL_ELEMENTS;
 use crate::lab::kit::host_batch_log::ms_since;
 use crate::lab::kit::stream_pipeline::Bracket;
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Advice, DeviceBuffer, Error, Gpu, HostBuffer, Location};
 use crate::runtime::{ManagedBuffer, Result, Stream};
 

@@ -40,7 +40,7 @@ use self::explain::Probe;
 use crate::lab::harness::budget::{MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::harness::data::chunk_ranges;
 use crate::lab::record::span::named;
-use crate::lab::{harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{nccl, Error, Gpu, Result, Stream};
 
 /// GPUs one process drives when it runs alone, unless `--gpus` says otherwise.

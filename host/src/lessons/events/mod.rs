@@ -32,9 +32,7 @@ use serde::Serialize;
 use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::random_inputs;
 use crate::lab::harness::stats::host_ms;
-use crate::lab::{
-    fixed, harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
-};
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 use race::{
     check_ordering, check_overtook, check_producer_timing, check_race_observed, check_right,

@@ -31,6 +31,7 @@
 //! stream version's issue time less one `cuGraphLaunch`, and the wall time shows that only
 //! where the host, not the GPU, is the slower of the two. Where it starts to win is measured
 //! on longer chains of kernels per side ([`sweep`]; `--sweep`: sizes and copies too).
+pub mod crossover;
 pub mod replay;
 pub mod sweep;
 
@@ -41,13 +42,14 @@ use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::{ensure_bitwise_equal, random_inputs};
 use crate::lab::harness::stats::host_ms;
 use crate::lab::record::plot::Plot;
-use crate::lab::{harness::args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::graph::Instantiate::Plain;
 use crate::runtime::graph::{capture, CaptureMode, CaptureMode::Global, Graph, GraphExec};
+use crate::runtime::memory::copy_to_host_sync;
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 use replay::{interpret, Built, Rounds, Updated};
-use sweep::{build, shapes, Sweep};
+use sweep::{build, shapes, Copies, Shape, Sweep};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
@@ -74,8 +76,21 @@ pub const EMPTY_KERNELS: usize = 100;
 /// 2 producers, 2 join records, 2 waits, the combiner, the copy out.
 pub const DAG_DRIVER_CALLS: usize = 13;
 
-/// The DAG's streams, buffers and events: everything one replay enqueues. Side i (A, B)
-/// copies `inputs[i]` to `devs[i]` and produces `prods[i]`; C combines them into `dev_out`.
+/// Each later step of a side's chain (the sweep's longer chains): `x * STEP.0 + STEP.1`,
+/// which keeps the producers' [0.5, 1.5] inside [1, 1.5], so the CPU check never meets
+/// cancellation.
+pub const STEP: (f32, f32) = (0.5, 0.75);
+
+/// Where the stream version and the graph copy the result: `Dag::outs[BY_STREAMS]` and
+/// `Dag::outs[BY_GRAPH]`, so that the check can hold one against the other.
+pub const BY_STREAMS: usize = 0;
+pub const BY_GRAPH: usize = 1;
+
+/// The DAG's streams, buffers and events: everything one replay enqueues, sized for the
+/// largest shape it runs (a shape uses the first `elements` of each buffer). Side i (A, B)
+/// copies `inputs[i]` to `devs[i]` and produces `prods[i]` (then the rest of its chain);
+/// C combines them into `dev_out` and copies that to `outs[BY_STREAMS]` or `outs[BY_GRAPH]`.
+/// The lesson runs one shape of it ([`seed_shape`]), the sweep ([`sweep`]) many.
 struct Dag {
     sides: [Stream; 2],
     c: Stream,
@@ -83,34 +98,85 @@ struct Dag {
     devs: [DeviceBuffer<f32>; 2],
     prods: [DeviceBuffer<f32>; 2],
     dev_out: DeviceBuffer<f32>,
-    out_streams: HostBuffer<f32>,
-    /// The graph's copy-out writes here at every launch.
-    out_graph: HostBuffer<f32>,
+    outs: [HostBuffer<f32>; 2],
     fork: Event,
     joins: [Event; 2],
 }
 
+/// The seed's DAG at `elements`: one kernel a side, memcpy in and out.
+pub fn seed_shape(elements: usize) -> Shape {
+    Shape { elements, chain: 1, copies: Copies::Memcpy }
+}
+
 impl Dag {
-    /// One replay into `out`: the stream version runs this, the graph version captures
-    /// exactly this. The events exist once: creating them per replay would add driver calls
-    /// that a careful CUDA C++ program does not pay.
-    fn enqueue(&self, gpu: &Gpu, out: &HostBuffer<f32>, scale: f32) -> Result<()> {
+    /// Streams `{prefix}-a`, `-b`, `-c`, buffers of `n` floats, inputs from `seed`.
+    fn new(gpu: &Gpu, prefix: &str, n: usize, seed: u64) -> Result<Dag> {
+        let stream = |side: &str| Stream::non_blocking(gpu, format!("{prefix}-{side}"));
+        let zeroed = || DeviceBuffer::zeroed(gpu, n);
+        let event = || Event::without_timing(gpu);
+        let input = |seed| HostBuffer::pinned_from(gpu, &random_inputs(n, seed));
+        Ok(Dag {
+            sides: [stream("a")?, stream("b")?],
+            c: stream("c")?,
+            inputs: [input(seed)?, input(seed.wrapping_add(1))?],
+            devs: [zeroed()?, zeroed()?],
+            prods: [zeroed()?, zeroed()?],
+            dev_out: zeroed()?,
+            outs: [HostBuffer::pinned(gpu, n)?, HostBuffer::pinned(gpu, n)?],
+            fork: event()?,
+            joins: [event()?, event()?],
+        })
+    }
+
+    /// One replay of `shape` at `scale`, its result to `outs[out]`: the stream version runs
+    /// this, the graph version captures exactly this. The events exist once: creating them
+    /// per replay would add driver calls that a careful CUDA C++ program does not pay.
+    fn enqueue(&self, gpu: &Gpu, shape: &Shape, scale: f32, out: usize) -> Result<()> {
+        let r = 0..shape.elements;
         let sides = self.sides.each_ref();
         // A and B start after everything on C so far: in a capture, this makes them join it.
         fork(&self.fork, &self.c, &sides)?;
         for (i, s) in sides.into_iter().enumerate() {
-            s.copy_to_device(&self.inputs[i], &self.devs[i])?;
-            gpu.produce(s, &self.devs[i], &self.prods[i], scale)?;
+            let (input, dev) = (self.inputs[i].slice(r.clone())?, self.devs[i].slice(r.clone())?);
+            match shape.copies {
+                Copies::Memcpy => s.copy_to_device(input, dev)?,
+                Copies::Kernels => gpu.copy_kernel_to_device(s, input, dev)?,
+                Copies::None => {}
+            }
+            let prod = self.prods[i].slice(r.clone())?;
+            gpu.produce(s, self.devs[i].slice(r.clone())?, prod, scale)?;
+            for _ in 1..shape.chain {
+                gpu.scale(s, self.prods[i].slice(r.clone())?, STEP.0, STEP.1)?;
+            }
         }
-        // C waits for both producers (in a capture, A and B leave it again).
+        // C waits for both sides (in a capture, A and B leave it again).
         join(&self.joins, &self.c, &sides)?;
-        gpu.combine(&self.c, &self.prods[0], &self.prods[1], &self.dev_out)?;
-        self.c.copy_to_host(&self.dev_out, out)
+        let (a, b) = (self.prods[0].slice(r.clone())?, self.prods[1].slice(r.clone())?);
+        gpu.combine(&self.c, a, b, self.dev_out.slice(r.clone())?)?;
+        let (dev_out, host_out) = (self.dev_out.slice(r.clone())?, self.outs[out].slice(r)?);
+        match shape.copies {
+            Copies::Memcpy => self.c.copy_to_host(dev_out, host_out),
+            Copies::Kernels => gpu.copy_kernel_to_host(&self.c, dev_out, host_out),
+            Copies::None => Ok(()),
+        }
     }
 
-    /// One replay at `scale`, captured on C in `mode` (nothing runs); it writes `out_graph`.
-    fn capture(&self, gpu: &Gpu, mode: CaptureMode, scale: f32) -> Result<Graph> {
-        capture(&self.c, mode, |_| self.enqueue(gpu, &self.out_graph, scale))
+    /// One replay of `shape` at `scale`, captured on C in `mode` (nothing runs); it writes
+    /// `outs[BY_GRAPH]`.
+    fn capture(&self, gpu: &Gpu, mode: CaptureMode, shape: &Shape, scale: f32) -> Result<Graph> {
+        capture(&self.c, mode, |_| self.enqueue(gpu, shape, scale, BY_GRAPH))
+    }
+
+    /// The result of the last replay of `shape` that wrote `outs[out]`, after it.
+    fn result(&self, shape: &Shape, out: usize) -> Result<Vec<f32>> {
+        let n = shape.elements;
+        if shape.copies != Copies::None {
+            return Ok(self.outs[out].read()?[..n].to_vec());
+        }
+        self.c.synchronize()?;
+        let mut host = vec![0.0; n];
+        copy_to_host_sync(self.dev_out.slice(0..n)?, &mut host)?;
+        Ok(host)
     }
 }
 
@@ -118,6 +184,8 @@ pub struct GraphDag {
     iters: u32,
     /// The scale the stream version uses and the graph was last captured with.
     scale: f32,
+    /// The seed's DAG at `--elements` ([`seed_shape`]).
+    shape: Shape,
     dag: Dag,
     exec: GraphExec,
     pub built: Built,
@@ -137,7 +205,7 @@ impl GraphDag {
     /// executable graph keeps the old scale, and so does the stream version.
     pub fn update(&mut self, gpu: &Gpu, scale: f32) -> Result<Updated> {
         let d = &self.dag;
-        let (graph, recapture_ms) = host_ms(|| d.capture(gpu, Global, scale));
+        let (graph, recapture_ms) = host_ms(|| d.capture(gpu, Global, &self.shape, scale));
         let (path, update_ms) = host_ms(|| self.exec.update_from(&graph?));
         let updated = Updated { path: path?, recapture_ms, update_ms };
         self.scale = scale;
@@ -147,14 +215,15 @@ impl GraphDag {
     /// Captures the DAG again in `mode` at the current scale, in place of its graph.
     pub fn rebuild(&mut self, gpu: &Gpu, mode: CaptureMode) -> Result<()> {
         let (d, scale) = (&self.dag, self.scale);
-        (self.exec, self.built) = build(&d.c, Plain, true, || d.capture(gpu, mode, scale))?;
+        (self.exec, self.built) =
+            build(&d.c, Plain, true, || d.capture(gpu, mode, &self.shape, scale))?;
         Ok(())
     }
 
     /// Inputs a and b, then the outputs of the graph and of the stream version.
     pub fn buffers(&self) -> Result<Vec<Vec<f32>>> {
         let d = &self.dag;
-        let all = [&d.inputs[0], &d.inputs[1], &d.out_graph, &d.out_streams];
+        let all = [&d.inputs[0], &d.inputs[1], &d.outs[BY_GRAPH], &d.outs[BY_STREAMS]];
         all.into_iter().map(HostBuffer::to_vec).collect()
     }
 
@@ -162,9 +231,9 @@ impl GraphDag {
     fn check_outputs(&self, checks: &mut Checks, prefix: &str) -> Result<()> {
         let d = &self.dag;
         let (a, b) = (d.inputs[0].read()?, d.inputs[1].read()?);
-        let graph = d.out_graph.read()?;
+        let graph = d.outs[BY_GRAPH].read()?;
         let bitwise = format!("{prefix}graph == streams+events, bit for bit");
-        checks.bitwise(&bitwise, &graph, &d.out_streams.read()?);
+        checks.bitwise(&bitwise, &graph, &d.outs[BY_STREAMS].read()?);
         let (approx, s) = (format!("{prefix}GPU vs CPU reference (approx)"), self.scale);
         checks.approx(&approx, &graph, 4096, |i| {
             combine_element(produce_element(a[i], s), produce_element(b[i], s))
@@ -205,30 +274,18 @@ impl Lesson for GraphDag {
     fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<GraphDag> {
         let n = a.elements;
         let stream = |name: &str| Stream::non_blocking(gpu, name);
-        let zeroed = || DeviceBuffer::zeroed(gpu, n);
-        let event = || Event::without_timing(gpu);
-        let input = |seed| HostBuffer::pinned_from(gpu, &random_inputs(n, seed));
         // The launch-overhead graph first, as its C++ twin builds it before anything else.
         let empty = stream("launch-overhead")?;
         let kernels = |s: &Stream| (0..EMPTY_KERNELS).try_for_each(|_| gpu.empty(s));
         let (empty_exec, empty_built) =
             build(&empty, Plain, true, || capture(&empty, Global, kernels))?;
-        let dag = Dag {
-            sides: [stream("dag-a")?, stream("dag-b")?],
-            c: stream("dag-c")?,
-            inputs: [input(seed)?, input(seed.wrapping_add(1))?],
-            devs: [zeroed()?, zeroed()?],
-            prods: [zeroed()?, zeroed()?],
-            dev_out: zeroed()?,
-            out_streams: HostBuffer::pinned(gpu, n)?,
-            out_graph: HostBuffer::pinned(gpu, n)?,
-            fork: event()?,
-            joins: [event()?, event()?],
-        };
-        let (exec, built) = build(&dag.c, Plain, true, || dag.capture(gpu, Global, SCALE))?;
+        let dag = Dag::new(gpu, "dag", n, seed)?;
+        let shape = seed_shape(n);
+        let (exec, built) = build(&dag.c, Plain, true, || dag.capture(gpu, Global, &shape, SCALE))?;
         Ok(GraphDag {
             iters: a.iters,
             scale: SCALE,
+            shape,
             dag,
             exec,
             built,
@@ -244,7 +301,7 @@ impl Lesson for GraphDag {
     /// `--iters` replays issued call by call on the three streams.
     fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
         let (d, scale) = (&self.dag, self.scale);
-        let replay = || d.enqueue(gpu, &d.out_streams, scale);
+        let replay = || d.enqueue(gpu, &self.shape, scale, BY_STREAMS);
         self.rounds.run(self.iters, &d.c, replay)
     }
 
@@ -272,12 +329,12 @@ impl Lesson for GraphDag {
     fn verify(&mut self, gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
         self.check_outputs(checks, "")?;
         // A new kernel parameter (back again on a second call), then one run of each version.
-        let (before, old) = (self.dag.out_graph.to_vec()?, self.scale);
+        let (before, old) = (self.dag.outs[BY_GRAPH].to_vec()?, self.scale);
         let updated = self.update(gpu, if old == SCALE { UPDATED_SCALE } else { SCALE })?;
         let (d, new) = (&self.dag, self.scale);
         self.exec.launch(&d.c)?;
-        d.enqueue(gpu, &d.out_streams, new)?;
-        let changed = ensure_bitwise_equal("", &before, &d.out_graph.read()?).is_err();
+        d.enqueue(gpu, &self.shape, new, BY_STREAMS)?;
+        let changed = ensure_bitwise_equal("", &before, &d.outs[BY_GRAPH].read()?).is_err();
         let path = &updated.path;
         let same = format!("the output did not change after the update ({path})");
         let moved = t!("graph.moved", old = old.to_string(), new = new.to_string());
@@ -292,11 +349,11 @@ impl Lesson for GraphDag {
         r.detail("launch_overhead_graph_nodes", self.empty_built.nodes);
         let (calls, kernels) = (DAG_DRIVER_CALLS, EMPTY_KERNELS);
         interpret(m, (calls, kernels), &self.built, self.updated.as_ref(), r);
-        sweep::interpret(&self.sweep.points(m, 4), r);
+        crossover::interpret(&self.sweep.points(m, 4), r);
     }
 
     fn plot(&self, m: &Measured) -> Option<Plot> {
-        sweep::plot(&self.sweep.points(m, 4))
+        crossover::plot(&self.sweep.points(m, 4))
     }
 }
 
