@@ -3,9 +3,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use streamlab::lab::ddp::ranks;
 use streamlab::lab::record::output::tagged;
+use streamlab::lab::record::recorded_runs;
 use streamlab::lab::text::{label, Lang, Text};
-use streamlab::lab::{ddp::ranks, record::recorded_runs, t, Entry, Settings};
+use streamlab::lab::{t, Entry, Settings};
 use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
 
