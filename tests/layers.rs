@@ -345,3 +345,46 @@ fn no_file_is_over_600_lines_but_the_catalogs() {
     assert_eq!(over, ["lessons/long.rs: 601 lines"]);
     assert!(stale.contains(&"main.rs".to_string()));
 }
+
+/// The `host/src/....rs` paths `text` names that `exists` says are not there.
+fn missing_paths(text: &str, exists: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (at, _) in text.match_indices("host/src/") {
+        let path: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '/' | '.' | '-'))
+            .collect();
+        let path = path.trim_end_matches('.');
+        if path.ends_with(".rs") && !exists(path) && !missing.contains(&path.to_string()) {
+            missing.push(path.to_string());
+        }
+    }
+    missing
+}
+
+/// The README's and the guides' names of source files point at files that exist.
+#[test]
+fn the_docs_name_source_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec![root.join("README.md"), root.join("README.zh-CN.md")];
+    for book in ["docs/guide/en/src", "docs/guide/zh-CN/src"] {
+        for entry in std::fs::read_dir(root.join(book)).unwrap().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "md") {
+                docs.push(entry.path());
+            }
+        }
+    }
+    assert!(docs.len() > 10, "{docs:?}");
+    let mut missing = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for path in missing_paths(&text, |p| root.join(p).is_file()) {
+            missing.push(format!("{}: {path}", doc.strip_prefix(root).unwrap().display()));
+        }
+    }
+    assert!(missing.is_empty(), "the docs name source files that are not there: {missing:?}");
+    // The check can fail: a made-up path is caught, a real one is not.
+    let text = "see `host/src/lessons/graph.rs` and host/src/lessons/overlap.rs.";
+    let found = missing_paths(text, |p| root.join(p).is_file());
+    assert_eq!(found, ["host/src/lessons/graph.rs"]);
+}
