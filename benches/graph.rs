@@ -10,8 +10,8 @@
 //! the lesson's checks run, the update of the graph included; the bench exits 1 on a failed
 //! check, a CUDA error, or a launch-overhead graph without its 100 kernels.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::graph_sweep::{Copies, Shape, Sweep};
 use streamlab::lab::{Checks, Lesson, Sample};
+use streamlab::lessons::graph::sweep::{Copies, Shape, Sweep};
 use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS};
 use testkit::bench::{fail, gpu_timed, quick_group, verify};
 use testkit::{gpu_for_bench, set_up};

@@ -28,10 +28,10 @@
 //!   CUPTI: where the GPU time goes (device spans and host calls, µs from the first call).
 use std::time::{Duration, Instant};
 
-use streamlab::lab::graph_sweep::{build, Copies, Shape, Sweep};
-use streamlab::lab::record::Recorder;
-use streamlab::lab::replay::Rounds;
-use streamlab::lab::stats::Stats;
+use streamlab::lab::harness::stats::Stats;
+use streamlab::lab::record::recorder::Recorder;
+use streamlab::lessons::graph::replay::Rounds;
+use streamlab::lessons::graph::sweep::{build, Copies, Shape, Sweep};
 use streamlab::runtime::graph::{capture, CaptureMode, GraphExec, Instantiate};
 use streamlab::runtime::{DeviceBuffer, Gpu, HostBuffer, LaunchConfig, Result, Stream};
 

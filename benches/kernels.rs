@@ -9,7 +9,9 @@
 //! one iteration on arguments far outside [-π, π] (the slow path of the argument reduction,
 //! infinities, NaN, subnormals), where a sincosf could differ from separate sinf and cosf.
 use criterion::{BenchmarkId, Criterion};
-use streamlab::lab::data::{ensure_bitwise_equal, ensure_close_to_reference, random_inputs};
+use streamlab::lab::harness::data::{
+    ensure_bitwise_equal, ensure_close_to_reference, random_inputs,
+};
 use streamlab::math::compute_element;
 use streamlab::runtime::{DeviceBuffer, Event, Stream};
 use streamlab::{Gpu, Result};

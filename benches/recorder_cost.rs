@@ -13,10 +13,10 @@
 //!
 //! Both use the recorder the lessons use, as they measure its cost ([`off_then_on`]): `STREAMLAB_RECORDER=events` compares
 //! the events recorder, `cupti-gpu` CUPTI without driver-call tracing.
-use streamlab::lab::record::off_then_on;
-use streamlab::lab::replay::Rounds;
-use streamlab::lab::span::{Recording, Source, Work};
-use streamlab::lab::stats::Stats;
+use streamlab::lab::harness::stats::Stats;
+use streamlab::lab::record::recorder::off_then_on;
+use streamlab::lab::record::span::{Recording, Source, Work};
+use streamlab::lessons::graph::replay::Rounds;
 use streamlab::runtime::{DeviceBuffer, Error, Gpu, HostBuffer, LaunchConfig, Result, Stream};
 
 /// Interleaved rounds of each measurement, as the lessons' recording cost uses at most.

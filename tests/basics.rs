@@ -1,7 +1,7 @@
 //! GPU tests of the basics lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
-use streamlab::lab::data::ensure_close_to_reference;
+use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
 use streamlab::lessons::basics::{Basics, IN_CALLS, UNITS};
 use testkit::{

@@ -1,8 +1,8 @@
 //! GPU tests of the callback lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine: release matters, the host's
 //! preparation is part of what is timed); the flag checks at the end run everywhere.
-use streamlab::lab::data::ensure_close_to_reference;
-use streamlab::lab::host_pipeline::{batch_value, check_event_order};
+use streamlab::lab::harness::data::ensure_close_to_reference;
+use streamlab::lab::kit::host_batch_log::{batch_value, check_event_order};
 use streamlab::lab::Lesson;
 use streamlab::lessons::callback::{Callback, AHEAD, GPU_WORK, PREPARE};
 use streamlab::math::compute_element;

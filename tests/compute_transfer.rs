@@ -1,8 +1,8 @@
 //! GPU tests of the compute-transfer lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
-use streamlab::lab::batches::pipeline_estimate;
-use streamlab::lab::data::ensure_close_to_reference;
+use streamlab::lab::harness::data::ensure_close_to_reference;
+use streamlab::lab::kit::batches::pipeline_estimate;
 use streamlab::lab::Lesson;
 use streamlab::lessons::compute_transfer::ComputeTransfer;
 use streamlab::math::compute_element;

@@ -2,9 +2,9 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
 use approx::assert_relative_eq;
-use streamlab::lab::data::ABS_TOLERANCE;
-use streamlab::lab::race::{CONSUMER_MINUS_PRODUCER, PRODUCER_DONE, STALE_READ, WRONG};
+use streamlab::lab::harness::data::ABS_TOLERANCE;
 use streamlab::lab::Lesson;
+use streamlab::lessons::events::race::{CONSUMER_MINUS_PRODUCER, PRODUCER_DONE, STALE_READ, WRONG};
 use streamlab::lessons::events::{Events, HOST_CLOCK};
 use testkit::{accepted, gpu, refuses, run_lesson, run_refuses, set_up};
 
@@ -46,7 +46,7 @@ fn events_consumer_matches_cpu_within_tolerance() {
     assert_eq!((e.last[1].wrong, e.last[1].total), (0, 10_000));
     // And the inputs give 3x within rounding: the comparison itself is not vacuous.
     for x in &e.input {
-        let expected = streamlab::lab::race::expected_element(*x);
+        let expected = streamlab::lessons::events::race::expected_element(*x);
         assert_relative_eq!(expected, 3.0 * x, epsilon = ABS_TOLERANCE, max_relative = 1e-6);
     }
 }

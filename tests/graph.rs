@@ -1,10 +1,10 @@
 //! GPU tests of CUDA graphs (`streamlab::runtime::graph`) and of the graph lesson. Ignored
 //! without a GPU (run them with `cargo test --release -- --include-ignored` on a GPU machine).
 use approx::assert_relative_eq;
-use streamlab::lab::data::ensure_close_to_reference;
-use streamlab::lab::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
-use streamlab::lab::graph_sweep::{build, Copies, Shape, Sweep};
+use streamlab::lab::harness::data::ensure_close_to_reference;
+use streamlab::lab::harness::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::{Lesson, Measured, Sample};
+use streamlab::lessons::graph::sweep::{build, Copies, Shape, Sweep};
 use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS, SCALE, UPDATED_SCALE};
 use streamlab::math::{combine_element, produce_element, scale_element};
 use streamlab::runtime::graph::{

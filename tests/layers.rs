@@ -3,8 +3,11 @@
 //! - no lesson imports another lesson;
 //! - no file imports form a cycle (files are nodes, `use crate::…` lines are edges);
 //! - no raw driver call outside the driver layer (`runtime/driver/`);
-//! - lesson files hold no `unsafe` and stay within 300 lines before their unit tests
-//!   (`overlap`, the lesson that sets the shape, within 150).
+//! - lesson files hold no `unsafe` (`overlap`, the lesson that sets the shape, stays within
+//!   150 lines before its tests);
+//! - between `lab`'s rooms, arrows point down, in the order `lab/mod.rs` declares them;
+//! - `lab` holds no lesson helper: no module of it that only one lesson imports;
+//! - no file in `host/src` is over 600 lines, tests included, but the catalogs.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -178,6 +181,211 @@ fn lesson_files_are_short_and_hold_no_unsafe() {
             .count();
         assert_eq!(unsafe_lines, 0, "{m}: lesson code holds `unsafe`");
     }
+}
+
+/// `lab::record::span` -> `record`; `lab` itself and anything outside it -> None.
+fn room(module: &str) -> Option<&str> {
+    module.strip_prefix("lab::").map(|rest| rest.split("::").next().unwrap_or(rest))
+}
+
+/// The rooms of `lab`, top down, as `lab/mod.rs` declares them (`pub mod ...;`).
+fn rooms(lab_mod: &str) -> Vec<String> {
+    lab_mod
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The first import that goes up between rooms: `(from, to)`.
+fn upward(
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    order: &[String],
+) -> Option<(String, String)> {
+    let rank = |m: &str| room(m).and_then(|r| order.iter().position(|o| o == r));
+    for (from, to) in edges {
+        for m in to {
+            if let (Some(a), Some(b)) = (rank(from), rank(m)) {
+                if b < a {
+                    return Some((from.clone(), m.clone()));
+                }
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn arrows_point_down_between_the_rooms_of_lab() {
+    let t = tree();
+    let order = rooms(&t.files["lab"]);
+    assert_eq!(order, ["ddp", "kit", "harness", "record", "text"], "lab/mod.rs's rooms");
+    // Every file of lab lives in a room.
+    for m in t.files.keys().filter(|m| m.starts_with("lab::")) {
+        let r = room(m).unwrap();
+        assert!(order.iter().any(|o| o == r), "{m} is in no room of lab/mod.rs");
+    }
+    if let Some((from, to)) = upward(&t.edges, &order) {
+        panic!("{from} imports {to}: a room of lab imports only the rooms below it");
+    }
+    // The check can fail: a made-up arrow from the record room up to the harness is found.
+    let fake: BTreeMap<String, BTreeSet<String>> =
+        [("lab::record::picture".to_string(), BTreeSet::from(["lab::harness::stats".to_string()]))]
+            .into();
+    assert!(upward(&fake, &order).is_some(), "the room check missed record -> harness");
+}
+
+/// The modules of `lab` that exactly one lesson imports and nothing else does (no other lab
+/// module, no other lesson, not `main.rs`): helpers that belong beside that lesson.
+fn lesson_helpers_in_lab(files: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let modules: BTreeSet<String> = files.keys().cloned().collect();
+    let lesson_of = |m: &str| -> Option<String> {
+        let rest = m.strip_prefix("lessons::")?;
+        Some(rest.split("::").next().unwrap_or(rest).to_string())
+    };
+    let mut importers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, text) in files {
+        // `main.rs` names the library as `streamlab::`.
+        let text = text.replace("streamlab::", "crate::");
+        for to in imports(&text, &modules) {
+            if to != *from && room(&to).is_some() {
+                // A lesson counts once, whichever of its files imports; anything else as itself.
+                let who = lesson_of(from).map_or(from.clone(), |l| format!("lessons::{l}"));
+                importers.entry(to).or_default().insert(who);
+            }
+        }
+    }
+    importers
+        .into_iter()
+        .filter(|(_, by)| by.len() == 1 && by.iter().all(|b| b.starts_with("lessons::")))
+        .map(|(m, by)| (m, by.into_iter().next().unwrap()))
+        .collect()
+}
+
+#[test]
+fn lab_holds_no_helper_of_a_single_lesson() {
+    let t = tree();
+    let found = lesson_helpers_in_lab(&t.files);
+    assert!(
+        found.is_empty(),
+        "only one lesson imports these (module, lesson): {found:?}: move each beside its lesson"
+    );
+    // The check can fail: a lab module that only one lesson imports is found.
+    let fake: BTreeMap<String, String> = [
+        ("lab::kit::race", "pub fn race() {}"),
+        ("lessons::events", "use crate::lab::kit::race::race;"),
+        ("lessons::overlap", "use crate::lab::kit::sleep;"),
+        ("lab::kit::sleep", ""),
+        ("lessons::priority", "use crate::lab::kit::sleep;"),
+    ]
+    .into_iter()
+    .map(|(m, text)| (m.to_string(), text.to_string()))
+    .collect();
+    assert_eq!(
+        lesson_helpers_in_lab(&fake),
+        [("lab::kit::race".to_string(), "lessons::events".to_string())]
+    );
+}
+
+/// The most lines a file in host/src may have, its unit tests included.
+const MAX_LINES: usize = 600;
+
+/// The catalogs, a line per message in one place: no cap.
+const CATALOGS: [&str; 2] = ["lab/text/en.rs", "lab/text/zh.rs"];
+
+/// Files still over [`MAX_LINES`], each with why, until they are split. An entry that is no
+/// longer over the cap fails the test, so that the list only shrinks.
+const OVER_THE_CAP: [(&str, &str); 4] = [
+    ("main.rs", "the common flags move out of it (issue 19, main.rs <= 250 lines)"),
+    ("lab/record/recorder.rs", "to split: recording vs joining CUPTI's records into spans"),
+    ("lab/ddp/launcher.rs", "to split: starting the ranks vs reporting how they ended"),
+    ("lab/text/mod.rs", "to split: the messages vs reading English lines back"),
+];
+
+/// The files of `files` (path, lines) over the cap and not allowed, and the allowed
+/// entries that are not over it (stale).
+fn over_the_cap(files: &[(String, usize)]) -> (Vec<String>, Vec<String>) {
+    let allowed = |p: &str| CATALOGS.contains(&p) || OVER_THE_CAP.iter().any(|(a, _)| *a == p);
+    let over: Vec<String> = files
+        .iter()
+        .filter(|(p, n)| *n > MAX_LINES && !allowed(p))
+        .map(|(p, n)| format!("{p}: {n} lines"))
+        .collect();
+    let stale = OVER_THE_CAP
+        .iter()
+        .filter(|(a, _)| !files.iter().any(|(p, n)| p == a && *n > MAX_LINES))
+        .map(|(a, _)| a.to_string())
+        .collect();
+    (over, stale)
+}
+
+#[test]
+fn no_file_is_over_600_lines_but_the_catalogs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("host/src");
+    let mut paths = Vec::new();
+    sources(&src, &mut paths);
+    let files: Vec<(String, usize)> = paths
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            (rel, std::fs::read_to_string(p).unwrap().lines().count())
+        })
+        .collect();
+    let (over, stale) = over_the_cap(&files);
+    assert!(over.is_empty(), "over {MAX_LINES} lines (split along what the parts do): {over:?}");
+    assert!(stale.is_empty(), "no longer over the cap: take them off OVER_THE_CAP: {stale:?}");
+    // The check can fail both ways: a made-up long file, and an allowance no longer needed.
+    let fake = [
+        ("lessons/long.rs".to_string(), 601),
+        ("lab/text/zh.rs".to_string(), 2000),
+        ("main.rs".to_string(), 10),
+    ];
+    let (over, stale) = over_the_cap(&fake);
+    assert_eq!(over, ["lessons/long.rs: 601 lines"]);
+    assert!(stale.contains(&"main.rs".to_string()));
+}
+
+/// The `host/src/....rs` paths `text` names that `exists` says are not there.
+fn missing_paths(text: &str, exists: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut missing = Vec::new();
+    for (at, _) in text.match_indices("host/src/") {
+        let path: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '/' | '.' | '-'))
+            .collect();
+        let path = path.trim_end_matches('.');
+        if path.ends_with(".rs") && !exists(path) && !missing.contains(&path.to_string()) {
+            missing.push(path.to_string());
+        }
+    }
+    missing
+}
+
+/// The README's and the guides' names of source files point at files that exist.
+#[test]
+fn the_docs_name_source_files_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec![root.join("README.md"), root.join("README.zh-CN.md")];
+    for book in ["docs/guide/en/src", "docs/guide/zh-CN/src"] {
+        for entry in std::fs::read_dir(root.join(book)).unwrap().flatten() {
+            if entry.path().extension().is_some_and(|e| e == "md") {
+                docs.push(entry.path());
+            }
+        }
+    }
+    assert!(docs.len() > 10, "{docs:?}");
+    let mut missing = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for path in missing_paths(&text, |p| root.join(p).is_file()) {
+            missing.push(format!("{}: {path}", doc.strip_prefix(root).unwrap().display()));
+        }
+    }
+    assert!(missing.is_empty(), "the docs name source files that are not there: {missing:?}");
+    // The check can fail: a made-up path is caught, a real one is not.
+    let text = "see `host/src/lessons/graph.rs` and host/src/lessons/overlap.rs.";
+    let found = missing_paths(text, |p| root.join(p).is_file());
+    assert_eq!(found, ["host/src/lessons/graph.rs"]);
 }
 
 /// The lines of `text` that name a raw driver function of cudarc's `sys` (`cu::cuInit`,

@@ -8,8 +8,8 @@ use kernels_gpu::math::{
     bf16_bits_from_f32, f16_bits_from_f32, f32_from_bf16_bits, f32_from_f16_bits, layer_gradient,
     master_update, train_delayed, train_delayed_as, Bf16, HalfFormat as _, F16, FORMAT_F16,
 };
-use streamlab::lab::data::random_inputs;
-use streamlab::lab::report::Verdict;
+use streamlab::lab::harness::data::random_inputs;
+use streamlab::lab::record::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::mixed_precision::{MixedPrecision, LEARNING_RATE};
 use streamlab::runtime::{DeviceBuffer, HalfFormat, Stream};

@@ -2,7 +2,7 @@
 //! without a GPU: run them with `--include-ignored`. A test named `two_gpus_*`,
 //! `three_gpus_*` or `four_gpus_*` needs that many GPUs; gpu-run.sh and `scripts/test.sh
 //! --gpu` skip it, and say so, where there are fewer.
-use streamlab::lab::report::Verdict;
+use streamlab::lab::record::report::Verdict;
 use streamlab::lessons::allreduce_overlap::AllreduceOverlap;
 use streamlab::lessons::p2p::P2p;
 use streamlab::lessons::pipeline_parallel::PipelineParallel;
@@ -20,7 +20,7 @@ fn two_gpus() -> TestGpu {
     gpu
 }
 
-fn checks_passed(o: &[streamlab::lab::report::Check], text: &str) {
+fn checks_passed(o: &[streamlab::lab::record::report::Check], text: &str) {
     assert!(!o.is_empty());
     for c in o {
         assert_eq!(c.verdict, Verdict::Passed, "{}: {:?}\n{text}", c.name, c.detail);

@@ -1,7 +1,7 @@
 //! GPU tests of the overlap lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine).
 use approx::assert_relative_eq;
-use streamlab::lab::data::ensure_close_to_reference;
+use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
 use streamlab::lessons::overlap::Overlap;
 use testkit::{accepted, assert_bit_for_bit, gpu, refuses, run_lesson, set_up};

@@ -2,7 +2,7 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
 use approx::assert_relative_eq;
-use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::harness::data::{ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::Lesson;
 use streamlab::lessons::prefetch::{check_accumulator, reference_element, Prefetch};
 use testkit::{

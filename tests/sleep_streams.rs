@@ -4,7 +4,7 @@
 //!
 //! The lesson only copies and sleeps, so its CPU reference is the input itself, and the
 //! strongest comparison with it is bit for bit, which the round-trip check makes.
-use streamlab::lab::report::Verdict;
+use streamlab::lab::record::report::Verdict;
 use streamlab::lessons::sleep_streams::{one_stream_ms, speedup, SleepStreams, FULL, SMALL};
 use testkit::{
     accepted, gpu, refusal, refuses, refuses_out_of_range, run_lesson, run_refusal, run_refuses,

@@ -2,7 +2,7 @@
 //! Ignored without a GPU (run them with `cargo test --release -- --include-ignored` on a GPU
 //! machine); the flag refusals run anywhere.
 use approx::assert_relative_eq;
-use streamlab::lab::data::{ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::harness::data::{ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::Lesson;
 use streamlab::lessons::stream_ordered_alloc::{StreamOrderedAlloc, KEPT_MIB};
 use streamlab::runtime::{AsContext, DeviceBuffer, HostBuffer, Stream};
@@ -27,7 +27,7 @@ fn gpu_matches_cpu_reference_for_every_element() {
     let flags = ["--elements", "10000", "--streams", "3", "--rounds", "2", "--iters", "100"];
     let mut o: StreamOrderedAlloc = set_up(&gpu, &flags, 42).unwrap();
     o.with(&gpu).unwrap();
-    let input = streamlab::lab::data::random_inputs(60_000, 42);
+    let input = streamlab::lab::harness::data::random_inputs(60_000, 42);
     let out = o.outputs[1].to_vec().unwrap();
     // Every element, not a sample: the CPU runs the same compute_element.
     for (x, y) in input.iter().zip(&out) {

@@ -1,6 +1,6 @@
 //! GPU tests of the stream-sweep lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine).
-use streamlab::lab::report::Verdict;
+use streamlab::lab::record::report::Verdict;
 use streamlab::lessons::stream_sweep::{best, rows, version_streams, StreamSweep};
 use testkit::{
     accepted, assert_nothing_to_overlap, gpu, refuses, refuses_out_of_range, run_lesson,

@@ -2,7 +2,7 @@
 //! CUPTI through the harness (as `--trace` and `--svg` do). GPU tests; the format tests
 //! that need no GPU are the unit tests of `lab::trace`, `lab::picture` and `lab::plot`.
 use streamlab::lab::harness::{args_from, run};
-use streamlab::lab::span::{HostWork, Recording, Source, Span, Work};
+use streamlab::lab::record::span::{HostWork, Recording, Source, Span, Work};
 use streamlab::lab::Settings;
 use streamlab::lessons::overlap::Overlap;
 use testkit::gpu;

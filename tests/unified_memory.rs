@@ -2,7 +2,7 @@
 //! a GPU (run them with `cargo test --release -- --include-ignored` on a GPU machine); the flag
 //! refusals and the plan run anywhere.
 use approx::assert_relative_eq;
-use streamlab::lab::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
+use streamlab::lab::harness::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::Lesson;
 use streamlab::lessons::unified_memory::{UnifiedMemory, GPU_MS, READ_MS, VERSIONS};
 use streamlab::runtime::{Advice, AsContext, Location, ManagedBuffer, Stream};

@@ -3,9 +3,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use streamlab::lab::output::tagged;
+use streamlab::lab::ddp::ranks;
+use streamlab::lab::record::output::tagged;
+use streamlab::lab::record::recorded_runs;
 use streamlab::lab::text::{label, Lang, Text};
-use streamlab::lab::{ranks, recorded, t, Entry, Settings};
+use streamlab::lab::{t, Entry, Settings};
 use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
 
@@ -58,7 +60,7 @@ fn cli() -> Command {
             .value_name("N")
             .global(true)
             .default_value("10")
-            .value_parser(streamlab::lab::args::whole(1usize..=10_000))
+            .value_parser(streamlab::lab::harness::args::whole(1usize..=10_000))
             .help("Timed repeats of each version [1..=10000]; every figure is their median"),
         Arg::new("seed")
             .help_heading("Common flags")
@@ -66,7 +68,7 @@ fn cli() -> Command {
             .value_name("N")
             .global(true)
             .default_value("24301")
-            .value_parser(streamlab::lab::args::whole(0u64..=u64::MAX))
+            .value_parser(streamlab::lab::harness::args::whole(0u64..=u64::MAX))
             .help("Seed of the pseudo-random input data [0..=2^64-1]; the same seed gives the same inputs"),
         Arg::new("timeline")
             .help_heading("Common flags")
@@ -100,7 +102,7 @@ fn cli() -> Command {
             .value_name("N")
             .global(true)
             .default_value("0")
-            .value_parser(streamlab::lab::args::whole(0u32..=1023))
+            .value_parser(streamlab::lab::harness::args::whole(0u32..=1023))
             .help("Which CUDA device, 0-based [0..=1023]; a two-GPU lesson also takes the lowest-numbered other one"),
         Arg::new("json")
             .help_heading("Common flags")
@@ -139,7 +141,7 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
                         .long("device")
                         .value_name("N")
                         .default_value("0")
-                        .value_parser(streamlab::lab::args::whole(0u32..=1023))
+                        .value_parser(streamlab::lab::harness::args::whole(0u32..=1023))
                         .help("Which CUDA device, 0-based [0..=1023]"),
                 )
                 .arg(
@@ -189,7 +191,7 @@ rank succeeded.",
                         .long("gpus")
                         .value_name("N")
                         .required(true)
-                        .value_parser(streamlab::lab::args::whole(1usize..=64))
+                        .value_parser(streamlab::lab::harness::args::whole(1usize..=64))
                         .help("Processes to start, one per GPU: rank i uses GPU i [1..=64]"),
                 )
                 .arg(
@@ -327,7 +329,8 @@ fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
             let gpus = *m.get_one::<usize>("gpus").unwrap_or(&2);
             let command: Vec<String> =
                 m.get_many::<String>("command").into_iter().flatten().cloned().collect();
-            let code = streamlab::lab::launch::launch(gpus, &command).map_err(|e| (e, None))?;
+            let code =
+                streamlab::lab::ddp::launcher::launch(gpus, &command).map_err(|e| (e, None))?;
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         _ => Err((Error::Internal("no subcommand".into()), None)),
@@ -404,7 +407,7 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     let rank_env = ranks::from_env().ok().flatten();
     let rank = rank_env.as_ref().map(|r| r.rank);
     // A rank of `streamlab launch` stops when its launcher is gone.
-    streamlab::lab::launch::watch_launcher(rank);
+    streamlab::lab::ddp::launcher::watch_launcher(rank);
     let path = |flag: &str, lesson: &str| {
         m.get_one::<PathBuf>(flag).map(|p| {
             let p = if all { tagged(p, lesson) } else { p.clone() };
@@ -464,12 +467,14 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         return show_recorded(&selected, &settings_for, json, lang);
     }
     // A mistyped recorder is refused now, not noticed in a timeline after the run.
-    streamlab::lab::record::check_recorder_setting()
+    streamlab::lab::record::recorder::check_recorder_setting()
         .map_err(|e| (e, single.then(|| selected[0].0.name)))?;
     let gpu = Gpu::new(device).map_err(|e| {
         let name = if single { selected[0].0.name } else { "all" };
         let e = match e {
-            Error::NoDevice(why) => Error::NoDevice(format!("{why}; {}", recorded::hint(name))),
+            Error::NoDevice(why) => {
+                Error::NoDevice(format!("{why}; {}", recorded_runs::hint(name)))
+            }
             other => other,
         };
         (e, single.then(|| selected[0].0.name))
@@ -574,10 +579,10 @@ fn show_recorded(
     let single = selected.len() == 1;
     let mut reports = Vec::new();
     for (entry, _) in selected {
-        let run = match recorded::find(entry.name) {
+        let run = match recorded_runs::find(entry.name) {
             Some(run) => run.map_err(|e| (e, Some(entry.name)))?,
             None if single => {
-                let have = recorded::lessons();
+                let have = recorded_runs::lessons();
                 let why = if have.is_empty() {
                     "no recorded run embedded for this lesson (this build embeds none)".to_string()
                 } else {
@@ -600,7 +605,7 @@ fn show_recorded(
         let shown = if json { Lang::En } else { lang };
         let (trace, svg) = (settings.trace.as_deref(), settings.svg.as_deref());
         let report =
-            recorded::show_in(&run, shown, trace, svg).map_err(|e| (e, Some(entry.name)))?;
+            recorded_runs::show_in(&run, shown, trace, svg).map_err(|e| (e, Some(entry.name)))?;
         if !json {
             println!("{}", run.header(lang));
             println!("{}", report.to_text_in(lang));

@@ -140,7 +140,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 #[test]
 fn recorded_names_the_flags_it_ignores_on_stderr_and_succeeds() {
     assert!(
-        streamlab::lab::recorded::find("overlap").is_some(),
+        streamlab::lab::record::recorded_runs::find("overlap").is_some(),
         "this build embeds no recorded run of overlap (docs/recorded)"
     );
     let note = "--recorded shows the recorded run with its own parameters; ignored: ";

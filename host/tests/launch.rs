@@ -268,7 +268,7 @@ fn stand_in_rank_watching_its_launcher() {
         return;
     }
     // What `streamlab run` does first in a rank of `streamlab launch`.
-    streamlab::lab::launch::watch_launcher(Some(1));
+    streamlab::lab::ddp::launcher::watch_launcher(Some(1));
     std::thread::sleep(Duration::from_secs(20));
 }
 

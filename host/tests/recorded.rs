@@ -1,7 +1,7 @@
 //! `--recorded`, `--trace` and `--svg` as a script sees them, on any machine: a recorded run
 //! is shown (labelled) where the binary embeds one, refused in one line where it does not,
 //! and the no-GPU error points to it.
-use streamlab::lab::recorded;
+use streamlab::lab::record::recorded_runs;
 
 mod common;
 use common::{streamlab, text};
@@ -47,7 +47,7 @@ fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
     ];
     let o = streamlab(&args);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
-    match recorded::find("overlap") {
+    match recorded_runs::find("overlap") {
         Some(run) => {
             let run = run.unwrap();
             assert_eq!(o.status.code(), Some(0), "{err}");
@@ -71,7 +71,7 @@ fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
 
 #[test]
 fn every_embedded_run_is_shown_with_its_gpu_and_date() {
-    for lesson in recorded::lessons() {
+    for lesson in recorded_runs::lessons() {
         let o = streamlab(&["run", lesson, "--recorded", "--json"]);
         assert_eq!(o.status.code(), Some(0), "{lesson}: {}", text(&o.stderr));
         let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -87,10 +87,10 @@ fn every_embedded_run_is_shown_with_its_gpu_and_date() {
 /// one made with this binary's kernels says nothing of them.
 #[test]
 fn recorded_says_when_its_kernels_are_not_this_binarys() {
-    let lessons = recorded::lessons();
+    let lessons = recorded_runs::lessons();
     assert!(!lessons.is_empty(), "this build embeds no recorded runs (docs/recorded)");
     for lesson in lessons {
-        let run = recorded::find(lesson).unwrap().unwrap();
+        let run = recorded_runs::find(lesson).unwrap().unwrap();
         let en = text(&streamlab(&["run", lesson, "--recorded", "--lang", "en"]).stdout);
         let zh = text(&streamlab(&["run", lesson, "--recorded", "--lang", "zh"]).stdout);
         let header: Vec<&str> = en.lines().take_while(|l| !l.starts_with("== ")).collect();
@@ -122,4 +122,59 @@ fn the_flags_are_documented() {
     for flag in ["--trace <FILE.json>", "--svg <FILE.svg>", "--recorded"] {
         assert!(help.contains(flag), "{flag} missing from --help: {help}");
     }
+}
+
+/// What `--recorded` prints for every embedded run, byte for byte, against the files in
+/// `host/tests/golden/recorded/` (`<lesson>.txt` in English, `<lesson>.zh.txt` in Chinese,
+/// `<lesson>.json` with `--json`). They pin the output while the code moves around it; a
+/// change meant to alter the output rewrites them with `STREAMLAB_BLESS=1`, as the trace's
+/// golden file is rewritten, and the diff shows what changed.
+#[test]
+fn recorded_output_matches_the_golden_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/recorded");
+    let bless = std::env::var_os("STREAMLAB_BLESS").is_some();
+    if bless {
+        std::fs::create_dir_all(&dir).unwrap();
+    }
+    let mut expected = std::collections::BTreeSet::new();
+    let mut changed = Vec::new();
+    for lesson in recorded_runs::lessons() {
+        let outputs = [
+            ("txt", vec!["run", lesson, "--recorded", "--lang", "en"]),
+            ("zh.txt", vec!["run", lesson, "--recorded", "--lang", "zh"]),
+            ("json", vec!["run", lesson, "--recorded", "--json"]),
+        ];
+        for (ext, args) in outputs {
+            let o = streamlab(&args);
+            assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+            let name = format!("{lesson}.{ext}");
+            let path = dir.join(&name);
+            expected.insert(name.clone());
+            let golden = std::fs::read(&path).ok();
+            if golden.as_deref() == Some(o.stdout.as_slice()) {
+                continue;
+            }
+            if bless {
+                std::fs::write(&path, &o.stdout).unwrap();
+            } else {
+                changed.push(name);
+            }
+        }
+    }
+    // A golden file for a run no longer embedded would pin nothing: it goes.
+    let present: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    for stale in present.difference(&expected) {
+        if bless {
+            std::fs::remove_file(dir.join(stale)).unwrap();
+        } else {
+            changed.push(format!("{stale} (no embedded run)"));
+        }
+    }
+    assert!(
+        changed.is_empty(),
+        "--recorded output differs from host/tests/golden/recorded/ for {changed:?}: \
+         if the change is meant, rewrite them with STREAMLAB_BLESS=1 and read the diff"
+    );
 }

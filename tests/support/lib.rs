@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 pub use streamlab;
 use streamlab::lab::harness::{args_from, run};
-use streamlab::lab::report::Verdict;
+use streamlab::lab::record::report::Verdict;
 use streamlab::lab::{Lesson, Outcome, Settings};
 use streamlab::Gpu;
 

@@ -35,9 +35,9 @@ use std::time::Instant;
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::budget::MAX_ELEMENTS;
-use crate::lab::data::random_inputs;
-use crate::lab::host_pipeline::ms_since;
+use crate::lab::harness::budget::MAX_ELEMENTS;
+use crate::lab::harness::data::random_inputs;
+use crate::lab::kit::host_batch_log::ms_since;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::{copy_to_device_sync, copy_to_host_sync};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};

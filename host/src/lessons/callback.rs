@@ -33,13 +33,13 @@ use std::time::{Duration, Instant};
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::batches::{pipeline_estimate, total_elements};
-use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
-use crate::lab::host_pipeline::{
+use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
+use crate::lab::harness::stats::host_ms;
+use crate::lab::kit::batches::{pipeline_estimate, total_elements};
+use crate::lab::kit::host_batch_log::{
     batch_value, batches_prepared_ahead, check_event_order, ms_since, order_line, prepare_batch,
     HostEvent,
 };
-use crate::lab::stats::host_ms;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -313,7 +313,7 @@ mod tests {
         assert!((0.1..10.0).contains(&batch), "{batch} ms");
         assert!(callback_timeout(batch) >= Duration::from_secs(30));
         // The largest batch the plan allows (a whole repeat's cap) still gets 20 times it.
-        let cap_ms = crate::lab::budget::MAX_SECONDS_PER_REPEAT * 1e3;
+        let cap_ms = crate::lab::harness::budget::MAX_SECONDS_PER_REPEAT * 1e3;
         assert!(callback_timeout(cap_ms) >= Duration::from_secs_f64(20.0 * cap_ms / 1e3));
     }
 

@@ -33,9 +33,9 @@ use std::ops::Range;
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::batches::{pipeline_estimate, total_elements};
-use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
-use crate::lab::data::{chunk_ranges, random_inputs};
+use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
+use crate::lab::harness::data::{chunk_ranges, random_inputs};
+use crate::lab::kit::batches::{pipeline_estimate, total_elements};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 

@@ -44,7 +44,7 @@ use std::sync::{Arc, Barrier};
 use serde::Serialize;
 
 use crate::lab::harness::VersionStats;
-use crate::lab::sleep::{gap_us, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US};
+use crate::lab::kit::sleep::{gap_us, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{AsContext, Error, Gpu, Result, Stream, Worker};
 

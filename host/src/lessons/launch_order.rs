@@ -25,11 +25,11 @@
 //! queues, where a kernel waits for the one ahead of it although their streams are independent.
 use serde::Serialize;
 
-use crate::lab::budget::MAX_STREAMS;
-use crate::lab::sleep::{
+use crate::lab::harness::budget::MAX_STREAMS;
+use crate::lab::harness::stats::Stats;
+use crate::lab::kit::sleep::{
     connections, max_concurrent, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US,
 };
-use crate::lab::stats::Stats;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Error, Gpu, Result, Stream};
 

@@ -37,9 +37,9 @@
 use kernels_gpu::math::train_delayed_as;
 use serde::Serialize;
 
-use crate::lab::batches::{pipeline_estimate, total_elements};
-use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
-use crate::lab::data::{random_inputs, sample_indices};
+use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
+use crate::lab::harness::data::{random_inputs, sample_indices};
+use crate::lab::kit::batches::{pipeline_estimate, total_elements};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HalfFormat, HostBuffer, Result, Stream};
 

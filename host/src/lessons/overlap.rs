@@ -22,10 +22,11 @@
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::budget::{ensure_a_chunk_per_stream, WorkModel, MAX_ELEMENTS, MAX_STREAMS};
-use crate::lab::data::{chunk_ranges, random_inputs};
-use crate::lab::pipeline::{Bracket, Phases};
-use crate::lab::{args, fixed, span::named, t, Checks, Lesson, Measured, Plan, Report, Sample};
+use crate::lab::harness::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::harness::data::{chunk_ranges, random_inputs};
+use crate::lab::kit::stream_pipeline::{Bracket, Phases};
+use crate::lab::record::span::named;
+use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]

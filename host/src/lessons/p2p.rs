@@ -22,9 +22,9 @@
 //! peer copy's is the link, which the two directions share only if it is half-duplex.
 use serde::Serialize;
 
-use crate::lab::data::random_inputs;
-use crate::lab::devices;
-use crate::lab::pipeline::Bracket;
+use crate::lab::harness::data::random_inputs;
+use crate::lab::kit::devices;
+use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::copy_to_device_sync;
 use crate::runtime::peer::{self, Link};

@@ -28,9 +28,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::lab::budget::MAX_ELEMENTS;
-use crate::lab::data::{ensure_bitwise_equal, random_inputs};
-use crate::lab::plot::{Bar, Plot};
+use crate::lab::harness::budget::MAX_ELEMENTS;
+use crate::lab::harness::data::{ensure_bitwise_equal, random_inputs};
+use crate::lab::record::plot::{Bar, Plot};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -375,7 +375,8 @@ mod tests {
 
     #[test]
     fn the_plot_draws_as_well_formed_svg() {
-        let svg = crate::lab::plot::svg(&bandwidth_plot(&measured(DISTINCT), 64 << 20), "footer");
+        let svg =
+            crate::lab::record::plot::svg(&bandwidth_plot(&measured(DISTINCT), 64 << 20), "footer");
         let svg = svg.unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();

@@ -31,11 +31,11 @@ use std::ops::Range;
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::budget::MAX_ELEMENTS;
-use crate::lab::data::{chunk_ranges, random_inputs};
-use crate::lab::devices;
-use crate::lab::pipeline::{pipeline_bound, Bracket};
-use crate::lab::span::named;
+use crate::lab::harness::budget::MAX_ELEMENTS;
+use crate::lab::harness::data::{chunk_ranges, random_inputs};
+use crate::lab::kit::devices;
+use crate::lab::kit::stream_pipeline::{pipeline_bound, Bracket};
+use crate::lab::record::span::named;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::memory::copy_to_device_sync;
 use crate::runtime::{peer, AsContext, DeviceBuffer, Event, Gpu, Result, Stream};

@@ -33,9 +33,9 @@
 use kernels_gpu::math::{add_element, compute_element};
 use serde::Serialize;
 
-use crate::lab::batches::{pipeline_estimate, total_elements};
-use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
-use crate::lab::data::{random_inputs, sample_indices, ABS_TOLERANCE, REL_TOLERANCE};
+use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
+use crate::lab::harness::data::{random_inputs, sample_indices, ABS_TOLERANCE, REL_TOLERANCE};
+use crate::lab::kit::batches::{pipeline_estimate, total_elements};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 

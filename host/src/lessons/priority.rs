@@ -28,7 +28,7 @@
 //! when it arrives, then its own); without, after all `--waves` + 1.
 use serde::Serialize;
 
-use crate::lab::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
+use crate::lab::kit::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceInfo, Error, Event, Gpu, LaunchConfig, Result, Stream};
 

@@ -26,9 +26,9 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use crate::lab::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
-use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
-use crate::lab::sleep::{connections, serial_ms, sleep_share, waves};
+use crate::lab::harness::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::harness::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
+use crate::lab::kit::sleep::{connections, serial_ms, sleep_share, waves};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, LaunchConfig, Result, Stream};

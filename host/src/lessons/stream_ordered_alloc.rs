@@ -34,9 +34,9 @@ use std::time::Instant;
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
-use crate::lab::data::random_inputs;
-use crate::lab::pipeline::Bracket;
+use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::harness::data::random_inputs;
+use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::DeviceView;
 use crate::runtime::{AsContext, DeviceBuffer, Error, Gpu, HostBuffer, MemPool, Result, Stream};

@@ -31,10 +31,12 @@ use std::ops::Range;
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::budget::{ensure_a_chunk_per_stream, CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS};
-use crate::lab::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
-use crate::lab::pipeline::pipeline_bound;
-use crate::lab::plot::{Plot, Series};
+use crate::lab::harness::budget::{
+    ensure_a_chunk_per_stream, CLEAR_SPEEDUP, MAX_ELEMENTS, MAX_STREAMS,
+};
+use crate::lab::harness::data::{chunk_ranges, ensure_bitwise_equal, random_inputs};
+use crate::lab::kit::stream_pipeline::pipeline_bound;
+use crate::lab::record::plot::{Plot, Series};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -382,7 +384,7 @@ mod tests {
     fn the_plot_draws_as_well_formed_svg() {
         let ks = [1, 8, 2, 4];
         let plot = sweep_plot(&ks, &measured(&ks, &[4.0, 2.5, 3.0, 2.4])).unwrap();
-        let svg = crate::lab::plot::svg(&plot, "footer").unwrap();
+        let svg = crate::lab::record::plot::svg(&plot, "footer").unwrap();
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
         for want in ["stream-sweep: time and bound against K", "measured", "bound T(K)", "footer"] {

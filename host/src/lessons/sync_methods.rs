@@ -28,8 +28,8 @@
 //! least T/10 and well under T.
 use serde::Serialize;
 
-use crate::lab::sleep::serial_ms;
-use crate::lab::stats::host_ms;
+use crate::lab::harness::stats::host_ms;
+use crate::lab::kit::sleep::serial_ms;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Error, Event, Gpu, LaunchConfig, Result, Stream};
 

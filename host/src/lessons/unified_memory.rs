@@ -42,11 +42,11 @@ use std::time::Instant;
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
-use crate::lab::batches::MAX_TOTAL_ELEMENTS;
-use crate::lab::budget::{CLEAR_SPEEDUP, MAX_STREAMS};
-use crate::lab::data::random_inputs;
-use crate::lab::host_pipeline::ms_since;
-use crate::lab::pipeline::Bracket;
+use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_STREAMS};
+use crate::lab::harness::data::random_inputs;
+use crate::lab::kit::batches::MAX_TOTAL_ELEMENTS;
+use crate::lab::kit::host_batch_log::ms_since;
+use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{Advice, DeviceBuffer, Error, Gpu, HostBuffer, Location};
 use crate::runtime::{ManagedBuffer, Result, Stream};

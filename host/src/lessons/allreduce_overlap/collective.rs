@@ -4,7 +4,7 @@
 //! are exact.
 //!
 //! Alone, the process drives N GPUs (1 to 8), one rank each (`ncclCommInitAll`). Under
-//! `streamlab launch` (or torchrun, Slurm or Open MPI variables, [`crate::lab::ranks`]) it
+//! `streamlab launch` (or torchrun, Slurm or Open MPI variables, [`crate::lab::ddp::ranks`]) it
 //! drives one GPU, its own rank of the world (`ncclCommInitRank`). Either way the lesson
 //! issues work the same way: for each local rank, inside `nccl::group`.
 //!
@@ -19,10 +19,10 @@ use std::ops::Range;
 
 use kernels_gpu::math::compute_element;
 
-use crate::lab::checks::Checks;
-use crate::lab::data::random_inputs;
-use crate::lab::pipeline::Bracket;
-use crate::lab::{devices, ranks};
+use crate::lab::harness::checks::Checks;
+use crate::lab::harness::data::random_inputs;
+use crate::lab::kit::stream_pipeline::Bracket;
+use crate::lab::{ddp::ranks, kit::devices};
 use crate::runtime::nccl::{self, Communicator};
 use crate::runtime::{peer, AsContext, DeviceBuffer, Error, Event, Gpu, Result, Stream};
 

@@ -37,9 +37,9 @@ use serde::Serialize;
 
 use self::collective::{digest, Ranks, Setup};
 use self::explain::Probe;
-use crate::lab::budget::{MAX_ELEMENTS, MAX_STREAMS};
-use crate::lab::data::chunk_ranges;
-use crate::lab::span::named;
+use crate::lab::harness::budget::{MAX_ELEMENTS, MAX_STREAMS};
+use crate::lab::harness::data::chunk_ranges;
+use crate::lab::record::span::named;
 use crate::lab::{args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{nccl, Error, Gpu, Result, Stream};
 
@@ -106,7 +106,7 @@ pub struct AllreduceOverlap {
 /// Whether this process runs alone (not one rank of several processes), and how many GPUs
 /// it drives then.
 fn local_gpus(a: &Args) -> Result<Option<usize>> {
-    let under_launcher = crate::lab::ranks::from_env()?.is_some();
+    let under_launcher = crate::lab::ddp::ranks::from_env()?.is_some();
     match (under_launcher, a.gpus) {
         (true, Some(n)) => Err(Error::InvalidInput(format!(
             "--gpus {n} is for a process that runs alone: here each process is one rank on one GPU (the launcher's --gpus, srun's or mpirun's task count sets how many)"

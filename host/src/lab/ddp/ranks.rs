@@ -1,0 +1,502 @@
+//! One process per GPU, as DDP jobs run: which rank this process is, and how the ranks meet.
+//!
+//! Where the rank comes from, first match wins:
+//! 1. `RANK` and `WORLD_SIZE` (both, or neither), `LOCAL_RANK`: torchrun's names, which
+//!    `streamlab launch` sets too;
+//! 2. `OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_RANK`: Open MPI's
+//!    `mpirun`;
+//! 3. `SLURM_PROCID`, `SLURM_STEP_NUM_TASKS`, `SLURM_LOCALID`: a task of an `srun` step. Only
+//!    inside a step: `sbatch` sets `SLURM_PROCID` and `SLURM_NTASKS` in the batch script itself,
+//!    where no other task runs, and only `srun` sets `SLURM_STEP_NUM_TASKS`. So a batch script
+//!    that runs streamlab without `srun` runs it alone.
+//!
+//! A world of one from Open MPI or Slurm runs alone too: it has no one to meet. The local
+//! rank is the default `--device` (an explicit `--device` wins).
+//!
+//! The ranks meet through NCCL's unique id, which rank 0 makes and hands to the others, by
+//! - `STREAMLAB_RENDEZVOUS=file:/shared/path`: rank 0 writes the id there (`streamlab
+//!   launch` uses a file in a folder it owns and removes). Give each run a path of its own:
+//!   a rank that finds the previous run's id there joins a communicator that no longer
+//!   exists and waits in NCCL;
+//! - `STREAMLAB_RENDEZVOUS=tcp:host:port`, or torchrun's `MASTER_ADDR` and `MASTER_PORT`:
+//!   rank 0 listens there and sends the id to each rank that connects (across machines).
+//!   From `MASTER_PORT` it takes the port above it: under torchrun, `MASTER_PORT` itself is
+//!   torchrun's own store, already bound.
+//!
+//! `mpirun` and `srun` set neither: export `MASTER_ADDR` and `MASTER_PORT` in the job script
+//! (e.g. the first host of the allocation), or `STREAMLAB_RENDEZVOUS`. A rank waits
+//! `STREAMLAB_RENDEZVOUS_TIMEOUT` seconds (default 120) for rank 0's id, then gives up.
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::runtime::nccl::UniqueId;
+use crate::runtime::{Error, Result};
+
+/// How long a rank waits for rank 0's id when `STREAMLAB_RENDEZVOUS_TIMEOUT` is not set.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rendezvous {
+    File(PathBuf),
+    Tcp(String),
+}
+
+/// This process's place in a multi-process run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankEnv {
+    pub rank: usize,
+    pub world: usize,
+    /// The rank on this machine, when the source tells it: the default `--device`.
+    pub local_rank: Option<usize>,
+    /// Which variables gave the rank: "torchrun/launch", "Open MPI" or "Slurm".
+    pub source: &'static str,
+    pub rendezvous: Rendezvous,
+    /// How long to wait for the other ranks (rank 0's id, and NCCL's communicator).
+    pub timeout: Duration,
+}
+
+/// Where ranks come from, in the order they win: the source's name and its rank, world and
+/// local-rank variables.
+const SOURCES: [(&str, &str, &str, &str); 3] = [
+    ("torchrun/launch", "RANK", "WORLD_SIZE", "LOCAL_RANK"),
+    ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"),
+];
+
+/// The rank this process is, from `vars` (the environment: see [`from_env`]); None when it
+/// runs alone.
+pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
+    let bad = |why: String| Err(Error::InvalidInput(why));
+    let number =
+        |name: &str| -> Result<Option<usize>> {
+            match vars(name) {
+                None => Ok(None),
+                Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                    Error::InvalidInput(format!("{name}={v:?} is not a whole number"))
+                }),
+            }
+        };
+    let mut found = None;
+    for (source, rank_var, world_var, local_var) in SOURCES {
+        let (rank, world) = match (number(rank_var)?, number(world_var)?) {
+            (None, None) => continue,
+            // The batch script of `sbatch` has SLURM_PROCID without a step: it runs alone.
+            (Some(_), None) if source == "Slurm" => continue,
+            (Some(r), Some(w)) => (r, w),
+            _ => {
+                return bad(format!("{rank_var} and {world_var} go together: set both, or neither"))
+            }
+        };
+        if world == 0 || rank >= world {
+            return bad(format!("{rank_var}={rank} must be below {world_var}={world}"));
+        }
+        // One task of mpirun or srun has no one to meet: it runs as a process alone would.
+        if world == 1 && source != "torchrun/launch" {
+            continue;
+        }
+        found = Some((source, rank, world, number(local_var)?));
+        break;
+    }
+    let Some((source, rank, world, local_rank)) = found else { return Ok(None) };
+    let rendezvous = match (vars("STREAMLAB_RENDEZVOUS"), vars("MASTER_ADDR"), vars("MASTER_PORT")) {
+        (Some(r), _, _) => match r.split_once(':') {
+            Some(("file", path)) if !path.is_empty() => Rendezvous::File(path.into()),
+            Some(("tcp", addr)) if addr.contains(':') => Rendezvous::Tcp(addr.into()),
+            _ => return bad(format!("STREAMLAB_RENDEZVOUS={r:?}: use file:/path or tcp:host:port")),
+        },
+        (None, Some(host), Some(port)) => {
+            let above = port.trim().parse::<u16>().ok().and_then(|p| p.checked_add(1));
+            let Some(above) = above else {
+                return bad(format!("MASTER_PORT={port:?} must be a port from 0 to 65534 (streamlab listens on the one above it)"));
+            };
+            Rendezvous::Tcp(format!("{host}:{above}"))
+        }
+        _ => {
+            return bad(format!("this is rank {rank} of {world} ({source}) but not how the ranks meet: set STREAMLAB_RENDEZVOUS=file:/shared/path (or tcp:host:port), or MASTER_ADDR and MASTER_PORT (under mpirun or srun, export them in the job script)"))
+        }
+    };
+    let timeout = match vars("STREAMLAB_RENDEZVOUS_TIMEOUT") {
+        None => DEFAULT_TIMEOUT,
+        Some(v) => match v.trim().parse::<f64>().ok().filter(|s| *s > 0.0 && *s <= 86_400.0) {
+            Some(seconds) => Duration::from_secs_f64(seconds),
+            None => {
+                return bad(format!("STREAMLAB_RENDEZVOUS_TIMEOUT={v:?} must be a number of seconds above 0 and at most 86400 (default 120)"))
+            }
+        },
+    };
+    Ok(Some(RankEnv { rank, world, local_rank, source, rendezvous, timeout }))
+}
+
+/// [`parse`] of this process's environment.
+pub fn from_env() -> Result<Option<RankEnv>> {
+    parse(|k| std::env::var(k).ok())
+}
+
+/// The file a rank writes for `path` (`--trace`, `--svg`): rank 0, or a process that runs
+/// alone, writes `path` itself; rank i > 0 writes `path` tagged `rank<i>`
+/// (`t.json` -> `t-rank1.json`), so ranks that share a folder do not overwrite each other.
+pub fn own_file(path: &std::path::Path, rank: Option<usize>) -> PathBuf {
+    match rank {
+        Some(r) if r > 0 => crate::lab::record::output::tagged(path, &format!("rank{r}")),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// One try at reading rank 0's id from `addr`, giving up at `deadline`: None when nothing
+/// listens there yet, or what answered closed without an id. Connecting and reading are
+/// both bounded, so a peer that accepts and never writes (another program on the port, a
+/// rank 0 that died) cannot hold this rank forever.
+fn read_id(addr: &str, deadline: Instant) -> Result<Option<UniqueId>> {
+    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let targets = addr
+        .to_socket_addrs()
+        .map_err(|e| Error::InvalidInput(format!("rendezvous address {addr}: {e}")))?;
+    for target in targets {
+        let Ok(peer) = TcpStream::connect_timeout(&target, left().min(Duration::from_secs(5)))
+        else {
+            continue;
+        };
+        peer.set_read_timeout(Some(left()))
+            .map_err(|e| Error::InvalidInput(format!("reading from {addr}: {e}")))?;
+        let mut line = String::new();
+        return match BufReader::new(peer).read_line(&mut line) {
+            Ok(_) if line.trim().is_empty() => Ok(None),
+            Ok(_) => UniqueId::from_hex(&line).map(Some),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(Error::InvalidInput(format!("reading from {addr}: {e}"))),
+        };
+    }
+    Ok(None)
+}
+
+impl RankEnv {
+    /// The error when rank 0's id did not come through `what` within the timeout.
+    fn waited_too_long(&self, what: &str) -> Error {
+        Error::NotRun(format!(
+            "rank {} of {} ({}): rank 0's NCCL id did not arrive through {what} within {} s (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
+            self.rank,
+            self.world,
+            self.source,
+            self.timeout.as_secs_f64()
+        ))
+    }
+
+    /// The id all ranks share: rank 0 makes it with `make` and publishes it; the others wait
+    /// for it, [`RankEnv::timeout`] at most.
+    pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
+        let wait = self.timeout;
+        let io = |what: &str, e: std::io::Error| Error::InvalidInput(format!("{what}: {e}"));
+        match (&self.rendezvous, self.rank) {
+            (Rendezvous::File(path), 0) => {
+                let id = make()?;
+                let partial = path.with_extension("partial");
+                std::fs::write(&partial, id.to_hex())
+                    .map_err(|e| io(&format!("writing {}", partial.display()), e))?;
+                // A rename is atomic: a reader never sees half an id.
+                std::fs::rename(&partial, path)
+                    .map_err(|e| io(&format!("writing {}", path.display()), e))?;
+                Ok(id)
+            }
+            (Rendezvous::File(path), _) => {
+                let start = Instant::now();
+                loop {
+                    if let Ok(text) = std::fs::read_to_string(path) {
+                        return UniqueId::from_hex(&text);
+                    }
+                    if start.elapsed() > wait {
+                        return Err(self.waited_too_long(&path.display().to_string()));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            (Rendezvous::Tcp(addr), 0) => {
+                let listener =
+                    TcpListener::bind(addr).map_err(|e| io(&format!("listening on {addr}"), e))?;
+                let id = make()?;
+                let (others, text) = (self.world - 1, id.to_hex());
+                // Serve in the background: this rank goes on to ncclCommInitRank, which
+                // returns only when the others have joined.
+                std::thread::spawn(move || {
+                    for mut peer in listener.incoming().take(others).flatten() {
+                        let _ = writeln!(peer, "{text}");
+                    }
+                });
+                Ok(id)
+            }
+            (Rendezvous::Tcp(addr), _) => {
+                let deadline = Instant::now() + wait;
+                loop {
+                    if let Some(id) = read_id(addr, deadline)? {
+                        return Ok(id);
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(self.waited_too_long(addr));
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_above_zero_write_files_of_their_own() {
+        let p = std::path::Path::new("out/t.json");
+        assert_eq!(own_file(p, None), p);
+        assert_eq!(own_file(p, Some(0)), p);
+        assert_eq!(own_file(p, Some(3)), std::path::Path::new("out/t-rank3.json"));
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Result<Option<RankEnv>> {
+        let map: std::collections::HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        parse(|k| map.get(k).cloned())
+    }
+
+    /// A rank env for the tests: `rank` of `world` meeting at `rendezvous`.
+    fn rank_env(rank: usize, world: usize, rendezvous: Rendezvous) -> RankEnv {
+        RankEnv {
+            rank,
+            world,
+            local_rank: None,
+            source: "torchrun/launch",
+            rendezvous,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    #[test]
+    fn ranks_come_from_torchrun_style_variables() {
+        assert_eq!(env(&[]).unwrap(), None);
+        let file =
+            env(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("STREAMLAB_RENDEZVOUS", "file:/tmp/id")]);
+        assert_eq!(file.unwrap().unwrap().rendezvous, Rendezvous::File("/tmp/id".into()));
+        let tcp = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "0"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ]);
+        assert_eq!(
+            tcp.unwrap().unwrap(),
+            RankEnv {
+                local_rank: Some(0),
+                ..rank_env(0, 4, Rendezvous::Tcp("10.0.0.1:29501".into()))
+            }
+        );
+        // torchrun's one-process world is still a rank: `launch --gpus 1` runs that way.
+        let one = env(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("STREAMLAB_RENDEZVOUS", "file:/x")]);
+        assert_eq!(one.unwrap().unwrap().world, 1);
+        for bad in [
+            vec![("RANK", "0")],
+            vec![("RANK", "2"), ("WORLD_SIZE", "2"), ("STREAMLAB_RENDEZVOUS", "file:/x")],
+            vec![("RANK", "x"), ("WORLD_SIZE", "2")],
+            vec![("RANK", "0"), ("WORLD_SIZE", "2")],
+            vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("STREAMLAB_RENDEZVOUS", "smoke:signals")],
+            vec![
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "a"),
+                ("MASTER_PORT", "65535"),
+            ],
+            vec![("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "a"), ("MASTER_PORT", "http")],
+        ] {
+            let e = env(&bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_file_rendezvous_hands_rank_0s_id_to_rank_1() {
+        let dir = std::env::temp_dir().join(format!("streamlab-ranks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id");
+        let at = |rank| rank_env(rank, 2, Rendezvous::File(path.clone()));
+        let id = UniqueId::from_hex(&"ab".repeat(128)).unwrap();
+        let reader = std::thread::spawn({
+            let r1 = at(1);
+            move || r1.share_id(|| panic!("rank 1 never makes the id"))
+        });
+        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
+        assert!(reader.join().unwrap().unwrap() == id);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_tcp_rendezvous_hands_rank_0s_id_to_the_others() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let at = |rank| rank_env(rank, 3, Rendezvous::Tcp(format!("127.0.0.1:{port}")));
+        let id = UniqueId::from_hex(&"5c".repeat(128)).unwrap();
+        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
+        for rank in [1, 2] {
+            assert!(at(rank).share_id(|| panic!("only rank 0 makes it")).unwrap() == id);
+        }
+    }
+
+    #[test]
+    fn a_tcp_rank_gives_up_on_a_peer_that_accepts_and_never_answers() {
+        // Something listens on the port (another program, a rank 0 that hung) and says
+        // nothing: the rank must give up in time, not wait in read forever.
+        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = silent.local_addr().unwrap().to_string();
+        let held = std::thread::spawn(move || {
+            let kept: Vec<TcpStream> = silent.incoming().take(1).flatten().collect();
+            std::thread::sleep(Duration::from_secs(3));
+            drop(kept);
+        });
+        let r1 = RankEnv {
+            timeout: Duration::from_millis(300),
+            ..rank_env(1, 2, Rendezvous::Tcp(addr.clone()))
+        };
+        let start = Instant::now();
+        let e = r1.share_id(|| panic!("rank 1 never makes the id"));
+        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+        let Err(e) = e else { panic!("an id from a peer that sent none") };
+        let e = e.to_string();
+        assert!(e.contains(&addr) && e.contains("did not arrive"), "{e}");
+        assert!(e.contains("rank 1 of 2") && e.contains("within 0.3 s"), "{e}");
+        held.join().unwrap();
+    }
+
+    const MEET: (&str, &str) = ("STREAMLAB_RENDEZVOUS", "file:/shared/id");
+
+    #[test]
+    fn ranks_come_from_open_mpi_and_from_an_srun_step() {
+        let mpi = env(&[
+            ("OMPI_COMM_WORLD_RANK", "3"),
+            ("OMPI_COMM_WORLD_SIZE", "8"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+            MEET,
+        ]);
+        assert_eq!(
+            mpi.unwrap().unwrap(),
+            RankEnv {
+                local_rank: Some(1),
+                source: "Open MPI",
+                ..rank_env(3, 8, Rendezvous::File("/shared/id".into()))
+            }
+        );
+        let srun = env(&[
+            ("SLURM_PROCID", "5"),
+            ("SLURM_NTASKS", "6"),
+            ("SLURM_STEP_NUM_TASKS", "6"),
+            ("SLURM_LOCALID", "2"),
+            ("MASTER_ADDR", "node7"),
+            ("MASTER_PORT", "29500"),
+        ]);
+        let srun = srun.unwrap().unwrap();
+        assert_eq!((srun.rank, srun.world, srun.local_rank), (5, 6, Some(2)));
+        assert_eq!(
+            (srun.source, srun.rendezvous),
+            ("Slurm", Rendezvous::Tcp("node7:29501".into()))
+        );
+    }
+
+    #[test]
+    fn torchrun_wins_over_open_mpi_which_wins_over_slurm() {
+        let slurm = [("SLURM_PROCID", "1"), ("SLURM_STEP_NUM_TASKS", "4"), ("SLURM_LOCALID", "1")];
+        let mpi = [
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+        ];
+        let torch = [("RANK", "3"), ("WORLD_SIZE", "4")];
+        let all: Vec<_> = [&slurm[..], &mpi, &torch, &[MEET]].concat();
+        let got = env(&all).unwrap().unwrap();
+        // LOCAL_RANK is torchrun's: Open MPI's local rank is not borrowed.
+        assert_eq!((got.source, got.rank, got.local_rank), ("torchrun/launch", 3, None));
+        let got = env(&[&slurm[..], &mpi, &[MEET]].concat()).unwrap().unwrap();
+        assert_eq!((got.source, got.rank, got.local_rank), ("Open MPI", 2, Some(0)));
+        let got = env(&[&slurm[..], &[MEET]].concat()).unwrap().unwrap();
+        assert_eq!((got.source, got.rank, got.local_rank), ("Slurm", 1, Some(1)));
+    }
+
+    #[test]
+    fn an_sbatch_script_without_srun_runs_alone() {
+        // What sbatch sets in the batch script: no step, so no ranks, even with 4 tasks.
+        let batch = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4"), ("SLURM_LOCALID", "0")];
+        assert_eq!(env(&batch).unwrap(), None);
+        assert_eq!(env(&[&batch[..], &[MEET]].concat()).unwrap(), None);
+        // One task of srun or mpirun has no one to meet, and needs no rendezvous.
+        assert_eq!(env(&[("SLURM_PROCID", "0"), ("SLURM_STEP_NUM_TASKS", "1")]).unwrap(), None);
+        assert_eq!(
+            env(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1")]).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn the_rendezvous_timeout_is_set_in_seconds_and_checked() {
+        let with = |t: &str| {
+            env(&[("RANK", "1"), ("WORLD_SIZE", "2"), MEET, ("STREAMLAB_RENDEZVOUS_TIMEOUT", t)])
+        };
+        assert_eq!(
+            env(&[("RANK", "1"), ("WORLD_SIZE", "2"), MEET]).unwrap().unwrap().timeout,
+            DEFAULT_TIMEOUT
+        );
+        assert_eq!(with("600").unwrap().unwrap().timeout, Duration::from_secs(600));
+        assert_eq!(with(" 2.5 ").unwrap().unwrap().timeout, Duration::from_millis(2500));
+        for bad in ["", "0", "-3", "soon", "inf", "NaN", "1e9"] {
+            let e = with(bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+            assert!(e.to_string().starts_with("STREAMLAB_RENDEZVOUS_TIMEOUT="), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn bad_open_mpi_and_slurm_values_name_their_variable() {
+        for (bad, named) in [
+            (
+                vec![("OMPI_COMM_WORLD_RANK", "4"), ("OMPI_COMM_WORLD_SIZE", "4"), MEET],
+                "OMPI_COMM_WORLD_RANK=4 must be below OMPI_COMM_WORLD_SIZE=4",
+            ),
+            (
+                vec![("OMPI_COMM_WORLD_RANK", "1"), MEET],
+                "OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE go together",
+            ),
+            (
+                vec![
+                    ("OMPI_COMM_WORLD_RANK", "1"),
+                    ("OMPI_COMM_WORLD_SIZE", "2"),
+                    ("OMPI_COMM_WORLD_LOCAL_RANK", "one"),
+                    MEET,
+                ],
+                "OMPI_COMM_WORLD_LOCAL_RANK=\"one\"",
+            ),
+            (
+                vec![("SLURM_PROCID", "x"), ("SLURM_STEP_NUM_TASKS", "2"), MEET],
+                "SLURM_PROCID=\"x\"",
+            ),
+            (
+                vec![("SLURM_STEP_NUM_TASKS", "2"), MEET],
+                "SLURM_PROCID and SLURM_STEP_NUM_TASKS go together",
+            ),
+            (
+                vec![("SLURM_PROCID", "1"), ("SLURM_STEP_NUM_TASKS", "2")],
+                "rank 1 of 2 (Slurm) but not how the ranks meet",
+            ),
+            (
+                vec![("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")],
+                "rank 0 of 2 (Open MPI) but not how the ranks meet",
+            ),
+        ] {
+            let e = env(&bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+            assert!(e.to_string().contains(named), "{bad:?}: {e}");
+        }
+    }
+}

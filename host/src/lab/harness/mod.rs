@@ -1,0 +1,313 @@
+//! The harness: how every lesson is measured, checked and reported.
+//!
+//! 1. The plan is checked against the budget (host and device memory, time per repeat).
+//! 2. `setup` allocates everything once.
+//! 3. One warm-up run of each version (module load, first touch and clock ramp stay out of
+//!    the figures), then `--reps` rounds that run every version once each, interleaved, so
+//!    clock or thermal drift affects them all alike. Every figure is a median over the rounds.
+//! 4. With `--timeline`, `--trace` or `--svg`, one more run of the first two versions,
+//!    recorded stream by stream ([`record`]: CUPTI's activity records, else events), each
+//!    after a recorded warm-up run that is thrown away (CUPTI is turned on once for these
+//!    runs), then the second version with the recorder off and on, interleaved: what
+//!    recording costs.
+//! 5. The lesson's checks, then its figures and interpretation; the report; the trace and
+//!    picture files ([`output`]); the exit code (5 when a check failed).
+pub mod args;
+pub mod budget;
+pub mod checks;
+pub mod data;
+pub mod lesson;
+pub mod stats;
+
+use std::path::PathBuf;
+
+use clap::{Args as _, FromArgMatches as _};
+use serde::Serialize;
+
+use crate::lab::harness::budget::WorkModel;
+use crate::lab::harness::checks::Checks;
+use crate::lab::harness::stats::Stats;
+use crate::lab::record::output::{self, Cost};
+use crate::lab::record::recorder;
+use crate::lab::record::report::{Check, Report};
+use crate::lab::record::span::{Recording, Span};
+use crate::lab::Lesson;
+use crate::runtime::{Error, Gpu, Result, Stream};
+
+/// One timed run of a version: its time in ms (GPU time from events, unless the lesson says
+/// otherwise) and any named parts of it (phases, host times, bandwidths).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub ms: f64,
+    pub parts: Vec<(&'static str, f64)>,
+}
+
+impl Sample {
+    pub fn ms(ms: f64) -> Sample {
+        Sample { ms, parts: Vec::new() }
+    }
+
+    /// The value of the part `name`; NaN when there is none.
+    pub fn value(&self, name: &str) -> f64 {
+        self.parts.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, v)| *v)
+    }
+
+    /// Adds a named part (all samples of a version must name the same parts).
+    pub fn part(mut self, name: &'static str, value: f64) -> Sample {
+        self.parts.push((name, value));
+        self
+    }
+}
+
+/// The statistics of one version over the repeats.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionStats {
+    pub name: String,
+    pub time: Stats,
+    pub parts: Vec<(&'static str, Stats)>,
+}
+
+impl VersionStats {
+    /// The median of the part `name`; NaN when the version has no such part.
+    pub fn part(&self, name: &str) -> f64 {
+        self.parts.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |(_, s)| s.median)
+    }
+
+    /// The statistics of the part `name` over the repeats: its min and max say whether
+    /// every repeat agreed (a claim that must hold each time).
+    pub fn part_stats(&self, name: &str) -> Option<Stats> {
+        self.parts.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+    }
+}
+
+/// Every version's statistics, baseline first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    pub versions: Vec<VersionStats>,
+}
+
+impl Measured {
+    /// The statistics of each version's samples (`runs[i]` are version i's, non-empty).
+    pub fn from_samples(names: Vec<String>, runs: Vec<Vec<Sample>>) -> Measured {
+        let versions = names
+            .into_iter()
+            .zip(runs)
+            .map(|(name, samples)| {
+                let parts = samples[0]
+                    .parts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (part, _))| (*part, Stats::of_each(&samples, |s| s.parts[i].1)))
+                    .collect();
+                VersionStats { name, time: Stats::of_each(&samples, |s| s.ms), parts }
+            })
+            .collect();
+        Measured { versions }
+    }
+
+    /// The version without the technique.
+    pub fn without(&self) -> &VersionStats {
+        &self.versions[0]
+    }
+
+    /// The version with it.
+    pub fn with(&self) -> &VersionStats {
+        &self.versions[1]
+    }
+
+    /// Median time without the technique over median time with it.
+    pub fn speedup(&self) -> f64 {
+        self.without().time.median / self.with().time.median
+    }
+}
+
+/// The flags every lesson shares.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub reps: usize,
+    pub seed: u64,
+    pub timeline: bool,
+    /// `--trace FILE.json`: the recorded runs as a Chrome Trace Event file (Perfetto).
+    pub trace: Option<PathBuf>,
+    /// `--svg FILE.svg`: the recorded runs as a picture (and a sweeping lesson's plot
+    /// beside it, `FILE-plot.svg`).
+    pub svg: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Whether the first two versions are recorded (for the timeline, the trace or the
+    /// picture).
+    pub fn records(&self) -> bool {
+        self.timeline || self.trace.is_some() || self.svg.is_some()
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings { reps: 10, seed: 0x5EED, timeline: false, trace: None, svg: None }
+    }
+}
+
+/// Everything one run of a lesson produced, typed: tests read `measured` and `checks`
+/// directly, and `lesson` holds whatever the lesson kept for its explanation.
+pub struct Outcome<L> {
+    pub lesson: L,
+    pub measured: Measured,
+    pub checks: Vec<Check>,
+    /// Each recorded version's name and device spans (empty unless recorded).
+    pub timeline: Vec<(String, Vec<Span>)>,
+    /// The recorded runs, whole: spans, host spans, flows, their source and their sample.
+    pub recordings: Vec<Recording>,
+    /// What recording cost, when the runs were recorded.
+    pub cost: Option<Cost>,
+    pub report: Report,
+}
+
+impl<L> Outcome<L> {
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(Check::passed)
+    }
+}
+
+fn run_version<L: Lesson>(lesson: &mut L, gpu: &Gpu, index: usize) -> Result<Sample> {
+    let sample = match index {
+        0 => lesson.without(gpu),
+        1 => lesson.with(gpu),
+        i => lesson.other(gpu, i),
+    }?;
+    if sample.ms.is_nan() {
+        return Err(Error::Internal(format!("{}: version {index} timed NaN", L::NAME)));
+    }
+    Ok(sample)
+}
+
+/// Runs lesson `L` with `args` on `gpu`: budget, setup, warm-up, interleaved repeats,
+/// timeline, checks, report.
+pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<Outcome<L>> {
+    let names = L::versions(args);
+    if names.len() < 2 {
+        return Err(Error::Internal(format!("{} has fewer than two versions", L::NAME)));
+    }
+    L::plan(args, &WorkModel::for_device(&gpu.info))?.admit(Some(gpu))?;
+    let mut lesson = L::setup(gpu, args, settings.seed)?;
+
+    for v in 0..names.len() {
+        run_version(&mut lesson, gpu, v)?;
+    }
+    let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); names.len()];
+    for _ in 0..settings.reps.max(1) {
+        for (v, samples) in runs.iter_mut().enumerate() {
+            samples.push(run_version(&mut lesson, gpu, v)?);
+        }
+    }
+    let parts_agree = runs.iter().all(|s| s.iter().all(|x| x.parts.len() == s[0].parts.len()));
+    if !parts_agree {
+        return Err(Error::Internal(format!(
+            "{}: a version's parts changed between runs",
+            L::NAME
+        )));
+    }
+    let measured = Measured::from_samples(names.clone(), runs);
+
+    let (recordings, cost) = if settings.records() {
+        let streams: Vec<Stream> = lesson.streams().iter().map(|s| s.handle()).collect();
+        let observed: Vec<&Stream> = streams.iter().collect();
+        let drawn = lesson.drawn();
+        let mut run = |v| {
+            let s = run_version(&mut lesson, gpu, v)?;
+            Ok((s.ms, s.parts.iter().map(|(n, x)| (n.to_string(), *x)).collect()))
+        };
+        let (r, c) = recorder::versions(gpu, &observed, &names, &drawn, settings.reps, &mut run)?;
+        let cost = Cost {
+            off_ms: Stats::of(&c.off_ms).median,
+            on_ms: Stats::of(&c.on_ms).median,
+            rounds: c.off_ms.len(),
+            version: c.version,
+            recorder: c.recorder,
+        };
+        (r, Some(cost))
+    } else {
+        (Vec::new(), None)
+    };
+    let timeline = recordings.iter().map(|r| (r.version.clone(), r.spans.clone())).collect();
+
+    let mut checks = Checks::default();
+    lesson.verify(gpu, &measured, &mut checks)?;
+
+    let mut report = Report::new(L::NAME, L::SUMMARY, &gpu.info.name);
+    if let Ok(serde_json::Value::Object(params)) = serde_json::to_value(args) {
+        // Which parameters are the lesson's flags (the others a lesson adds are derived):
+        // what a picture's footer may print as a command line.
+        report.detail("flags", params.keys().collect::<Vec<_>>());
+        for (k, v) in params {
+            report.param(&k, v);
+        }
+    }
+    report.param("reps", settings.reps).param("seed", settings.seed);
+    for v in &measured.versions {
+        report.figure(&format!("{}, median", v.name), v.time.median, "ms");
+    }
+    if L::SPEEDUP {
+        report.figure("speed-up (first / second)", measured.speedup(), "x");
+    }
+    lesson.explain(&measured, &mut report);
+    report.detail("versions", &measured.versions);
+    if let Some(plot) = lesson.plot(&measured) {
+        report.detail("plot", plot);
+    }
+    output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
+    report.checks = checks.items.clone();
+    let provenance =
+        format!("measured {} with streamlab {}", output::today(), env!("CARGO_PKG_VERSION"));
+    output::write(
+        &report,
+        &recordings,
+        settings.trace.as_deref(),
+        settings.svg.as_deref(),
+        &provenance,
+    )?;
+    Ok(Outcome { lesson, measured, checks: checks.items, timeline, recordings, cost, report })
+}
+
+/// The `streamlab run <lesson>` subcommand: the lesson's own flags under its name.
+pub fn command<L: Lesson>() -> clap::Command {
+    L::Args::augment_args(
+        clap::Command::new(L::NAME).about(L::SUMMARY).allow_negative_numbers(true),
+    )
+}
+
+fn parse<L: Lesson>(matches: &clap::ArgMatches) -> Result<L::Args> {
+    L::Args::from_arg_matches(matches).map_err(|e| {
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or("invalid arguments");
+        Error::InvalidInput(first.trim_start_matches("error: ").to_string())
+    })
+}
+
+/// Parses the flags and checks them against the budget with an H100's model, no GPU.
+pub fn check_matches<L: Lesson>(matches: &clap::ArgMatches) -> Result<()> {
+    let args = parse::<L>(matches)?;
+    L::plan(&args, &WorkModel::H100)?.admit(None)
+}
+
+/// Parses the flags and runs the lesson; the report is what the CLI prints.
+pub fn run_matches<L: Lesson>(
+    gpu: &Gpu,
+    matches: &clap::ArgMatches,
+    settings: &Settings,
+) -> Result<Report> {
+    let args = parse::<L>(matches)?;
+    Ok(run::<L>(gpu, &args, settings)?.report)
+}
+
+/// Lesson `L`'s flags as given on a command line (without the lesson's name), or the
+/// defaults for an empty list: for tests and benches.
+pub fn args_from<L: Lesson>(flags: &[&str]) -> Result<L::Args> {
+    let matches = command::<L>()
+        .try_get_matches_from(std::iter::once(L::NAME).chain(flags.iter().copied()))
+        .map_err(|e| {
+            let text = e.to_string();
+            Error::InvalidInput(text.lines().next().unwrap_or("invalid arguments").to_string())
+        })?;
+    parse::<L>(&matches)
+}

@@ -1,0 +1,14 @@
+//! What a run leaves behind, and everything that draws or writes it: the recorders (CUPTI's
+//! activity records, else events: [`recorder`]), their spans ([`span`]), the terminal's
+//! [`timeline`], a Perfetto [`trace`], an SVG [`picture`] and a sweep's [`plot`], the
+//! [`report`] as text or JSON, the files [`output`] writes, and the runs recorded on a real
+//! GPU that ship in the binary ([`recorded_runs`]).
+pub mod output;
+pub mod picture;
+pub mod plot;
+pub mod recorded_runs;
+pub mod recorder;
+pub mod report;
+pub mod span;
+pub mod timeline;
+pub mod trace;

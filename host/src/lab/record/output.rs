@@ -1,0 +1,278 @@
+//! What the harness does with recorded runs: the report's timeline text, source and
+//! recorder cost, and the `--trace` and `--svg` files. The same code draws a recorded run
+//! embedded in the binary (`--recorded`), so the two cannot drift apart.
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::lab::record::picture::{caption, timeline_svg};
+use crate::lab::record::plot::{self, Plot};
+use crate::lab::record::report::Report;
+use crate::lab::record::span::Recording;
+use crate::lab::record::timeline::render;
+use crate::lab::record::trace::{self, Meta};
+use crate::lab::text::{fixed, Text};
+use crate::runtime::{Error, Result};
+use crate::t;
+
+/// What recording costs: the version with the technique, run with the recorder off and on,
+/// interleaved, in the same process.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cost {
+    pub version: String,
+    pub recorder: String,
+    pub off_ms: f64,
+    pub on_ms: f64,
+    pub rounds: usize,
+}
+
+/// What recording may cost a run, in percent, before the timeline says why it costs more.
+pub const COST_TARGET_PERCENT: f64 = 2.0;
+
+impl Cost {
+    /// On against off, in percent.
+    pub fn percent(&self) -> f64 {
+        (self.on_ms / self.off_ms - 1.0) * 100.0
+    }
+}
+
+/// Puts the recordings in `report`: the cost figure, the ASCII timeline when `timeline`
+/// (the terminal's view), and everything in `details` (`recording`, `recorder_cost`), from
+/// which `--recorded` draws again.
+pub fn report(report: &mut Report, recordings: &[Recording], cost: Option<&Cost>, timeline: bool) {
+    if let Some(c) = cost {
+        report.figure(&format!("recording cost ({}), {}", c.recorder, c.version), c.percent(), "%");
+        report.detail("recorder_cost", c);
+    }
+    if recordings.is_empty() {
+        return;
+    }
+    if timeline {
+        let mut text = String::new();
+        for r in recordings {
+            let (version, source) = (Text::label(&r.version), r.source.describe_text());
+            let _ = writeln!(text, "{}", t!("timeline.header", version, source).en());
+            text.push_str(&render(&r.spans, 72));
+        }
+        if let Some(c) = cost {
+            let (version, off, on) =
+                (Text::label(&c.version), fixed(c.off_ms, 3), fixed(c.on_ms, 3));
+            let (pct, rounds) = (format!("{:+.1}", c.percent()), c.rounds);
+            let _ = writeln!(text, "{}", t!("timeline.cost", version, off, on, pct, rounds).en());
+            if c.recorder == "CUPTI" && c.percent() > COST_TARGET_PERCENT {
+                let target = fixed(COST_TARGET_PERCENT, 0);
+                let _ = writeln!(text, "{}", t!("timeline.cost_why", target).en());
+            }
+        }
+        report.timeline = Some(text);
+    }
+    report.detail("recording", recordings);
+}
+
+/// The recordings a report carries (`details.recording`), e.g. an embedded recorded run's.
+pub fn recordings_of(report: &Report) -> Vec<Recording> {
+    report
+        .details
+        .get("recording")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The plot a report carries (`details.plot`), if its lesson drew one.
+pub fn plot_of(report: &Report) -> Option<Plot> {
+    report.details.get("plot").and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// `path` with `-<tag>` before its extension: `run all` writes `trace-overlap.json`, and a
+/// lesson's plot goes beside its picture as `overlap-plot.svg`.
+pub fn tagged(path: &Path, tag: &str) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{tag}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{tag}"),
+    };
+    path.with_file_name(name)
+}
+
+fn write_file(path: &Path, flag: &str, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| {
+        Error::InvalidInput(format!("{flag} {}: cannot write it: {e}", path.display()))
+    })
+}
+
+/// Writes the trace and the picture (and the plot beside it) that were asked for.
+/// `provenance` says where the data came from ("measured 2026-11-23 with streamlab 0.1.0").
+pub fn write(
+    report: &Report,
+    recordings: &[Recording],
+    trace_to: Option<&Path>,
+    svg_to: Option<&Path>,
+    provenance: &str,
+) -> Result<()> {
+    if let Some(path) = trace_to {
+        let meta = Meta {
+            lesson: report.lesson.clone(),
+            title: report.title.clone(),
+            device: report.device.clone(),
+            parameters: report.parameters.clone(),
+            provenance: provenance.into(),
+        };
+        let value = trace::write(&meta, recordings);
+        let text = serde_json::to_string(&value)
+            .map_err(|e| Error::Internal(format!("trace JSON: {e}")))?;
+        write_file(path, "--trace", &text)?;
+    }
+    if let Some(path) = svg_to {
+        let c = caption(report, recordings, provenance);
+        let svg = timeline_svg(&c, recordings).map_err(Error::Internal)?;
+        write_file(path, "--svg", &svg)?;
+        if let Some(p) = plot_of(report) {
+            let svg = plot::svg(&p, &c.footer).map_err(Error::Internal)?;
+            write_file(&tagged(path, "plot"), "--svg", &svg)?;
+        }
+    }
+    Ok(())
+}
+
+/// Today's date, UTC, as YYYY-MM-DD.
+pub fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_date(secs / 86_400)
+}
+
+/// The calendar date `days` after 1970-01-01 (Howard Hinnant's days-to-civil algorithm).
+fn civil_date(days: u64) -> String {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::record::span::{Source, Span, Work};
+    use crate::lab::text::Lang;
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(20_415), "2025-11-23");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+    }
+
+    #[test]
+    fn tags_go_before_the_extension() {
+        assert_eq!(tagged(Path::new("d/trace.json"), "overlap"), Path::new("d/trace-overlap.json"));
+        assert_eq!(tagged(Path::new("pic"), "plot"), Path::new("pic-plot"));
+    }
+
+    #[test]
+    fn the_report_carries_recordings_cost_and_source() {
+        let r = Recording {
+            version: "2 streams".into(),
+            source: Source::Events { why: "no libcupti".into() },
+            ms: 1.0,
+            parts: Vec::new(),
+            spans: vec![Span::new("s0", Work::Kernel, "k", 0.0, 1.0)],
+            host: Vec::new(),
+            flows: Vec::new(),
+        };
+        let cost = Cost {
+            version: "2 streams".into(),
+            recorder: "events".into(),
+            off_ms: 2.0,
+            on_ms: 2.02,
+            rounds: 5,
+        };
+        let mut rep = Report::new("overlap", "t", "GPU");
+        report(&mut rep, std::slice::from_ref(&r), Some(&cost), true);
+        let text = rep.timeline.clone().unwrap();
+        assert!(
+            text.contains(
+                "timeline from events: a span includes queueing (CUPTI not used: no libcupti)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("(+1.0%, medians of 5 interleaved runs)"), "{text}");
+        assert!((rep.value("recording cost (events), 2 streams").unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!(recordings_of(&rep), vec![r]);
+        assert!(plot_of(&rep).is_none());
+    }
+
+    /// Over the target, a CUPTI timeline says where the cost comes from; within it, or with
+    /// events (whose cost is their own events), it does not.
+    #[test]
+    fn a_cupti_cost_over_the_target_is_explained() {
+        let r = Recording {
+            version: "K = 64".into(),
+            source: Source::Cupti { library: "libcupti.so.13".into(), version: 130001 },
+            ms: 2.0,
+            parts: Vec::new(),
+            spans: vec![Span::new("s0", Work::CopyToDevice, "copy", 0.0, 1.0)],
+            host: Vec::new(),
+            flows: Vec::new(),
+        };
+        let timeline = |recorder: &str, on_ms: f64| {
+            let cost = Cost {
+                version: "K = 64".into(),
+                recorder: recorder.into(),
+                off_ms: 1.8,
+                on_ms,
+                rounds: 10,
+            };
+            let mut rep = Report::new("stream-sweep", "t", "GPU");
+            report(&mut rep, std::slice::from_ref(&r), Some(&cost), true);
+            rep.timeline.unwrap_or_default()
+        };
+        let why = "over 2%: CUPTI's own timestamps slow copies queued back to back";
+        assert!(timeline("CUPTI", 2.0).contains(why), "{}", timeline("CUPTI", 2.0));
+        assert!(!timeline("CUPTI", 1.83).contains(why));
+        assert!(!timeline("events", 2.0).contains(why));
+        let zh = Text::recover(
+            timeline("CUPTI", 2.0).lines().find(|l| l.starts_with("over 2%")).unwrap_or(""),
+        );
+        assert!(zh.render(Lang::Zh).starts_with("超过 2%：CUPTI"), "{}", zh.render(Lang::Zh));
+    }
+
+    #[test]
+    fn files_are_written_and_unwritable_paths_refused() {
+        let dir = std::env::temp_dir().join(format!("streamlab-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut rep = Report::new("overlap", "t", "GPU");
+        let r = Recording {
+            version: "one stream".into(),
+            source: Source::Events { why: "test".into() },
+            ms: 1.0,
+            parts: Vec::new(),
+            spans: vec![Span::new("s0", Work::Kernel, "k", 0.0, 1.0)],
+            host: Vec::new(),
+            flows: Vec::new(),
+        };
+        report(&mut rep, std::slice::from_ref(&r), None, false);
+        rep.detail(
+            "plot",
+            Plot::Bars { title: "b".into(), y_label: "GB/s".into(), bars: Vec::new() },
+        );
+        let (t, s) = (dir.join("t.json"), dir.join("s.svg"));
+        write(&rep, std::slice::from_ref(&r), Some(&t), Some(&s), "test").unwrap();
+        let trace: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+        assert_eq!(trace["metadata"]["provenance"], "test");
+        assert!(std::fs::read_to_string(&s).unwrap().starts_with("<svg"));
+        assert!(dir.join("s-plot.svg").is_file());
+        let e = write(&rep, &[r], Some(&dir.join("missing/t.json")), None, "test").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with("--trace "), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,304 @@
+//! Recorded runs, embedded in the binary so that learners without an NVIDIA GPU see every
+//! lesson too: `streamlab run <lesson> --recorded` prints the report of a run made on a real
+//! GPU, its timeline and interpretation, and writes `--trace`/`--svg` from its trace.
+//! Always labelled as recorded, with the GPU and the date: never presented as a
+//! measurement on this machine.
+//!
+//! The runs are `docs/recorded/<lesson>.json` (made by `scripts/pictures.sh` on a GPU
+//! machine); `build.rs` lists whichever are there, so the build works without any. Each
+//! file holds `{lesson, gpu, date, command, report, trace}`: the `--json` report and the
+//! `--trace` file of one `streamlab run`.
+//!
+//! The report names the kernels that ran ([`Report::kernels`], a digest of the embedded
+//! PTX): where a recording's differ from this binary's, or it predates the field, the
+//! header says so, since a kernel change moves the figures (after the first recordings the
+//! compute kernel went from sinf*cosf to sincosf and became 1.76x faster).
+use serde::Deserialize;
+
+use crate::lab::record::output;
+use crate::lab::record::report::{kernels_id, Report};
+use crate::lab::record::span::Recording;
+use crate::lab::record::trace;
+use crate::lab::text::{Lang, Text};
+use crate::runtime::{Error, Result};
+use crate::t;
+
+include!(concat!(env!("OUT_DIR"), "/recorded.rs"));
+
+/// One embedded run.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RecordedRun {
+    pub lesson: String,
+    pub gpu: String,
+    pub date: String,
+    /// The command that made it.
+    pub command: String,
+    pub report: Report,
+    pub trace: serde_json::Value,
+}
+
+impl RecordedRun {
+    /// "recorded on NVIDIA H200 on 2026-11-23".
+    pub fn label(&self) -> String {
+        self.label_text().en()
+    }
+
+    fn label_text(&self) -> Text {
+        t!("recorded.label", gpu = self.gpu.clone(), date = self.date.clone())
+    }
+
+    /// The line `--recorded` prints above the report, in `lang`, and below it a second
+    /// one where the run's kernels are not this binary's ([`Self::kernels_note`]).
+    pub fn header(&self, lang: Lang) -> String {
+        let header =
+            t!("recorded.header", label = self.label_text(), command = self.command.clone());
+        match self.kernels_note() {
+            Some(note) => format!("{}\n{}", header.render(lang), note.render(lang)),
+            None => header.render(lang),
+        }
+    }
+
+    /// Whether the run was made with the kernels this binary embeds ([`kernels_id`]).
+    pub fn same_kernels(&self) -> bool {
+        self.report.kernels.as_deref() == Some(kernels_id())
+    }
+
+    /// What to say about the run's kernels: nothing where they are this binary's; that they
+    /// came from an earlier build where the run predates the id; else both ids.
+    pub fn kernels_note(&self) -> Option<Text> {
+        match self.report.kernels.as_deref() {
+            _ if self.same_kernels() => None,
+            None => Some(t!("recorded.kernels_earlier")),
+            Some(theirs) => Some(t!(
+                "recorded.kernels_other",
+                kernels = theirs.to_string(),
+                ours = kernels_id().to_string()
+            )),
+        }
+    }
+
+    /// The recorded versions, from the trace (or the report where the trace has none).
+    pub fn recordings(&self) -> Vec<Recording> {
+        match trace::read(&self.trace) {
+            Ok((_, r)) if !r.is_empty() => r,
+            _ => output::recordings_of(&self.report),
+        }
+    }
+}
+
+/// The lessons this binary has a recorded run of.
+pub fn lessons() -> Vec<&'static str> {
+    RECORDED.iter().map(|(l, _)| *l).collect()
+}
+
+/// Parses a recorded run.
+pub fn parse(text: &str) -> Result<RecordedRun> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::Internal(format!("an embedded recorded run does not parse: {e}")))
+}
+
+/// The embedded run of `lesson`, if this binary has one.
+pub fn find(lesson: &str) -> Option<Result<RecordedRun>> {
+    RECORDED.iter().find(|(l, _)| *l == lesson).map(|(_, text)| parse(text))
+}
+
+/// What the no-GPU error line adds for `lesson` (`all` for every lesson).
+pub fn hint(lesson: &str) -> String {
+    if lesson == "all" {
+        return match lessons().len() {
+            0 => {
+                "this build embeds no recorded runs (`--recorded` shows them where it does)".into()
+            }
+            n => format!(
+                "`streamlab run all --recorded` shows the {n} recorded runs this build embeds"
+            ),
+        };
+    }
+    match find(lesson) {
+        Some(Ok(run)) => format!("`streamlab run {lesson} --recorded` shows a run {}", run.label()),
+        _ => format!(
+            "this build embeds no recorded run of {lesson} (`--recorded` shows one where it does)"
+        ),
+    }
+}
+
+/// The report of `run` as `--recorded` prints it: labelled as recorded in its device line
+/// and in `details.recorded`, with the timeline drawn when the run had none in its text.
+/// Writes `--trace` and `--svg` from the recorded trace.
+pub fn show(
+    run: &RecordedRun,
+    trace_to: Option<&std::path::Path>,
+    svg_to: Option<&std::path::Path>,
+) -> Result<Report> {
+    show_in(run, Lang::En, trace_to, svg_to)
+}
+
+/// [`show`], with the device line in `lang` (the rest of the report is rendered in a
+/// language when it is printed: [`Report::to_text_in`]).
+pub fn show_in(
+    run: &RecordedRun,
+    lang: Lang,
+    trace_to: Option<&std::path::Path>,
+    svg_to: Option<&std::path::Path>,
+) -> Result<Report> {
+    let mut report = run.report.clone();
+    let recordings = run.recordings();
+    if report.timeline.is_none() && !recordings.is_empty() {
+        output::report(&mut report, &recordings, None, true);
+    }
+    report.device =
+        t!("recorded.device", gpu = run.gpu.clone(), label = run.label_text()).render(lang);
+    report.detail(
+        "recorded",
+        serde_json::json!({
+            "gpu": run.gpu,
+            "date": run.date,
+            "command": run.command,
+            "kernels": run.report.kernels,
+            "same_kernels": run.same_kernels(),
+        }),
+    );
+    let provenance = format!("{}; command: {}", run.label(), run.command);
+    let mut drawn = run.report.clone();
+    drawn.device = run.gpu.clone();
+    output::write(&drawn, &recordings, trace_to, svg_to, &provenance)?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::record::span::{Source, Span, Work};
+    use crate::lab::record::trace::Meta;
+    use crate::lab::text::Text;
+
+    fn recorded() -> String {
+        recorded_with(Some(kernels_id()))
+    }
+
+    /// A recorded run whose report names `kernels` (none: made before the id was kept).
+    fn recorded_with(kernels: Option<&str>) -> String {
+        let r = Recording {
+            version: "8 streams".into(),
+            source: Source::Cupti { library: "libcupti.so.13".into(), version: 130001 },
+            ms: 2.9,
+            parts: Vec::new(),
+            spans: vec![Span::new("overlap-0", Work::Kernel, "compute", 0.0, 2.9)],
+            host: Vec::new(),
+            flows: Vec::new(),
+        };
+        let mut report = Report::new("overlap", "one stream vs K streams", "NVIDIA H200");
+        report.figure("8 streams, median", 2.9, "ms");
+        report.kernels = kernels.map(str::to_string);
+        let meta = Meta {
+            lesson: "overlap".into(),
+            title: "t".into(),
+            device: "NVIDIA H200".into(),
+            parameters: Default::default(),
+            provenance: "measured 2026-11-23".into(),
+        };
+        serde_json::json!({
+            "lesson": "overlap",
+            "gpu": "NVIDIA H200",
+            "date": "2026-11-23",
+            "command": "streamlab run overlap --timeline",
+            "report": report,
+            "trace": trace::write(&meta, &[r]),
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_recorded_run_is_labelled_and_drawn_from_its_trace() {
+        let run = parse(&recorded()).unwrap();
+        assert_eq!(run.label(), "recorded on NVIDIA H200 on 2026-11-23");
+        let dir = std::env::temp_dir().join(format!("streamlab-recorded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (t, s) = (dir.join("t.json"), dir.join("s.svg"));
+        let report = show(&run, Some(&t), Some(&s)).unwrap();
+        let text = report.to_text();
+        assert!(
+            text.contains("device: NVIDIA H200 (a run recorded on NVIDIA H200 on 2026-11-23, embedded in streamlab: not measured on this machine)"),
+            "{text}"
+        );
+        assert!(text.contains("timeline, 8 streams (one run; GPU time from CUPTI"), "{text}");
+        let trace: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+        assert!(trace["metadata"]["provenance"]
+            .as_str()
+            .unwrap()
+            .starts_with("recorded on NVIDIA H200 on 2026-11-23"));
+        let svg = std::fs::read_to_string(&s).unwrap();
+        assert!(svg.contains("recorded on NVIDIA H200 on 2026-11-23"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_header_says_when_the_kernels_are_not_this_binarys() {
+        let earlier = "recorded with an earlier build of the kernels";
+        let earlier_zh = "较早一次构建的核函数";
+        let other = "recorded with other kernels, ptx-0000000000000000, than the ones";
+        let same = parse(&recorded()).unwrap();
+        assert!(same.same_kernels());
+        let header = same.header(Lang::En);
+        assert_eq!(header.lines().count(), 1, "{header}");
+        assert!(!header.contains("kernels"), "{header}");
+        assert!(!same.header(Lang::Zh).contains("核函数"), "{}", same.header(Lang::Zh));
+        let report = show(&same, None, None).unwrap();
+        assert_eq!(report.details["recorded"]["same_kernels"], true);
+
+        let unknown = parse(&recorded_with(None)).unwrap();
+        assert!(!unknown.same_kernels());
+        let header = unknown.header(Lang::En);
+        assert_eq!(header.lines().count(), 2, "{header}");
+        assert!(header.lines().nth(1).unwrap().contains(earlier), "{header}");
+        assert!(unknown.header(Lang::Zh).contains(earlier_zh), "{}", unknown.header(Lang::Zh));
+        let report = show(&unknown, None, None).unwrap();
+        assert_eq!(report.details["recorded"]["same_kernels"], false);
+        assert_eq!(report.details["recorded"]["kernels"], serde_json::Value::Null);
+
+        let another = parse(&recorded_with(Some("ptx-0000000000000000"))).unwrap();
+        let header = another.header(Lang::En);
+        assert!(header.contains(other) && header.contains(kernels_id()), "{header}");
+        assert!(!header.contains(earlier), "{header}");
+        let zh = another.header(Lang::Zh);
+        assert!(zh.contains("ptx-0000000000000000") && zh.contains(kernels_id()), "{zh}");
+    }
+
+    /// `--recorded --lang zh` for every embedded run: the title, every figure and check name
+    /// translated, and every interpretation and check line in Chinese with no English
+    /// sentence left, whether the run stored its messages or only its English lines.
+    #[test]
+    fn every_embedded_run_reads_in_chinese() {
+        use crate::lab::text::{english_sentence, has_chinese};
+        assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
+        for (lesson, text) in RECORDED {
+            let run = parse(text).unwrap();
+            let report = show_in(&run, Lang::Zh, None, None).unwrap();
+            let names = std::iter::once(&report.title)
+                .chain(report.figures.iter().map(|f| &f.name))
+                .chain(report.checks.iter().map(|c| &c.name));
+            for name in names {
+                assert!(Text::label(name).is_translated(), "{lesson}: {name:?} has no Chinese");
+            }
+            let text = report.to_text_in(Lang::Zh);
+            let said: Vec<&str> = text.lines().filter(|l| l.starts_with("  > ")).collect();
+            assert_eq!(said.len(), report.interpretation.len(), "{lesson}:\n{text}");
+            let checks = text.lines().filter(|l| l.starts_with("  ["));
+            let device = text.lines().filter(|l| l.starts_with("设备"));
+            for line in said.iter().copied().chain(checks).chain(device) {
+                assert!(has_chinese(line), "{lesson}: not Chinese: {line}");
+                assert_eq!(english_sentence(line), None, "{lesson}: English left in: {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_embedded_run_parses() {
+        for (lesson, text) in RECORDED {
+            let run = parse(text).unwrap_or_else(|e| panic!("{lesson}: {e}"));
+            assert_eq!(run.lesson, *lesson);
+            assert!(!run.recordings().is_empty(), "{lesson}: no recorded spans");
+        }
+    }
+}
