@@ -279,20 +279,24 @@ pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut R
     let (room, save) = (serial > CLEAR_SPEEDUP * bound, fixed((serial - bound).max(0.0), 3));
     let [serial, side, c, u, bound] = [serial, side, c, u, bound].map(|v| fixed(v, 3));
     r.explain(if steps == 1 {
-        t!("mixed.one_batch", serial, side)
+        t!("mixed_precision.one_batch", serial, side)
     } else if speedup >= CLEAR_SPEEDUP {
-        t!("mixed.faster", steps, c, u, serial, side, x, of_bound, bound)
+        t!("mixed_precision.faster", steps, c, u, serial, side, x, of_bound, bound)
     } else if room {
-        t!("mixed.gained_little", side, serial, x, bound, share)
+        t!("mixed_precision.gained_little", side, serial, x, bound, share)
     } else {
-        t!("mixed.little_to_hide", side, serial, x, u, c, bound, save)
+        t!("mixed_precision.little_to_hide", side, serial, x, u, c, bound, save)
     });
-    r.explain(t!("mixed.delay"));
+    r.explain(t!("mixed_precision.delay"));
     if let Some((lost, updates)) = lost.filter(|&(_, u)| u > 0) {
         let pct = 100.0 * lost as f64 / updates as f64;
         r.figure(&format!("updates below half a {name} ulp (sampled)"), pct, "%");
-        let so = if lost * 2 >= updates { t!("mixed.vanished") } else { t!("mixed.survived") };
-        r.explain(t!("mixed.master", pct = fixed(pct, 1), format = name.to_string(), so));
+        let so = if lost * 2 >= updates {
+            t!("mixed_precision.vanished")
+        } else {
+            t!("mixed_precision.survived")
+        };
+        r.explain(t!("mixed_precision.master", pct = fixed(pct, 1), format = name.to_string(), so));
     }
 }
 

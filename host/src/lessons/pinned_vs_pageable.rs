@@ -109,11 +109,11 @@ pub fn gb_per_s(bytes: usize, ms: f64) -> f64 {
 /// "2.3x faster", "1.5x slower" or "about as fast", for a pinned/pageable bandwidth ratio.
 pub fn compare(ratio: f64) -> Text {
     if ratio >= FASTER {
-        t!("pinned.faster", x = fixed(ratio, 1))
+        t!("pinned_vs_pageable.faster", x = fixed(ratio, 1))
     } else if ratio > 0.0 && ratio <= 1.0 / FASTER {
-        t!("pinned.slower", x = fixed(1.0 / ratio, 1))
+        t!("pinned_vs_pageable.slower", x = fixed(1.0 / ratio, 1))
     } else {
-        t!("pinned.as_fast", x = fixed(ratio, 2))
+        t!("pinned_vs_pageable.as_fast", x = fixed(ratio, 2))
     }
 }
 
@@ -175,7 +175,7 @@ impl Lesson for PinnedVsPageable {
         };
         let outcome = intact(&self.pinned, "pinned H2D then D2H vs input")
             .and_then(|()| intact(&self.pageable, "pageable H2D then D2H vs input"))
-            .map(|()| t!("pinned.intact", bytes = self.bytes));
+            .map(|()| t!("pinned_vs_pageable.intact", bytes = self.bytes));
         checks.record("data intact in all four copies, bit for bit", outcome);
         let claim = check_claim(m, self.bytes);
         checks.concurrency("pinned returns at once, pageable holds the host", claim);
@@ -211,7 +211,7 @@ pub fn held_fraction(m: &Measured, v: usize) -> f64 {
 /// [`MIN_BYTES_FOR_CLAIM`] up.
 pub fn check_claim(m: &Measured, bytes: usize) -> Result<Text> {
     if bytes < MIN_BYTES_FOR_CLAIM {
-        let why = t!("pinned.too_small", bytes, min = MIN_BYTES_FOR_CLAIM);
+        let why = t!("pinned_vs_pageable.too_small", bytes, min = MIN_BYTES_FOR_CLAIM);
         return Ok(t!("check.not_asserted", why));
     }
     let held = |v: usize| held_fraction(m, v);
@@ -224,8 +224,10 @@ pub fn check_claim(m: &Measured, bytes: usize) -> Result<Text> {
         .collect();
     if wrong.is_empty() {
         let each = (0..KINDS.len()).map(|v| (KINDS[v].0, fixed(held(v) * 100.0, 0)));
-        let each = Text::List(each.map(|(kind, pct)| t!("pinned.held_item", kind, pct)).collect());
-        Ok(t!("pinned.held_for", each))
+        let each = Text::List(
+            each.map(|(kind, pct)| t!("pinned_vs_pageable.held_item", kind, pct)).collect(),
+        );
+        Ok(t!("pinned_vs_pageable.held_for", each))
     } else {
         Err(Error::Verification(format!(
             "expected pinned calls to return at once and pageable ones to hold the host; {}",
@@ -255,26 +257,30 @@ pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
     if big_enough {
         let faster = h2d >= FASTER || d2h >= FASTER;
         let (h2d, d2h) = (compare(h2d), compare(d2h));
-        r.explain(if faster { t!("pinned.dma", h2d, d2h) } else { t!("pinned.kept_up", h2d, d2h) });
+        r.explain(if faster {
+            t!("pinned_vs_pageable.dma", h2d, d2h)
+        } else {
+            t!("pinned_vs_pageable.kept_up", h2d, d2h)
+        });
     } else {
         let (h2d, d2h, mib) = (fixed(h2d, 1), fixed(d2h, 1), MIN_BYTES_FOR_CLAIM >> 20);
         let elements = MIN_BYTES_FOR_CLAIM / std::mem::size_of::<f32>();
-        r.explain(t!("pinned.tiny", bytes, h2d, d2h, mib, elements));
+        r.explain(t!("pinned_vs_pageable.tiny", bytes, h2d, d2h, mib, elements));
     }
     let held = |v: usize| {
         let k = &m.versions[v];
         let (call, copy) = (fixed(k.part(IN_CALL), 3), fixed(k.time.median, 3));
-        t!("pinned.held", call, copy)
+        t!("pinned_vs_pageable.held", call, copy)
     };
     let (pinned, pageable) = (held(1), held(0));
     r.explain(if !big_enough {
-        t!("pinned.not_asserted", pinned, pageable)
+        t!("pinned_vs_pageable.not_asserted", pinned, pageable)
     } else if check_claim(m, bytes).is_ok() {
-        t!("pinned.claim", pinned, pageable)
+        t!("pinned_vs_pageable.claim", pinned, pageable)
     } else {
-        t!("pinned.claim_failed", pinned, pageable)
+        t!("pinned_vs_pageable.claim_failed", pinned, pageable)
     });
-    r.explain(t!("pinned.reuse"));
+    r.explain(t!("pinned_vs_pageable.reuse"));
 }
 
 #[cfg(test)]

@@ -162,11 +162,19 @@ pub fn check_pool_faster(m: &Measured) -> Result<Text> {
     if sync / bound < WORTH_ASSERTING {
         let (pct, [bound, sync]) =
             (fixed((WORTH_ASSERTING - 1.0) * 100.0, 0), [bound, sync].map(ms));
-        return Ok(t!("check.not_asserted", why = t!("soa.little_to_win", bound, pct, sync)));
+        return Ok(t!(
+            "check.not_asserted",
+            why = t!("stream_ordered_alloc.little_to_win", bound, pct, sync)
+        ));
     }
     let speedup = sync / pool;
     if speedup >= CLEAR_SPEEDUP {
-        Ok(t!("soa.faster_check", pool = ms(pool), sync = ms(sync), x = fixed(speedup, 2)))
+        Ok(t!(
+            "stream_ordered_alloc.faster_check",
+            pool = ms(pool),
+            sync = ms(sync),
+            x = fixed(speedup, 2)
+        ))
     } else {
         Err(Error::Verification(format!("cuMemAllocAsync/cuMemFreeAsync took {pool:.3} ms against {sync:.3} ms with cuMemAlloc/cuMemFree ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though buffers allocated once take {bound:.3} ms")))
     }
@@ -178,7 +186,7 @@ pub fn check_pool_kept(m: &Measured, bytes: usize) -> Result<Text> {
     let kept = m.versions[1].part_stats(KEPT_MIB).map_or(f64::NAN, |s| s.min);
     let need = bytes as f64 / 1048576.0;
     if kept >= need {
-        Ok(t!("soa.kept_check", kept = fixed(kept, 2), need = fixed(need, 2)))
+        Ok(t!("stream_ordered_alloc.kept_check", kept = fixed(kept, 2), need = fixed(need, 2)))
     } else {
         Err(Error::Verification(format!("after some run the pool held {kept:.2} MiB, less than one {need:.2} MiB buffer: it gave memory back despite the threshold")))
     }
@@ -276,26 +284,42 @@ pub fn interpret(k: usize, m: &Measured, r: &mut Report) {
         .figure("pool kept after a run, threshold 0", kept_zero, "MiB")
         .figure("host enqueueing, cuMemAlloc/cuMemFree", held, "ms");
     r.explain(if held >= 0.5 * sync {
-        t!("soa.held", held = ms(held), sync = ms(sync), k)
+        t!("stream_ordered_alloc.held", held = ms(held), sync = ms(sync), k)
     } else {
-        t!("soa.held_briefly", held = ms(held), sync = ms(sync))
+        t!("stream_ordered_alloc.held_briefly", held = ms(held), sync = ms(sync))
     });
     r.explain(if m.speedup() >= CLEAR_SPEEDUP {
-        t!("soa.faster", pool = ms(pool), x = fixed(m.speedup(), 2), off, bound = ms(bound))
+        t!(
+            "stream_ordered_alloc.faster",
+            pool = ms(pool),
+            x = fixed(m.speedup(), 2),
+            off,
+            bound = ms(bound)
+        )
     } else if sync / bound < WORTH_ASSERTING {
-        t!("soa.little", pool = ms(pool), sync = ms(sync), bound = ms(bound))
+        t!("stream_ordered_alloc.little", pool = ms(pool), sync = ms(sync), bound = ms(bound))
     } else {
-        t!("soa.not_faster", pool = ms(pool), sync = ms(sync), bound = ms(bound))
+        t!("stream_ordered_alloc.not_faster", pool = ms(pool), sync = ms(sync), bound = ms(bound))
     });
-    let threshold = t!("soa.threshold", kept = fixed(kept, 1), kept_zero = fixed(kept_zero, 1));
+    let threshold = t!(
+        "stream_ordered_alloc.threshold",
+        kept = fixed(kept, 1),
+        kept_zero = fixed(kept_zero, 1)
+    );
     r.explain(if kept_zero >= kept {
-        t!("soa.nothing_back", threshold, zero = ms(zero), pool = ms(pool))
+        t!("stream_ordered_alloc.nothing_back", threshold, zero = ms(zero), pool = ms(pool))
     } else if zero > pool {
-        t!("soa.map_again", threshold, zero = ms(zero), pool = ms(pool), more = ms(zero - pool))
+        t!(
+            "stream_ordered_alloc.map_again",
+            threshold,
+            zero = ms(zero),
+            pool = ms(pool),
+            more = ms(zero - pool)
+        )
     } else {
-        t!("soa.map_hidden", threshold, zero = ms(zero), pool = ms(pool))
+        t!("stream_ordered_alloc.map_hidden", threshold, zero = ms(zero), pool = ms(pool))
     });
-    r.explain(t!("soa.reuse"));
+    r.explain(t!("stream_ordered_alloc.reuse"));
 }
 
 #[cfg(test)]

@@ -159,12 +159,12 @@ pub fn check_prefetch_won(m: &Measured) -> Result<Text> {
     let (enqueue, ms) = (m.versions[1].part(ENQUEUE_MS), |v: f64| fixed(v, 3));
     if faults < CLEAR_SPEEDUP * explicit || faults - explicit < 2.0 * enqueue {
         let [cost, explicit, enqueue] = [faults - explicit, explicit, enqueue].map(ms);
-        let why = t!("unified.little_to_win", cost, explicit, enqueue);
+        let why = t!("unified_memory.little_to_win", cost, explicit, enqueue);
         return Ok(t!("check.not_asserted", why));
     }
     let (speedup, [p, f]) = (faults / prefetch, [prefetch, faults].map(ms));
     if speedup >= CLEAR_SPEEDUP {
-        Ok(t!("unified.faster_check", prefetch = p, faults = f, x = fixed(speedup, 2)))
+        Ok(t!("unified_memory.faster_check", prefetch = p, faults = f, x = fixed(speedup, 2)))
     } else {
         Err(Error::Verification(format!("prefetching took {prefetch:.3} ms against {faults:.3} ms on demand ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though explicit copies took {explicit:.3} ms")))
     }
@@ -268,30 +268,30 @@ pub fn interpret(m: &Measured, r: &mut Report) {
     let [f, p, e, a] = [faults, prefetch, explicit, advised].map(ms);
     r.explain(if faults >= CLEAR_SPEEDUP * explicit {
         let [stall, read, pinned] = [gpu(0) - gpu(2), read(0), read(2)].map(ms);
-        t!("unified.faults_cost", faults = f, explicit = e, stall, read, pinned)
+        t!("unified_memory.faults_cost", faults = f, explicit = e, stall, read, pinned)
     } else {
-        t!("unified.faults_cheap", faults = f, explicit = e)
+        t!("unified_memory.faults_cheap", faults = f, explicit = e)
     });
     r.explain(if won < (CLEAR_SPEEDUP - 1.0) * faults {
-        t!("unified.no_clear_win", prefetch = p, faults = f, explicit = e)
+        t!("unified_memory.no_clear_win", prefetch = p, faults = f, explicit = e)
     } else if prefetch <= explicit * CLEAR_SPEEDUP {
         let pct = fixed((prefetch / explicit - 1.0).abs() * 100.0, 0);
-        t!("unified.as_copies", won = ms(won), prefetch = p, pct)
+        t!("unified_memory.as_copies", won = ms(won), prefetch = p, pct)
     } else {
         let (pct, x) = (fixed(100.0 * won / cost, 0), fixed(prefetch / explicit, 2));
-        t!("unified.won_back", won = ms(won), cost = ms(cost), pct, prefetch = p, x)
+        t!("unified_memory.won_back", won = ms(won), cost = ms(cost), pct, prefetch = p, x)
     });
     if enqueue >= 0.5 * gpu(1) {
         let [enqueue, gpu, copies] = [enqueue, gpu(1), m.versions[2].part(ENQUEUE_MS)].map(ms);
-        r.explain(t!("unified.enqueue", enqueue, gpu, copies));
+        r.explain(t!("unified_memory.enqueue", enqueue, gpu, copies));
     }
-    let advice = t!("unified.advice", advised = a, gpu = ms(gpu(3)));
+    let advice = t!("unified_memory.advice", advised = a, gpu = ms(gpu(3)));
     r.explain(if advised * CLEAR_SPEEDUP <= prefetch {
-        t!("unified.advice_fastest", advice, prefetch = p)
+        t!("unified_memory.advice_fastest", advice, prefetch = p)
     } else if advised * CLEAR_SPEEDUP <= faults {
-        t!("unified.advice_between", advice, faults = f, prefetch = p)
+        t!("unified_memory.advice_between", advice, faults = f, prefetch = p)
     } else {
-        t!("unified.advice_no_better", advice, faults = f)
+        t!("unified_memory.advice_no_better", advice, faults = f)
     });
 }
 

@@ -83,7 +83,7 @@ pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<Text> {
         }
         last_callback = c;
     }
-    Ok(t!("host_pipeline.in_order", batches))
+    Ok(t!("host_batch_log.in_order", batches))
 }
 
 /// How many batches i+1 were prepared before batch i's host function ran: the host's
@@ -108,19 +108,19 @@ pub fn order_line(events: &[HostEvent], batches: usize) -> Text {
         events
             .iter()
             .take(8)
-            .map(|e| t!("host_pipeline.event", what = Text::label(&e.what), ms = fixed(e.ms, 2)))
+            .map(|e| t!("host_batch_log.event", what = Text::label(&e.what), ms = fixed(e.ms, 2)))
             .collect(),
     );
     let overlapped = if batches == 1 {
-        t!("host_pipeline.one_batch")
+        t!("host_batch_log.one_batch")
     } else if ahead == batches - 1 {
-        t!("host_pipeline.all_ahead")
+        t!("host_batch_log.all_ahead")
     } else if ahead == 0 {
-        t!("host_pipeline.none_ahead")
+        t!("host_batch_log.none_ahead")
     } else {
-        t!("host_pipeline.some_ahead", ahead, of = batches - 1)
+        t!("host_batch_log.some_ahead", ahead, of = batches - 1)
     };
-    t!("host_pipeline.order", order, overlapped)
+    t!("host_batch_log.order", order, overlapped)
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
 //! What a run leaves behind, and everything that draws or writes it: the recorders (CUPTI's
-//! activity records, else events: [`recorder`]), their spans ([`span`]), the terminal's
+//! activity records, else events: [`recorder`]; CUPTI's records turned into spans:
+//! [`cupti_spans`], NCCL's kernels given to their collectives: [`nccl_groups`]), their spans
+//! ([`span`]), the terminal's
 //! [`timeline`], a Perfetto [`trace`], an SVG [`picture`] and a sweep's [`plot`], the
 //! [`report`] as text or JSON, the files [`output`] writes, and the runs recorded on a real
 //! GPU that ship in the binary ([`recorded_runs`]).
+pub mod cupti_spans;
+pub mod nccl_groups;
 pub mod output;
 pub mod picture;
 pub mod plot;

@@ -16,10 +16,17 @@
 //! for the parts that vary (`"{k} streams"`).
 pub mod en;
 pub mod zh;
+// Below the messages: templates cut, filled and matched (`template`); above them, English
+// lines read back into messages (`read_back`, which adds `Text::recover`).
+mod read_back;
+mod template;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+use crate::lab::text::template::{best_match, fill, label_patterns, Holes};
+pub use crate::lab::text::template::{holes, pieces, Piece};
 
 /// The language of the text a learner reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -111,8 +118,8 @@ impl Text {
                 items.iter().map(|i| i.render(lang)).collect::<Vec<_>>().join(", ")
             }
             Text::Message { key, args } => {
-                let template = find(lang.messages(), key)
-                    .or_else(|| find(en::MESSAGES, key))
+                let template = message(lang.messages(), key)
+                    .or_else(|| message(en::MESSAGES, key))
                     .unwrap_or(key.as_str());
                 fill(template, |name| args.get(name).map(|a| a.render(lang)))
             }
@@ -141,16 +148,8 @@ impl Text {
             Text::Label { label: l } => {
                 best_match(label_patterns(), l, Holes::LabelHoles).is_some()
             }
-            Text::Message { key, .. } => find(zh::MESSAGES, key).is_some(),
+            Text::Message { key, .. } => message(zh::MESSAGES, key).is_some(),
         }
-    }
-
-    /// The message `english` is a rendering of, found by matching it against every English
-    /// template (its arguments recovered the same way, else as labels); `Plain` when none
-    /// matches. This renders reports that kept only their English lines (runs recorded
-    /// before the keys were stored) in another language.
-    pub fn recover(english: &str) -> Text {
-        recover(english, true)
     }
 }
 
@@ -247,198 +246,29 @@ fn find(catalog: &'static [(&'static str, &'static str)], key: &str) -> Option<&
     catalog.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
 }
 
-/// A template's pieces: literal text and `{name}` holes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Piece<'a> {
-    Literal(&'a str),
-    Hole(&'a str),
-}
+/// Key prefixes renamed to the lesson's name (or the lab part's) after runs were recorded
+/// with the old ones. The runs embedded from `docs/recorded/` store their messages by key,
+/// and `--recorded --json` prints the keys as stored, so the old keys are not rewritten when
+/// a run is read: a message is looked up under its new key when it is rendered.
+const RENAMED: [(&str, &str); 9] = [
+    ("allreduce.", "allreduce_overlap."),
+    ("mixed.", "mixed_precision."),
+    ("pinned.", "pinned_vs_pageable."),
+    ("soa.", "stream_ordered_alloc."),
+    ("unified.", "unified_memory."),
+    ("graph_sweep.", "graph.sweep_"),
+    ("replay.", "graph.replay_"),
+    ("race.", "events.race_"),
+    ("host_pipeline.", "host_batch_log."),
+];
 
-/// `template` cut into its pieces.
-pub fn pieces(template: &str) -> Vec<Piece<'_>> {
-    let mut out = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        let Some(close) = rest[open..].find('}').map(|c| open + c) else { break };
-        let name = &rest[open + 1..close];
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            out.push(Piece::Literal(&rest[..=open]));
-            rest = &rest[open + 1..];
-            continue;
-        }
-        if open > 0 {
-            out.push(Piece::Literal(&rest[..open]));
-        }
-        out.push(Piece::Hole(name));
-        rest = &rest[close + 1..];
-    }
-    if !rest.is_empty() {
-        out.push(Piece::Literal(rest));
-    }
-    out
-}
-
-/// The names of a template's holes, sorted.
-pub fn holes(template: &str) -> Vec<&str> {
-    let mut names: Vec<&str> = pieces(template)
-        .into_iter()
-        .filter_map(|p| match p {
-            Piece::Hole(n) => Some(n),
-            Piece::Literal(_) => None,
-        })
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    names
-}
-
-/// `template` with each hole replaced by `arg(name)` (left as `{name}` when it has none).
-fn fill(template: &str, arg: impl Fn(&str) -> Option<String>) -> String {
-    pieces(template)
-        .into_iter()
-        .map(|p| match p {
-            Piece::Literal(s) => s.to_string(),
-            Piece::Hole(n) => arg(n).unwrap_or_else(|| format!("{{{n}}}")),
-        })
-        .collect()
-}
-
-/// What a hole may hold: anything in a message; in a label, a number unless the hole's name
-/// starts with `name` (a nested label), so that `"{n} streams"` never swallows
-/// `"legacy streams"`.
-#[derive(Clone, Copy)]
-enum Holes {
-    Anything,
-    LabelHoles,
-}
-
-impl Holes {
-    fn accept(self, hole: &str, value: &str) -> bool {
-        match self {
-            Holes::Anything => true,
-            Holes::LabelHoles => {
-                hole.starts_with("name")
-                    || (value.bytes().any(|b| b.is_ascii_digit())
-                        && value.bytes().all(|b| b.is_ascii_digit() || b"., +-x%".contains(&b)))
-            }
-        }
-    }
-}
-
-/// Every way `text` is `pattern` filled in: the holes' values, each accepted by `holes`
-/// (a label's are never empty), the shortest first.
-fn captures<'t>(pattern: &[Piece<'_>], text: &'t str, holes: Holes) -> Vec<Vec<&'t str>> {
-    match pattern.split_first() {
-        None if text.is_empty() => vec![Vec::new()],
-        None => Vec::new(),
-        Some((Piece::Literal(l), rest)) => {
-            text.strip_prefix(l).map_or_else(Vec::new, |t| captures(rest, t, holes))
-        }
-        Some((Piece::Hole(hole), rest)) => {
-            let ends: Vec<usize> = match rest.first() {
-                None => vec![text.len()],
-                Some(Piece::Literal(l)) => text.match_indices(l).map(|(i, _)| i).collect(),
-                Some(Piece::Hole(_)) => return Vec::new(),
-            };
-            let may_be_empty = matches!(holes, Holes::Anything);
-            let ends = ends.into_iter().filter(|&end| end > 0 || may_be_empty);
-            ends.filter(|&end| holes.accept(hole, &text[..end]))
-                .flat_map(|end| {
-                    captures(rest, &text[end..], holes).into_iter().map(move |mut found| {
-                        found.insert(0, &text[..end]);
-                        found
-                    })
-                })
-                .collect()
-        }
-    }
-}
-
-/// Whether a hole's value reads as one thing: a number, a message or a label of the catalogs.
-fn reads_whole(value: &str) -> bool {
-    let numeric = value.bytes().any(|b| b.is_ascii_digit())
-        && value.bytes().all(|b| b.is_ascii_digit() || b"., +-x%e".contains(&b));
-    numeric
-        || best_match(recoverable(), value, Holes::Anything).is_some()
-        || best_match(label_patterns(), value, Holes::LabelHoles).is_some()
-}
-
-/// The way `text` fills `pattern` whose holes read best (the most of them [`reads_whole`];
-/// the shortest first among equals).
-fn capture<'t>(pattern: &[Piece<'_>], text: &'t str, holes: Holes) -> Option<Vec<&'t str>> {
-    let mut all = captures(pattern, text, holes);
-    if all.len() > 1 {
-        let score = |c: &Vec<&str>| c.iter().filter(|v| reads_whole(v)).count();
-        let most = all.iter().map(score).max().unwrap_or(0);
-        all.retain(|c| score(c) == most);
-    }
-    all.into_iter().next()
-}
-
-/// A pattern's key and its holes' names and values.
-type Match<'p, 't> = (&'p str, Vec<(&'p str, &'t str)>);
-
-/// The best match of `text` among `patterns`: the one with the most literal text.
-fn best_match<'p, 't>(
-    patterns: impl Iterator<Item = (&'p str, &'p str)>,
-    text: &'t str,
-    holes: Holes,
-) -> Option<Match<'p, 't>> {
-    let mut best: Option<(usize, Match<'p, 't>)> = None;
-    for (key, pattern) in patterns {
-        let pieces = pieces(pattern);
-        let literal: usize = pieces
-            .iter()
-            .map(|p| match p {
-                Piece::Literal(l) => l.len(),
-                Piece::Hole(_) => 0,
-            })
-            .sum();
-        if literal == 0 || best.as_ref().is_some_and(|b| b.0 >= literal) {
-            continue;
-        }
-        if let Some(values) = capture(&pieces, text, holes) {
-            let names = pieces.iter().filter_map(|p| match p {
-                Piece::Hole(n) => Some(*n),
-                Piece::Literal(_) => None,
-            });
-            best = Some((literal, (key, names.zip(values).collect())));
-        }
-    }
-    best.map(|(_, found)| found)
-}
-
-/// The English messages a line of a report can be: all but the report's own frame
-/// (`report.check` would read any "a: b" as a check line).
-fn recoverable() -> impl Iterator<Item = (&'static str, &'static str)> {
-    en::MESSAGES.iter().copied().filter(|(key, _)| !key.starts_with("report."))
-}
-
-/// [`zh::LABELS`]' English patterns, as [`best_match`] takes them.
-fn label_patterns() -> impl Iterator<Item = (&'static str, &'static str)> {
-    zh::LABELS.iter().map(|(en, _)| (*en, *en))
-}
-
-fn recover(english: &str, whole_line: bool) -> Text {
-    let messages = recoverable;
-    // An argument that is a name (a version, a stage) stays one.
-    if !whole_line && best_match(label_patterns(), english, Holes::LabelHoles).is_some() {
-        return Text::label(english);
-    }
-    // A list of messages ("prepared 0 (2.16), enqueued 0 (2.19)") before one message.
-    let items: Vec<&str> = english.split(", ").collect();
-    let all_items = items.iter().all(|i| best_match(messages(), i, Holes::Anything).is_some());
-    if !whole_line && items.len() > 1 && all_items {
-        return Text::List(items.into_iter().map(|i| recover(i, false)).collect());
-    }
-    match best_match(messages(), english, Holes::Anything) {
-        Some((key, args)) => Text::Message {
-            key: key.into(),
-            args: args.into_iter().map(|(n, v)| (n.to_string(), recover(v, false))).collect(),
-        },
-        None if whole_line => Text::Plain(english.into()),
-        None => Text::label(english),
-    }
+/// The template of the message `key` in `catalog`, under its key or, for a key a recorded
+/// run kept from before a rename ([`RENAMED`]), under the key it has now.
+fn message(catalog: &'static [(&'static str, &'static str)], key: &str) -> Option<&'static str> {
+    find(catalog, key).or_else(|| {
+        let (old, new) = RENAMED.iter().find(|(old, _)| key.starts_with(old))?;
+        find(catalog, &format!("{new}{}", &key[old.len()..]))
+    })
 }
 
 /// `english` (a check, figure or version name, a unit, a summary) in `lang`: the
@@ -565,6 +395,26 @@ mod tests {
         assert_eq!(Text::from("4.5".to_string()).render(Lang::Zh), "4.5");
     }
 
+    /// Recorded runs keep the keys they were recorded with: a renamed one renders as its
+    /// new key does, in both languages, and the catalogs hold no key under an old prefix.
+    #[test]
+    fn a_key_from_before_a_rename_renders_as_its_new_key() {
+        let old = t!("soa.held", held = fixed(7.613, 3), k = 4usize, sync = fixed(7.626, 3));
+        let new = t!(
+            "stream_ordered_alloc.held",
+            held = fixed(7.613, 3),
+            k = 4usize,
+            sync = fixed(7.626, 3)
+        );
+        assert_eq!(old.en(), new.en());
+        assert_eq!(old.render(Lang::Zh), new.render(Lang::Zh));
+        assert!(old.is_translated());
+        for (old, new) in RENAMED {
+            assert!(en::MESSAGES.iter().all(|(k, _)| !k.starts_with(old)), "{old} is still a key");
+            assert!(en::MESSAGES.iter().any(|(k, _)| k.starts_with(new)), "no key {new}...");
+        }
+    }
+
     #[test]
     fn the_locale_decides_unless_the_flag_does() {
         assert_eq!(Lang::from_locale(None, None, None), Lang::En);
@@ -580,39 +430,6 @@ mod tests {
             (Lang::parse("zh"), Lang::parse("en"), Lang::parse("xx")),
             (Some(Lang::Zh), Some(Lang::En), None)
         );
-    }
-
-    /// Every English template, filled with distinct values, is recognized as itself: how a
-    /// report that kept only its English lines is rendered in Chinese.
-    #[test]
-    fn every_english_line_is_recovered_as_its_own_message() {
-        for (key, english) in recoverable() {
-            let args = holes(english)
-                .into_iter()
-                .enumerate()
-                .map(|(i, h)| (h, Text::Plain(format!("<{i}>"))))
-                .collect();
-            let line = Text::message(key, args);
-            let found = Text::recover(&line.en());
-            assert_eq!(found.key(), Some(key), "{key}: recovered as another message");
-            let (zh, want) = (found.render(Lang::Zh), line.render(Lang::Zh));
-            assert_eq!(zh, want, "{key}: its arguments were not recovered");
-        }
-        // A line no template has stays as it is, in every language.
-        let unknown = Text::recover("Nothing in the catalogs reads like this.");
-        assert_eq!(unknown, Text::Plain("Nothing in the catalogs reads like this.".into()));
-    }
-
-    #[test]
-    fn recovered_arguments_keep_their_labels_and_numbers() {
-        let line = "recording cost: 8 streams 2.911 ms with the recorder off, 2.927 ms on (+0.5%, medians of 10 interleaved runs)";
-        let found = Text::recover(line);
-        assert_eq!(found.key(), Some("timeline.cost"));
-        let zh = found.render(Lang::Zh);
-        assert!(zh.contains("8 个流") && zh.contains("2.911") && zh.contains("+0.5%"), "{zh}");
-        let list = Text::recover("Order of events in the last pipelined run (ms): prepared 0 (2.16), enqueued 0 (2.19) ... : one batch, so no preparation could overlap GPU work.");
-        let zh = list.render(Lang::Zh);
-        assert!(zh.contains("准备 0 (2.16), 入队 0 (2.19)"), "{zh}");
     }
 
     /// `run all --lang zh` printed "未运行：needs 2 GPUs, found 1" on a one-GPU H200.

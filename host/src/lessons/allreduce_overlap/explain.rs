@@ -70,7 +70,7 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
     let bytes = lesson.ranks.local[0].params.len() as f64 * 4.0;
     let mib = fixed(bytes / 1048576.0, 0);
     r.explain(t!(
-        "allreduce.sequential",
+        "allreduce_overlap.sequential",
         gpus,
         ranks,
         c = ms(c),
@@ -85,7 +85,7 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
         let bus = algorithm * 2.0 * (ranks as f64 - 1.0) / ranks as f64;
         r.figure("all-reduce bus bandwidth", bus, "GB/s");
         r.explain(t!(
-            "allreduce.bandwidth",
+            "allreduce_overlap.bandwidth",
             ranks,
             algorithm = fixed(algorithm, 1),
             bus = fixed(bus, 1)
@@ -94,7 +94,7 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
 
     let hi = greatest.time.median;
     r.explain(t!(
-        "allreduce.bucketed",
+        "allreduce_overlap.bucketed",
         b = buckets.to_string(),
         hi = ms(hi),
         x = fixed(m.speedup(), 2),
@@ -122,7 +122,7 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
         r.figure(backward_figure, probe.backward, "ms");
         r.figure(reduce_figure, probe.reduce, "ms");
         r.explain(t!(
-            "allreduce.overlapped",
+            "allreduce_overlap.overlapped",
             name = Text::label(name.clone()),
             total = ms(probe.total),
             backward = ms(probe.backward),
@@ -132,9 +132,9 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
         ));
         if probe.version == GREATEST {
             if probe.backward > c * 1.05 {
-                r.explain(t!("allreduce.backward_slowed"));
+                r.explain(t!("allreduce_overlap.backward_slowed"));
             } else {
-                r.explain(t!("allreduce.backward_kept_pace"));
+                r.explain(t!("allreduce_overlap.backward_kept_pace"));
             }
         }
     }
@@ -142,7 +142,7 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
     if let Some(engines) = m.versions.get(COPY_ENGINES) {
         let time = engines.time.median;
         r.explain(t!(
-            "allreduce.copy_engines",
+            "allreduce_overlap.copy_engines",
             b = buckets.to_string(),
             time = ms(time),
             ratio = fixed(time / bound, 2),
@@ -153,18 +153,21 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
 
     let lo = least.time.median;
     let prio = if lo > hi * 1.02 {
-        t!("allreduce.slower", lo = ms(lo))
+        t!("allreduce_overlap.slower", lo = ms(lo))
     } else {
-        t!("allreduce.no_slower", lo = ms(lo))
+        t!("allreduce_overlap.no_slower", lo = ms(lo))
     };
-    r.explain(t!("allreduce.priority", prio));
-    let more =
-        if many.time.median < hi { t!("allreduce.faster") } else { t!("allreduce.not_faster") };
+    r.explain(t!("allreduce_overlap.priority", prio));
+    let more = if many.time.median < hi {
+        t!("allreduce_overlap.faster")
+    } else {
+        t!("allreduce_overlap.not_faster")
+    };
     r.explain(t!(
-        "allreduce.more_buckets",
+        "allreduce_overlap.more_buckets",
         buckets = lesson.buckets[1].len(),
         many = ms(many.time.median),
         more
     ));
-    r.explain(t!("allreduce.order_bug"));
+    r.explain(t!("allreduce_overlap.order_bug"));
 }

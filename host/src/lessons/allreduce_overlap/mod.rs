@@ -387,7 +387,7 @@ impl Lesson for AllreduceOverlap {
                 .count();
             // Every sum written (no NaN left from the fill), and some of them wrong.
             let outcome = if wrong > 0 && got[0].iter().all(|x| !x.is_nan()) {
-                Ok(t!("allreduce.wrong_sums", wrong, n = got[0].len()))
+                Ok(t!("allreduce_overlap.wrong_sums", wrong, n = got[0].len()))
             } else {
                 Err(Error::Verification("reversed order gave the right sums".into()))
             };

@@ -66,7 +66,7 @@ fn part(v: &VersionStats, name: &str) -> Result<Stats> {
 pub fn check_race_observed(without: &VersionStats, n: usize) -> Result<Text> {
     let wrong = part(without, WRONG)?;
     if wrong.min > 0.0 {
-        return Ok(t!("race.observed", runs = wrong.count, min = wrong.min.to_string(), n));
+        return Ok(t!("events.race_observed", runs = wrong.count, min = wrong.min.to_string(), n));
     }
     Err(Error::Verification(format!(
         "the unsynchronized consumer read correct data in at least one of {} runs: the race was not reproduced (raise --sleep-us)",
@@ -78,7 +78,7 @@ pub fn check_race_observed(without: &VersionStats, n: usize) -> Result<Text> {
 pub fn check_right(with: &VersionStats, n: usize) -> Result<Text> {
     let wrong = part(with, WRONG)?;
     if wrong.max == 0.0 {
-        return Ok(t!("race.right", n, runs = wrong.count));
+        return Ok(t!("events.race_right", n, runs = wrong.count));
     }
     Err(Error::Verification(format!(
         "consumer output vs CPU: up to {} of {n} elements differ in a run",
@@ -95,7 +95,7 @@ pub fn check_waited(with: &VersionStats) -> Result<Text> {
             -gap.min
         )));
     }
-    Ok(t!("race.after", runs = gap.count, ms = fixed(gap.min, 3)))
+    Ok(t!("events.race_after", runs = gap.count, ms = fixed(gap.min, 3)))
 }
 
 /// Passes when the consumer that did not wait finished before the producer in every run: the
@@ -108,7 +108,7 @@ pub fn check_overtook(without: &VersionStats) -> Result<Text> {
             gap.max
         )));
     }
-    Ok(t!("race.before", runs = gap.count, ms = fixed(-gap.max, 3)))
+    Ok(t!("events.race_before", runs = gap.count, ms = fixed(-gap.max, 3)))
 }
 
 /// Both orderings: the consumer finished after the producer with the wait, and before it
@@ -116,7 +116,7 @@ pub fn check_overtook(without: &VersionStats) -> Result<Text> {
 pub fn check_ordering(m: &Measured) -> Result<Text> {
     check_waited(m.with())?;
     check_overtook(m.without())?;
-    Ok(t!("race.ordering"))
+    Ok(t!("events.race_ordering"))
 }
 
 /// Passes when the events around the producer measured at least its spin in every run: the
@@ -133,7 +133,7 @@ pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<Text>
         )));
     }
     let (runs, min, spin) = (producer.count, fixed(producer.min, 3), fixed(spin, 3));
-    Ok(t!("race.producer_timing", runs, min, spin))
+    Ok(t!("events.race_producer_timing", runs, min, spin))
 }
 
 /// Made-up race runs, for the tests of the checks here and of the `events` lesson's text.

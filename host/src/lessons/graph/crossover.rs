@@ -46,19 +46,19 @@ pub fn chain_text(points: &[Point]) -> Option<Text> {
     let (first, last) = (fixed(first.ratio(), 2), fixed(last.ratio(), 2));
     Some(match crossover(points, |s| s.chain, true) {
         Some(c) if c == shortest => {
-            t!("graph_sweep.chain_always", n, shortest, longest, first, last)
+            t!("graph.sweep_chain_always", n, shortest, longest, first, last)
         }
-        Some(c) => t!("graph_sweep.chain_from", n, c, shortest, longest, first, last),
-        None => t!("graph_sweep.chain_never", n, shortest, longest, first, last),
+        Some(c) => t!("graph.sweep_chain_from", n, c, shortest, longest, first, last),
+        None => t!("graph.sweep_chain_never", n, shortest, longest, first, last),
     })
 }
 
 /// "1 kernel", "4 kernels".
 fn kernels(c: usize) -> Text {
     if c == 1 {
-        t!("graph_sweep.one_kernel")
+        t!("graph.sweep_one_kernel")
     } else {
-        t!("graph_sweep.kernels", c)
+        t!("graph.sweep_kernels", c)
     }
 }
 
@@ -71,8 +71,8 @@ pub fn grid_text(copies: Copies, points: &[Point]) -> Text {
             let line: Vec<Point> = points.iter().filter(|p| p.shape.chain == c).copied().collect();
             let kernels = kernels(c);
             match crossover(&line, |s| s.elements, false) {
-                Some(n) => t!("graph_sweep.up_to", n, kernels),
-                None => t!("graph_sweep.no_size", kernels),
+                Some(n) => t!("graph.sweep_up_to", n, kernels),
+                None => t!("graph.sweep_no_size", kernels),
             }
         })
         .collect();
@@ -83,12 +83,12 @@ pub fn grid_text(copies: Copies, points: &[Point]) -> Text {
         Some(p) if p.ratio() > 1.0 / WIN => {
             let (n, c, loss) =
                 (p.shape.elements, p.shape.chain, fixed((p.ratio() - 1.0) * 100.0, 0));
-            t!("graph_sweep.loses", loss, n, c)
+            t!("graph.sweep_loses", loss, n, c)
         }
-        Some(_) => t!("graph_sweep.level"),
-        None => t!("graph_sweep.wins_everywhere"),
+        Some(_) => t!("graph.sweep_level"),
+        None => t!("graph.sweep_wins_everywhere"),
     };
-    t!("graph_sweep.grid", copies = copies.phrase(), wins, rest)
+    t!("graph.sweep_grid", copies = copies.phrase(), wins, rest)
 }
 
 /// Graph time over streams time against the shape, with the break-even line and a mark
@@ -257,8 +257,8 @@ mod tests {
             }
         }
         let mut lines = vec![
-            t!("graph_sweep.same", count = 120usize),
-            t!("graph_sweep.close", count = 120usize),
+            t!("graph.sweep_same", count = 120usize),
+            t!("graph.sweep_close", count = 120usize),
         ];
         let mut figures = Vec::new();
         for points in [&chain, &chain[..2], &chain[2..], &grid] {

@@ -118,11 +118,11 @@ pub fn interpret(
     }
     r.param("graph", b.nodes.to_string()).detail("graph_nodes", b.nodes);
     let (s_issue, g_issue, nodes) = (fixed(s.issue_us, 1), fixed(g.issue_us, 1), nodes(&b.nodes));
-    r.explain(t!("replay.calls", calls, s_issue, nodes, g_issue));
+    r.explain(t!("graph.replay_calls", calls, s_issue, nodes, g_issue));
     let setup_us = (b.capture_ms + b.instantiate_ms) * 1e3;
     r.explain(explain_wall(s, g, setup_us, (e.gpu_us, eg.gpu_us), kernels));
     let (by_stream, in_graph) = (fixed(e.gpu_us, 2), fixed(eg.gpu_us, 2));
-    r.explain(t!("replay.launch_overhead", by_stream, in_graph));
+    r.explain(t!("graph.replay_launch_overhead", by_stream, in_graph));
     if let Some(u) = updated {
         let (update_us, instantiate_us) = (u.update_ms * 1e3, b.instantiate_ms * 1e3);
         r.param("update", u.path.to_string());
@@ -136,8 +136,8 @@ pub fn interpret(
 fn nodes(n: &NodeCounts) -> Text {
     let (total, kernels, copies) = (n.total(), n.kernels, n.memcpys);
     match total - kernels - copies {
-        0 => t!("replay.nodes", total, kernels, copies),
-        other => t!("replay.nodes_other", total, kernels, copies, other),
+        0 => t!("graph.replay_nodes", total, kernels, copies),
+        other => t!("graph.replay_nodes_other", total, kernels, copies, other),
     }
 }
 
@@ -158,45 +158,50 @@ pub fn explain_wall(
     let us = |v: f64| fixed(v, 1);
     if saved_us > 0.0 {
         let why = if s_issue > s_gpu {
-            t!("replay.host_bound", s_issue = us(s_issue), s_gpu = us(s_gpu), g_issue = us(g_issue))
+            t!(
+                "graph.replay_host_bound",
+                s_issue = us(s_issue),
+                s_gpu = us(s_gpu),
+                g_issue = us(g_issue)
+            )
         } else if g_gpu < s_gpu {
-            t!("replay.gpu_shorter", g_gpu = us(g_gpu), s_gpu = us(s_gpu))
+            t!("graph.replay_gpu_shorter", g_gpu = us(g_gpu), s_gpu = us(s_gpu))
         } else {
             let [s_issue, g_issue, s_gpu, g_gpu] = [s_issue, g_issue, s_gpu, g_gpu].map(us);
-            t!("replay.per_iteration", s_issue, g_issue, s_gpu, g_gpu)
+            t!("graph.replay_per_iteration", s_issue, g_issue, s_gpu, g_gpu)
         };
         let replays = fixed((setup_us / saved_us).ceil(), 0);
         let (s_wall, g_wall, setup_us) = (us(s_wall), us(g_wall), fixed(setup_us, 0));
-        return t!("replay.faster", s_wall, g_wall, why, setup_us, replays);
+        return t!("graph.replay_faster", s_wall, g_wall, why, setup_us, replays);
     }
     let why = if s_gpu > s_issue {
-        t!("replay.gpu_chain", s_gpu = us(s_gpu), s_issue = us(s_issue))
+        t!("graph.replay_gpu_chain", s_gpu = us(s_gpu), s_issue = us(s_issue))
     } else {
-        t!("replay.issue_hidden", s_issue = us(s_issue), s_gpu = us(s_gpu))
+        t!("graph.replay_issue_hidden", s_issue = us(s_issue), s_gpu = us(s_gpu))
     };
     let saved = s_issue - g_issue;
     let host = if saved > 0.0 {
-        t!("replay.host_saved", saved = us(saved))
+        t!("graph.replay_host_saved", saved = us(saved))
     } else {
-        t!("replay.host_not_saved", g_issue = us(g_issue), s_issue = us(s_issue))
+        t!("graph.replay_host_not_saved", g_issue = us(g_issue), s_issue = us(s_issue))
     };
     let (by_stream, in_graph) = empty;
     let rest = if in_graph < by_stream {
         let (by_stream, in_graph) = (fixed(by_stream, 2), fixed(in_graph, 2));
-        t!("replay.host_and_tiny", host, kernels, by_stream, in_graph)
+        t!("graph.replay_host_and_tiny", host, kernels, by_stream, in_graph)
     } else {
         host
     };
-    t!("replay.no_gain", g_wall = us(g_wall), s_wall = us(s_wall), why, rest)
+    t!("graph.replay_no_gain", g_wall = us(g_wall), s_wall = us(s_wall), why, rest)
 }
 
 /// What an update of an executable graph did, following the path the driver took.
 pub fn explain_update(path: &UpdatePath, update_us: f64, instantiate_us: f64) -> Text {
     let (update_us, instantiate_us) = (fixed(update_us, 0), fixed(instantiate_us, 0));
     match path {
-        UpdatePath::InPlace => t!("replay.in_place", update_us, instantiate_us),
+        UpdatePath::InPlace => t!("graph.replay_in_place", update_us, instantiate_us),
         UpdatePath::Reinstantiated { reason } => {
-            t!("replay.reinstantiated", reason = reason.clone(), update_us, instantiate_us)
+            t!("graph.replay_reinstantiated", reason = reason.clone(), update_us, instantiate_us)
         }
     }
 }

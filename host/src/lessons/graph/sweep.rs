@@ -41,9 +41,9 @@ impl Copies {
     /// How the text says it: "copies by memcpy (memcpy nodes in the graph)", ...
     pub fn phrase(self) -> Text {
         match self {
-            Copies::Memcpy => t!("graph_sweep.by_memcpy"),
-            Copies::Kernels => t!("graph_sweep.by_kernels"),
-            Copies::None => t!("graph_sweep.no_copies"),
+            Copies::Memcpy => t!("graph.sweep_by_memcpy"),
+            Copies::Kernels => t!("graph.sweep_by_kernels"),
+            Copies::None => t!("graph.sweep_no_copies"),
         }
     }
 
@@ -270,9 +270,9 @@ impl Sweep {
                 .and_then(|()| ensure_close_to_reference(&what, &graph, 1024, reference).map(drop));
         }
         let count = self.shapes.len();
-        let detail = t!("graph_sweep.same", count);
+        let detail = t!("graph.sweep_same", count);
         checks.record("every shape: graph == streams+events, bit for bit", same.map(|()| detail));
-        let detail = t!("graph_sweep.close", count);
+        let detail = t!("graph.sweep_close", count);
         checks.record("every shape: GPU vs CPU reference (approx)", close.map(|()| detail));
         Ok(())
     }
