@@ -28,6 +28,7 @@
 //! when it arrives, then its own); without, after all `--waves` + 1.
 use serde::Serialize;
 
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceInfo, Error, Event, Gpu, LaunchConfig, Result, Stream};
@@ -88,6 +89,10 @@ pub struct Priority {
     second_done: Event,
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const EQUAL: usize = 0;
+pub const HIGH: usize = 1;
+
 impl Priority {
     /// The long kernel on `first`, then the short one on `second`; the time is when the
     /// short one was done.
@@ -104,6 +109,16 @@ impl Priority {
         let long = self.first_done.elapsed_ms(&self.start)?;
         let short = self.second_done.elapsed_ms(&self.start)?;
         Ok(Sample::ms(short).part(LONG_DONE, long).part(SHORT_MINUS_LONG, short - long))
+    }
+
+    /// The long kernel, then the short one, on two streams of the least priority.
+    fn equal_priority(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.pair(gpu, &self.equal_first, &self.equal_second)
+    }
+
+    /// The long kernel on the least priority, then the short one on the greatest.
+    fn high_priority(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.pair(gpu, &self.low, &self.high)
     }
 }
 
@@ -156,14 +171,12 @@ impl Lesson for Priority {
         })
     }
 
-    /// The long kernel, then the short one, on two streams of the least priority.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.pair(gpu, &self.equal_first, &self.equal_second)
-    }
-
-    /// The long kernel on the least priority, then the short one on the greatest.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.pair(gpu, &self.low, &self.high)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            EQUAL => self.equal_priority(gpu),
+            HIGH => self.high_priority(gpu),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
