@@ -149,7 +149,8 @@ impl Lesson for Overlap {
 
     fn explain(&self, m: &Measured, r: &mut Report) {
         let (k, phases, many) = (self.streams.len(), Phases::of(m.without()), m.with().time.median);
-        let off = format!("{:+.1}", (many / phases.report(k, many, r) - 1.0) * 100.0); // figures
+        phases.figures(k, many, r);
+        let off = format!("{:+.1}", (many / phases.bound(k) - 1.0) * 100.0); // over the bound, %
         let [one, ms, tk] = [m.without().time.median, many, phases.bound(k)].map(|v| fixed(v, 3));
         r.explain(t!("overlap.serial", ms = one));
         if k == 1 {
