@@ -253,16 +253,17 @@ impl Lesson for DefaultStream {
 /// The figures and what they mean, from the measurements alone.
 pub fn interpret(m: &Measured, r: &mut Report) {
     let (blocking, non_blocking) = (m.without(), m.with());
-    let (serial, beside) = (blocking.time.median, non_blocking.time.median);
-    let kernel = blocking.part(KERNEL_MS);
-    r.figure("one kernel alone (GPU stamps)", kernel, "ms")
+    let kernel_ms = blocking.part(KERNEL_MS);
+    r.figure("one kernel alone (GPU stamps)", kernel_ms, "ms")
         .figure("blocking: 2nd started after the 1st ended by", blocking.part(GAP_US), "µs")
         .figure(
             "non-blocking: 2nd started before the 1st ended by",
             -non_blocking.part(GAP_US),
             "µs",
         );
-    let [serial, beside, kernel] = [serial, beside, kernel].map(|v| fixed(v, 3));
+    let serial = fixed(blocking.time.median, 3);
+    let beside = fixed(non_blocking.time.median, 3);
+    let kernel = fixed(kernel_ms, 3);
     r.explain(if check_blocking_waited(m).is_ok() {
         t!("default_stream.serialized", serial, kernel)
     } else {
@@ -282,13 +283,14 @@ pub fn interpret(m: &Measured, r: &mut Report) {
 pub fn interpret_threads(m: &Measured, r: &mut Report) {
     let legacy = m.version(TWO_THREADS_LEGACY);
     let per_thread = m.version(TWO_THREADS_PER_THREAD);
-    let (serial, beside) = (legacy.time.median, per_thread.time.median);
+    let (serial_ms, beside_ms) = (legacy.time.median, per_thread.time.median);
     let (after, before) = (legacy.part(GAP_US), -per_thread.part(GAP_US));
     r.figure("2 threads, legacy: later started after the earlier ended by", after, "µs")
         .figure("2 threads, per-thread: later started before the earlier ended by", before, "µs")
-        .figure("2 threads: legacy over per-thread", serial / beside, "x");
-    let x = fixed(serial / beside, 2);
-    let [serial, beside] = [serial, beside].map(|v| fixed(v, 3));
+        .figure("2 threads: legacy over per-thread", serial_ms / beside_ms, "x");
+    let x = fixed(serial_ms / beside_ms, 2);
+    let serial = fixed(serial_ms, 3);
+    let beside = fixed(beside_ms, 3);
     r.explain(if check_threads_took_turns(m).is_ok() {
         t!("default_stream.threads_serialized", serial)
     } else {

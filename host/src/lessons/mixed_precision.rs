@@ -281,16 +281,21 @@ impl Lesson for MixedPrecision {
 /// training (`lost`: updates below half an ulp of the 16-bit weight, of all updates) alone.
 pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut Report) {
     let (one, steps, name) = (m.without(), a.batches, a.format.name());
-    let (c, u) = (one.part("layer"), one.part("update"));
-    let bound = pipeline_estimate(c, u, steps);
-    let (serial, side, speedup) = (one.time.median, m.with().time.median, m.speedup());
-    r.figure(&format!("layer step in {name}, per micro-batch"), c, "ms")
-        .figure("FP32 update + cast, per micro-batch", u, "ms")
-        .figure("bound c + (B-1) max(c, u) + u", bound, "ms")
-        .figure("measured / bound", side / bound, "x");
-    let (x, of_bound, share) = (fixed(speedup, 2), fixed(side / bound, 2), a.layer_share);
-    let (room, save) = (serial > CLEAR_SPEEDUP * bound, fixed((serial - bound).max(0.0), 3));
-    let [serial, side, c, u, bound] = [serial, side, c, u, bound].map(|v| fixed(v, 3));
+    let (c_ms, u_ms) = (one.part("layer"), one.part("update"));
+    let bound_ms = pipeline_estimate(c_ms, u_ms, steps);
+    let (serial_ms, side_ms, speedup) = (one.time.median, m.with().time.median, m.speedup());
+    r.figure(&format!("layer step in {name}, per micro-batch"), c_ms, "ms")
+        .figure("FP32 update + cast, per micro-batch", u_ms, "ms")
+        .figure("bound c + (B-1) max(c, u) + u", bound_ms, "ms")
+        .figure("measured / bound", side_ms / bound_ms, "x");
+    let (x, of_bound, share) = (fixed(speedup, 2), fixed(side_ms / bound_ms, 2), a.layer_share);
+    let room = serial_ms > CLEAR_SPEEDUP * bound_ms;
+    let save = fixed((serial_ms - bound_ms).max(0.0), 3);
+    let serial = fixed(serial_ms, 3);
+    let side = fixed(side_ms, 3);
+    let c = fixed(c_ms, 3);
+    let u = fixed(u_ms, 3);
+    let bound = fixed(bound_ms, 3);
     r.explain(if steps == 1 {
         t!("mixed.one_batch", serial, side)
     } else if speedup >= CLEAR_SPEEDUP {

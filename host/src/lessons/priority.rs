@@ -245,18 +245,24 @@ impl Shape {
             .param("high_priority_blocks", self.high_blocks)
             .param("least_priority", least)
             .param("greatest_priority", greatest);
-        let (low, high) = (m.with().part(LONG_DONE), m.with().time.median);
-        let (first, second) = (m.without().part(LONG_DONE), m.without().time.median);
-        r.figure("prioritized: long low-priority kernel done at", low, "ms")
-            .figure("prioritized: short high-priority kernel done at", high, "ms")
-            .figure("equal priority: long kernel (1st) done at", first, "ms")
-            .figure("equal priority: short kernel (2nd) done at", second, "ms");
+        let low_ms = m.with().part(LONG_DONE);
+        let high_ms = m.with().time.median;
+        let first_ms = m.without().part(LONG_DONE);
+        let second_ms = m.without().time.median;
+        r.figure("prioritized: long low-priority kernel done at", low_ms, "ms")
+            .figure("prioritized: short high-priority kernel done at", high_ms, "ms")
+            .figure("equal priority: long kernel (1st) done at", first_ms, "ms")
+            .figure("equal priority: short kernel (2nd) done at", second_ms, "ms");
         let (low_blocks, high_blocks, sleep) = (self.low_blocks, self.high_blocks, self.sleep_us);
         let sleep = sleep.to_string();
         r.explain(t!("priority.setup", low_blocks, waves, sleep, high_blocks, greatest, least));
-        let order = if high < low { t!("priority.before") } else { t!("priority.after") };
-        let equal_order = if second > first { t!("priority.after") } else { t!("priority.before") };
-        let [high, low, first, second] = [high, low, first, second].map(|v| fixed(v, 3));
+        let order = if high_ms < low_ms { t!("priority.before") } else { t!("priority.after") };
+        let equal_order =
+            if second_ms > first_ms { t!("priority.after") } else { t!("priority.before") };
+        let high = fixed(high_ms, 3);
+        let low = fixed(low_ms, 3);
+        let first = fixed(first_ms, 3);
+        let second = fixed(second_ms, 3);
         r.explain(match self.not_asserted() {
             Some(why) => {
                 let hint = if waves < 2 { t!("priority.try_waves") } else { "".to_string().into() };

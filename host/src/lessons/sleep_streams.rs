@@ -241,8 +241,12 @@ impl Shape {
         let threshold = small_grid_claim(self.streams, self.connections).unwrap_or(1.0);
         let (small, full) = (speedup(m, SMALL), speedup(m, FULL));
         if small > threshold && small > full {
-            let [small, threshold, full] = [small, threshold, full].map(|v| fixed(v, 2));
-            Ok(t!("sleep_streams.claim", small, threshold, full))
+            Ok(t!(
+                "sleep_streams.claim",
+                small = fixed(small, 2),
+                threshold = fixed(threshold, 2),
+                full = fixed(full, 2)
+            ))
         } else {
             Err(Error::Verification(format!(
                 "expected the small grid to gain more than {threshold:.2}x and more than the full grid; got small {small:.2}x, full {full:.2}x"
