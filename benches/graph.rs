@@ -12,7 +12,9 @@
 use criterion::{BenchmarkId, Criterion};
 use streamlab::lab::{Checks, Lesson, Sample};
 use streamlab::lessons::graph::sweep::{Copies, Shape, Sweep};
-use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS};
+use streamlab::lessons::graph::{
+    GraphDag, EMPTY_BY_STREAM, EMPTY_GRAPH, EMPTY_KERNELS, GRAPH, STREAMS_EVENTS,
+};
 use testkit::bench::{fail, gpu_timed, quick_group, verify};
 use testkit::{gpu_for_bench, set_up};
 
@@ -34,18 +36,18 @@ fn main() {
     let mut group = quick_group(&mut c, "graph_dag");
     let size = "64K x 3 streams";
     gpu_timed(&mut group, BenchmarkId::new("streams_events", size), &mut failure, || {
-        dag.without(&gpu).map(gpu_ms)
+        dag.version(&gpu, STREAMS_EVENTS).map(gpu_ms)
     });
     gpu_timed(&mut group, BenchmarkId::new("graph", size), &mut failure, || {
-        dag.with(&gpu).map(gpu_ms)
+        dag.version(&gpu, GRAPH).map(gpu_ms)
     });
     group.finish();
 
     let mut group = quick_group(&mut c, "launch_overhead");
     let label = format!("{EMPTY_KERNELS} empty kernels");
-    for (name, v) in [("stream_launches", 2), ("one_graph", 3)] {
+    for (name, v) in [("stream_launches", EMPTY_BY_STREAM), ("one_graph", EMPTY_GRAPH)] {
         gpu_timed(&mut group, BenchmarkId::new(name, &label), &mut failure, || {
-            dag.other(&gpu, v).map(gpu_ms)
+            dag.version(&gpu, v).map(gpu_ms)
         });
     }
     group.finish();

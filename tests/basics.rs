@@ -3,7 +3,7 @@
 //! run everywhere.
 use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
-use streamlab::lessons::basics::{Basics, IN_CALLS, UNITS};
+use streamlab::lessons::basics::{Basics, ASYNC_COPIES, BLOCKING_COPIES, IN_CALLS, UNITS};
 use testkit::{
     accepted, gpu, refusal, refuses, refuses_out_of_range, run_lesson, run_refuses, set_up,
 };
@@ -16,8 +16,8 @@ fn async_equals_blocking_bit_for_bit() {
         let n_flag = n.to_string();
         let flags = ["--elements", n_flag.as_str(), "--iters", "50"];
         let mut b: Basics = set_up(&gpu, &flags, n as u64).unwrap();
-        b.without(&gpu).unwrap();
-        b.with(&gpu).unwrap();
+        b.version(&gpu, BLOCKING_COPIES).unwrap();
+        b.version(&gpu, ASYNC_COPIES).unwrap();
         let ((blocking, asynchronous), input) = (b.outputs().unwrap(), b.input().unwrap());
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&asynchronous), bits(&blocking), "n={n}");
@@ -32,7 +32,7 @@ fn async_matches_cpu_reference_within_tolerance() {
     let gpu = gpu();
     let (n, iters) = (50_000, 300);
     let mut b: Basics = set_up(&gpu, &["--elements", "50000", "--iters", "300"], 42).unwrap();
-    b.with(&gpu).unwrap();
+    b.version(&gpu, ASYNC_COPIES).unwrap();
     let ((_, out), input) = (b.outputs().unwrap(), b.input().unwrap());
     // Every element, with data.rs's tolerances: x = sin(x)cos(x) contracts, so the per-step
     // differences between libdevice's and the host's sinf/cosf do not pile up with iters.

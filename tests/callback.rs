@@ -4,7 +4,7 @@
 use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::kit::host_batch_log::{batch_value, check_event_order};
 use streamlab::lab::Lesson;
-use streamlab::lessons::callback::{Callback, AHEAD, GPU_WORK, PREPARE};
+use streamlab::lessons::callback::{Callback, AHEAD, GPU_WORK, PIPELINED, PREPARE, SEQUENTIAL};
 use streamlab::math::compute_element;
 use testkit::{
     accepted, assert_nothing_to_overlap, gpu, refuses, run_lesson, run_refuses, set_up,
@@ -41,8 +41,8 @@ fn callback_pipelined_equals_sequential_bit_for_bit() {
     // One batch, an odd count (the rotation wraps unevenly), sizes no block size divides.
     for (n, batches) in [(1, 1), (4097, 5), (100_003, 2), (65_536, 8)] {
         let (gpu, mut p) = set_up_callback(n, batches, 30, 9);
-        p.without(&gpu).unwrap();
-        p.with(&gpu).unwrap();
+        p.version(&gpu, SEQUENTIAL).unwrap();
+        p.version(&gpu, PIPELINED).unwrap();
         assert_eq!(p.out_pipelined.len(), n * batches);
         let same =
             p.out_pipelined.iter().zip(&p.out_sequential).all(|(a, b)| a.to_bits() == b.to_bits());
@@ -57,7 +57,7 @@ fn callback_pipelined_equals_sequential_bit_for_bit() {
 fn callback_matches_cpu_reference_within_tolerance() {
     let (n, batches, iters, seed) = (20_000, 3, 100, 4);
     let (gpu, mut p) = set_up_callback(n, batches, iters, seed);
-    p.with(&gpu).unwrap();
+    p.version(&gpu, PIPELINED).unwrap();
     // Every element: data.rs's tolerances bound libdevice-vs-std drift over 100 iterations.
     let reference = |k: usize| compute_element(batch_value(seed, k / n, k % n), iters);
     ensure_close_to_reference("pipelined output vs CPU", &p.out_pipelined, n * batches, reference)

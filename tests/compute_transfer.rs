@@ -4,7 +4,7 @@
 use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::kit::batches::pipeline_estimate;
 use streamlab::lab::Lesson;
-use streamlab::lessons::compute_transfer::ComputeTransfer;
+use streamlab::lessons::compute_transfer::{ComputeTransfer, TWO_STREAMS};
 use streamlab::math::compute_element;
 use testkit::{
     accepted, assert_bit_for_bit, assert_nothing_to_overlap, gpu, refuses, run_lesson, run_refuses,
@@ -29,7 +29,7 @@ fn compute_transfer_matches_cpu_reference_within_tolerance() {
     let iters = 100;
     let flags = ["--elements", "10000", "--batches", "4", "--iters", "100"];
     let mut ct: ComputeTransfer = set_up(&gpu, &flags, 8).unwrap();
-    ct.with(&gpu).unwrap();
+    ct.version(&gpu, TWO_STREAMS).unwrap();
     let (input, out) = (ct.input().unwrap(), ct.output().unwrap());
     assert_eq!(out.len(), 40_000);
     // Every element of every batch, not a sample.

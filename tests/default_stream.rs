@@ -2,7 +2,9 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
 use streamlab::lab::Lesson;
-use streamlab::lessons::default_stream::{DefaultStream, GAP_US};
+use streamlab::lessons::default_stream::{
+    DefaultStream, BLOCKING, GAP_US, NON_BLOCKING, TWO_THREADS_LEGACY, TWO_THREADS_PER_THREAD,
+};
 use testkit::{assert_every_check_asserted, gpu, refusal, run_lesson, set_up};
 
 #[test]
@@ -10,8 +12,8 @@ use testkit::{assert_every_check_asserted, gpu, refusal, run_lesson, set_up};
 fn legacy_default_stream_serializes_blocking_but_not_non_blocking() {
     let gpu = gpu();
     let mut d: DefaultStream = set_up(&gpu, &["--sleep-us", "2000"], 0).unwrap();
-    let blocking = d.without(&gpu).unwrap();
-    let non_blocking = d.with(&gpu).unwrap();
+    let blocking = d.version(&gpu, BLOCKING).unwrap();
+    let non_blocking = d.version(&gpu, NON_BLOCKING).unwrap();
     // The second kernel started after the first ended, or before.
     assert!(blocking.value(GAP_US) >= 0.0, "{blocking:?}");
     assert!(non_blocking.value(GAP_US) < 0.0, "{non_blocking:?}");
@@ -27,7 +29,8 @@ fn default_stream_report_passes() {
     let o = run_lesson::<DefaultStream>(&gpu, &["--sleep-us", "2000"], 3);
     assert!(o.passed(), "{}", o.report.to_text());
     let ratio = o.measured.speedup();
-    let threads = o.measured.versions[2].time.median / o.measured.versions[3].time.median;
+    let threads = o.measured.version(TWO_THREADS_LEGACY).time.median
+        / o.measured.version(TWO_THREADS_PER_THREAD).time.median;
     assert!(threads > 1.6, "legacy / per-thread total {threads}\n{}", o.report.to_text());
     assert!(ratio > 1.6, "blocking / non-blocking total {ratio}\n{}", o.report.to_text());
 }
@@ -67,8 +70,8 @@ fn two_threads_take_turns_on_the_legacy_stream_but_not_on_their_per_thread_ones(
     let gpu = gpu();
     let mut d: DefaultStream = set_up(&gpu, &["--sleep-us", "2000"], 0).unwrap();
     for _ in 0..3 {
-        let legacy = d.other(&gpu, 2).unwrap();
-        let per_thread = d.other(&gpu, 3).unwrap();
+        let legacy = d.version(&gpu, TWO_THREADS_LEGACY).unwrap();
+        let per_thread = d.version(&gpu, TWO_THREADS_PER_THREAD).unwrap();
         assert!(legacy.value(GAP_US) >= 0.0, "{legacy:?}");
         assert!(per_thread.value(GAP_US) < 0.0, "{per_thread:?}");
         // Sum vs max of two 2 ms kernels, one from each host thread.

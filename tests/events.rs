@@ -5,7 +5,7 @@ use approx::assert_relative_eq;
 use streamlab::lab::harness::data::ABS_TOLERANCE;
 use streamlab::lab::Lesson;
 use streamlab::lessons::events::race::{CONSUMER_MINUS_PRODUCER, PRODUCER_DONE, STALE_READ, WRONG};
-use streamlab::lessons::events::{Events, HOST_CLOCK};
+use streamlab::lessons::events::{Events, HOST_CLOCK, NO_WAIT, TIMED_KERNEL, WAIT_EVENT};
 use testkit::{accepted, gpu, refuses, run_lesson, run_refuses, set_up};
 
 #[test]
@@ -15,7 +15,7 @@ fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
     let flags = ["--elements", "65536", "--iters", "100", "--sleep-us", "20000"];
     let mut e: Events = set_up(&gpu, &flags, 11).unwrap();
     for _ in 0..3 {
-        let wrong_run = e.without(&gpu).unwrap();
+        let wrong_run = e.version(&gpu, NO_WAIT).unwrap();
         assert!(
             wrong_run.value(WRONG) > 0.0,
             "the unsynchronized consumer read correct data: {wrong_run:?}"
@@ -25,7 +25,7 @@ fn events_missing_wait_reads_stale_data_and_the_wait_fixes_it() {
         assert!(e.last[0].stale > 0, "{:?}", e.last[0]);
         assert!(wrong_run.value(CONSUMER_MINUS_PRODUCER) < 0.0, "{wrong_run:?}");
 
-        let right_run = e.with(&gpu).unwrap();
+        let right_run = e.version(&gpu, WAIT_EVENT).unwrap();
         assert_eq!(right_run.value(WRONG), 0.0, "{right_run:?}");
         assert_eq!(e.last[1].wrong, 0, "{:?}", e.last[1]);
         assert!(right_run.value(CONSUMER_MINUS_PRODUCER) >= 0.0, "{right_run:?}");
@@ -40,7 +40,7 @@ fn events_consumer_matches_cpu_within_tolerance() {
     let gpu = gpu();
     let flags = ["--elements", "10000", "--iters", "100", "--sleep-us", "1000"];
     let mut e: Events = set_up(&gpu, &flags, 5).unwrap();
-    let run = e.with(&gpu).unwrap();
+    let run = e.version(&gpu, WAIT_EVENT).unwrap();
     // The lesson counts bit-for-bit differences from the CPU's 2x + x: none.
     assert_eq!(run.value(WRONG), 0.0, "{run:?}");
     assert_eq!((e.last[1].wrong, e.last[1].total), (0, 10_000));
@@ -63,7 +63,7 @@ fn events_lesson_passes_and_times_the_kernel() {
     assert!(o.passed(), "{}", o.report.to_text());
     // The racing version is no baseline: the report prints no speed-up over it.
     assert!(o.report.value("speed-up (first / second)").is_none(), "{}", o.report.to_text());
-    let kernel = &o.measured.versions[2];
+    let kernel = o.measured.version(TIMED_KERNEL);
     assert!(kernel.time.median > 0.0, "{}", o.report.to_text());
     assert!(kernel.part(HOST_CLOCK) > 0.0, "{}", o.report.to_text());
     // The events around the 10 ms producer measured its spin (never shorter at the rated

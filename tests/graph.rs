@@ -5,7 +5,10 @@ use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::harness::data::{random_inputs, ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::{Lesson, Measured, Sample};
 use streamlab::lessons::graph::sweep::{build, Copies, Shape, Sweep};
-use streamlab::lessons::graph::{GraphDag, EMPTY_KERNELS, SCALE, UPDATED_SCALE};
+use streamlab::lessons::graph::{
+    GraphDag, EMPTY_BY_STREAM, EMPTY_KERNELS, FIRST_SWEPT, GRAPH, SCALE, STREAMS_EVENTS,
+    UPDATED_SCALE,
+};
 use streamlab::math::{combine_element, produce_element, scale_element};
 use streamlab::runtime::graph::{
     capture, capture_status, update_refusal_reason, CaptureMode, CaptureStatus, Instantiate,
@@ -69,8 +72,8 @@ fn graph_replay_equals_stream_version_bit_for_bit_in_every_capture_mode() {
         assert_eq!(nodes.kernels, 3, "{mode:?}: {nodes}");
         assert_eq!(nodes.memcpys, 3, "{mode:?}: {nodes}");
         for _ in 0..3 {
-            dag.without(&gpu).unwrap();
-            dag.with(&gpu).unwrap();
+            dag.version(&gpu, STREAMS_EVENTS).unwrap();
+            dag.version(&gpu, GRAPH).unwrap();
         }
         let buffers = dag.buffers().unwrap();
         let (graph, streams) = (&buffers[2], &buffers[3]);
@@ -87,7 +90,7 @@ fn graph_output_matches_cpu_reference_within_tolerance() {
     let gpu = gpu();
     let n = 50_000;
     let mut dag = dag(&gpu, n, 42);
-    dag.with(&gpu).unwrap();
+    dag.version(&gpu, GRAPH).unwrap();
     // Every element. produce_element is scale * sin(x) + 1 with GPU and CPU sin a few ulps
     // apart, and scale < 1 keeps it in [0.5, 1.5]: no cancellation, so data.rs's tolerances
     // (relative 1e-4, absolute 1e-6) hold with a wide margin.
@@ -105,13 +108,13 @@ fn updating_the_scale_updates_in_place_and_changes_the_result() {
     let gpu = gpu();
     let n = 10_000;
     let mut dag = dag(&gpu, n, 7);
-    dag.with(&gpu).unwrap();
+    dag.version(&gpu, GRAPH).unwrap();
     let before = dag.buffers().unwrap().swap_remove(2);
     let updated = dag.update(&gpu, UPDATED_SCALE).unwrap();
     // Only kernel arguments changed: the driver must accept the update in place.
     assert_eq!(updated.path, UpdatePath::InPlace, "{}", updated.path);
-    dag.with(&gpu).unwrap();
-    dag.without(&gpu).unwrap();
+    dag.version(&gpu, GRAPH).unwrap();
+    dag.version(&gpu, STREAMS_EVENTS).unwrap();
     let buffers = dag.buffers().unwrap();
     let (a, b, graph, streams) = (&buffers[0], &buffers[1], &buffers[2], &buffers[3]);
     let mut changed = 0;
@@ -317,7 +320,7 @@ fn launch_overhead_graph_holds_every_kernel_and_is_cheaper_to_issue() {
     let mut runs: [Vec<Sample>; 2] = Default::default();
     for rep in 0..11 {
         for (v, samples) in runs.iter_mut().enumerate() {
-            let sample = dag.other(&gpu, 2 + v).unwrap();
+            let sample = dag.version(&gpu, EMPTY_BY_STREAM + v).unwrap();
             if rep > 0 {
                 samples.push(sample);
             }
@@ -330,7 +333,7 @@ fn launch_overhead_graph_holds_every_kernel_and_is_cheaper_to_issue() {
     assert!(graph.part("issue") < by_stream.part("issue"), "{:?}", m.versions);
     assert!(by_stream.part("gpu") > 0.0 && graph.part("gpu") > 0.0);
     // Four versions of its own, then the 7 chain lengths of the sweep, two versions each.
-    assert!(dag.other(&gpu, 4 + 2 * 7).is_err(), "graph has only 18 versions");
+    assert!(dag.version(&gpu, FIRST_SWEPT + 2 * 7).is_err(), "graph has only 18 versions");
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
 use streamlab::lab::Lesson;
-use streamlab::lessons::launch_order::{LaunchOrder, GAP_US, LAST_START_US, OUT_OF_ORDER, WAITED};
+use streamlab::lessons::launch_order::{
+    LaunchOrder, GAP_US, K_STREAMS, LAST_START_US, ONE_STREAM, OUT_OF_ORDER, WAITED,
+};
 use testkit::{
     accepted, assert_every_check_asserted, gpu, refusal, refuses_out_of_range, run_lesson,
     run_refusal, set_up,
@@ -13,14 +15,14 @@ use testkit::{
 fn kernels_start_in_issue_order_and_overlap() {
     let gpu = gpu();
     let mut o: LaunchOrder = set_up(&gpu, &["--streams", "8", "--sleep-us", "1000"], 0).unwrap();
-    o.with(&gpu).unwrap();
-    let s = o.with(&gpu).unwrap();
+    o.version(&gpu, K_STREAMS).unwrap();
+    let s = o.version(&gpu, K_STREAMS).unwrap();
     assert_eq!(s.value(OUT_OF_ORDER), 0.0, "{s:?}");
     assert_eq!(s.value(WAITED), 0.0, "{s:?}");
     let last = s.value(LAST_START_US);
     assert!(last > 0.0 && last < 500.0, "8 launches spread over {last} µs");
     // On one stream the same 8 kernels of 1 ms run one after another.
-    let one = o.without(&gpu).unwrap();
+    let one = o.version(&gpu, ONE_STREAM).unwrap();
     assert!(one.ms > 7.2 && one.ms > 4.0 * s.ms, "{one:?} vs {s:?}");
 }
 

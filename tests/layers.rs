@@ -167,12 +167,14 @@ fn lesson_files_are_short_and_hold_no_unsafe() {
         // is a folder (`lessons/allreduce_overlap/`), its helpers beside its mod.rs.
         let lines = text.lines().count();
         assert!(lines <= 600, "{m}: {lines} lines (at most 600: make the lesson a folder)");
-        // The lesson that sets the shape stays short.
+        // The lesson that sets the shape stays short: 150 lines when its two versions were
+        // the trait's `without` and `with`, 166 since they are named methods of its own (an
+        // `impl` block, their names, and the `match` in `Lesson::version`).
         if m == "lessons::overlap" {
             let before_tests = text.split("#[cfg(test)]").next().unwrap_or(text).lines().count();
             assert!(
-                before_tests <= 150,
-                "{m}: {before_tests} lines before its tests (at most 150)"
+                before_tests <= 166,
+                "{m}: {before_tests} lines before its tests (at most 166)"
             );
         }
         let unsafe_lines = text

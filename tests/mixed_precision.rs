@@ -11,7 +11,7 @@ use kernels_gpu::math::{
 use streamlab::lab::harness::data::random_inputs;
 use streamlab::lab::record::report::Verdict;
 use streamlab::lab::Lesson;
-use streamlab::lessons::mixed_precision::{MixedPrecision, LEARNING_RATE};
+use streamlab::lessons::mixed_precision::{MixedPrecision, LEARNING_RATE, SIDE_STREAM};
 use streamlab::runtime::{DeviceBuffer, HalfFormat, Stream};
 use testkit::{accepted, gpu, refuses, run_lesson, run_refusal};
 
@@ -252,7 +252,7 @@ fn every_element_against_the_cpu(flags: &[&str], format: HalfFormat, seed: u64) 
     let flags: Vec<&str> = flags.iter().copied().chain(["--format", format.name()]).collect();
     let a = streamlab::lab::harness::args_from::<MixedPrecision>(&flags).unwrap();
     let mut p = MixedPrecision::setup(&gpu, &a, seed).unwrap();
-    p.with(&gpu).unwrap();
+    p.version(&gpu, SIDE_STREAM).unwrap();
     let (master, weights) = p.output(1).unwrap();
     let n = a.elements;
     let (w0, input) =

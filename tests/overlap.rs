@@ -3,7 +3,7 @@
 use approx::assert_relative_eq;
 use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
-use streamlab::lessons::overlap::Overlap;
+use streamlab::lessons::overlap::{Overlap, CHUNKED};
 use testkit::{accepted, assert_bit_for_bit, gpu, refuses, run_lesson, set_up};
 
 #[test]
@@ -24,7 +24,7 @@ fn gpu_matches_cpu_reference_for_every_element() {
     let (n, iters) = (50_000, 100);
     let mut o: Overlap =
         set_up(&gpu, &["--elements", "50000", "--streams", "4", "--iters", "100"], 42).unwrap();
-    o.with(&gpu).unwrap();
+    o.version(&gpu, CHUNKED).unwrap();
     let (input, out) = (o.host[0].to_vec().unwrap(), o.host[2].to_vec().unwrap());
     // Every element, not a sample: the CPU runs the same compute_element.
     assert_eq!(out.len(), n);

@@ -17,10 +17,8 @@ fn pinned_and_pageable_copies_round_trip_bit_for_bit() {
     for n in [1usize, 4097, 3_000_001] {
         let n_flag = n.to_string();
         let mut p: PinnedVsPageable = set_up(&gpu, &["--elements", &n_flag], n as u64).unwrap();
-        p.without(&gpu).unwrap();
-        p.with(&gpu).unwrap();
-        for v in 2..KINDS.len() {
-            p.other(&gpu, v).unwrap();
+        for v in 0..KINDS.len() {
+            p.version(&gpu, v).unwrap();
         }
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for (memory, (input, output)) in ["pinned", "pageable"].iter().zip(p.round_trips().unwrap())

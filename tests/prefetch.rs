@@ -4,7 +4,7 @@
 use approx::assert_relative_eq;
 use streamlab::lab::harness::data::{ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::Lesson;
-use streamlab::lessons::prefetch::{check_accumulator, reference_element, Prefetch};
+use streamlab::lessons::prefetch::{check_accumulator, reference_element, Prefetch, PREFETCH};
 use testkit::{
     accepted, assert_bit_for_bit, assert_nothing_to_overlap, gpu, refuses, run_lesson, run_refuses,
     set_up, BATCHES_REFUSED_BY_PLAN,
@@ -29,7 +29,7 @@ fn prefetch_matches_cpu_reference_within_tolerance() {
     let (n, iters) = (10_000, 50);
     let flags = ["--elements", "10000", "--batches", "5", "--iters", "50"];
     let mut p: Prefetch = set_up(&gpu, &flags, 2).unwrap();
-    p.with(&gpu).unwrap();
+    p.version(&gpu, PREFETCH).unwrap();
     let (input, acc) = (p.input().unwrap(), p.output().unwrap());
     // Every element, with the tolerance prefetch.rs explains (relative to the sum of the
     // terms' magnitudes, since a sum of mixed signs can cancel to near zero).

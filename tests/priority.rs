@@ -2,7 +2,7 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
 use streamlab::lab::Lesson;
-use streamlab::lessons::priority::{Priority, LONG_DONE, SHORT_MINUS_LONG};
+use streamlab::lessons::priority::{Priority, EQUAL, HIGH, LONG_DONE, SHORT_MINUS_LONG};
 use testkit::{
     accepted, assert_every_check_asserted, gpu, refusal, refuses, refuses_out_of_range, run_lesson,
     run_refusal, set_up,
@@ -13,9 +13,9 @@ use testkit::{
 fn high_priority_kernel_finishes_first_equal_priority_does_not() {
     let gpu = gpu();
     let mut p: Priority = set_up(&gpu, &["--waves", "4", "--sleep-us", "200"], 0).unwrap();
-    p.with(&gpu).unwrap();
-    let prioritized = p.with(&gpu).unwrap();
-    let equal = p.without(&gpu).unwrap();
+    p.version(&gpu, HIGH).unwrap();
+    let prioritized = p.version(&gpu, HIGH).unwrap();
+    let equal = p.version(&gpu, EQUAL).unwrap();
     assert!(prioritized.value(SHORT_MINUS_LONG) < 0.0, "{prioritized:?}");
     assert!(equal.value(SHORT_MINUS_LONG) >= 0.0, "{equal:?}");
 }

@@ -4,7 +4,9 @@
 use approx::assert_relative_eq;
 use streamlab::lab::harness::data::{ABS_TOLERANCE, REL_TOLERANCE};
 use streamlab::lab::Lesson;
-use streamlab::lessons::stream_ordered_alloc::{StreamOrderedAlloc, KEPT_MIB};
+use streamlab::lessons::stream_ordered_alloc::{
+    StreamOrderedAlloc, KEPT_MIB, POOL, POOL_RELEASED, PREALLOCATED,
+};
 use streamlab::runtime::{AsContext, DeviceBuffer, HostBuffer, Stream};
 use testkit::{assert_bit_for_bit_checks, gpu, refusal, refuses, run_lesson, set_up};
 
@@ -26,7 +28,7 @@ fn gpu_matches_cpu_reference_for_every_element() {
     let iters = 100;
     let flags = ["--elements", "10000", "--streams", "3", "--rounds", "2", "--iters", "100"];
     let mut o: StreamOrderedAlloc = set_up(&gpu, &flags, 42).unwrap();
-    o.with(&gpu).unwrap();
+    o.version(&gpu, POOL).unwrap();
     let input = streamlab::lab::harness::data::random_inputs(60_000, 42);
     let out = o.outputs[1].to_vec().unwrap();
     // Every element, not a sample: the CPU runs the same compute_element.
@@ -47,10 +49,11 @@ fn the_lesson_passes_its_checks_and_the_pool_keeps_the_overlap() {
     assert!(speedup > 1.1, "speed-up {speedup}\n{}", o.report.to_text());
     // u64::MAX keeps at least one 2 MiB buffer after the synchronize; 0 gives memory back.
     let (kept, kept_zero) =
-        (o.measured.versions[1].part(KEPT_MIB), o.measured.versions[2].part(KEPT_MIB));
+        (o.measured.version(POOL).part(KEPT_MIB), o.measured.version(POOL_RELEASED).part(KEPT_MIB));
     assert!(kept >= 2.0 && kept_zero < kept, "kept {kept} MiB, at threshold 0 {kept_zero} MiB");
     // Allocating once is the bound: the pool is not meaningfully faster than no allocation.
-    let (pool, bound) = (o.measured.versions[1].time.median, o.measured.versions[3].time.median);
+    let (pool, bound) =
+        (o.measured.version(POOL).time.median, o.measured.version(PREALLOCATED).time.median);
     assert!(pool > 0.9 * bound, "pool {pool} ms, bound {bound} ms");
 }
 

@@ -10,10 +10,10 @@ use testkit::{gpu, refusal, run_lesson, set_up};
 fn sync_methods_wait_for_what_they_cover() {
     let gpu = gpu();
     let mut s: SyncMethods = set_up(&gpu, &["--sleep-us", "5000"], 0).unwrap();
-    let device = s.without(&gpu).unwrap();
-    let stream_b = s.with(&gpu).unwrap();
-    let polling_index = METHODS.iter().position(|&m| m == Method::EventPolling).unwrap();
-    let polling = s.other(&gpu, polling_index).unwrap();
+    let index = |method| METHODS.iter().position(|&m| m == method).unwrap();
+    let device = s.version(&gpu, index(Method::DeviceSynchronize)).unwrap();
+    let stream_b = s.version(&gpu, index(Method::StreamShortSynchronize)).unwrap();
+    let polling = s.version(&gpu, index(Method::EventPolling)).unwrap();
     let polls = polling.parts.iter().find(|(n, _)| *n == POLLS).unwrap().1;
     assert!(device.ms >= 4.5, "{device:?}");
     assert!(stream_b.ms < 2.5 && stream_b.ms >= 0.45, "{stream_b:?}");

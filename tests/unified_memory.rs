@@ -31,7 +31,7 @@ fn managed_versions_match_the_cpu_for_every_element() {
     let mut checks = streamlab::lab::Checks::new(true);
     let measured = streamlab::lab::Measured::from_samples(
         VERSIONS.iter().map(|v| v.to_string()).collect(),
-        (0..4).map(|v| vec![u.other(&gpu, v).unwrap()]).collect(),
+        (0..4).map(|v| vec![u.version(&gpu, v).unwrap()]).collect(),
     );
     u.verify(&gpu, &measured, &mut checks).unwrap();
     assert!(checks.passed(), "{:?}", checks.items);

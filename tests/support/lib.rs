@@ -223,22 +223,15 @@ pub mod bench {
         });
     }
 
-    /// Runs version `v` of `lesson` once: [`Lesson::without`] (0), [`Lesson::with`] (1),
-    /// else [`Lesson::other`].
+    /// Runs version `v` of `lesson` once ([`Lesson::version`]).
     ///
-    /// [`Lesson::without`]: streamlab::lab::Lesson::without
-    /// [`Lesson::with`]: streamlab::lab::Lesson::with
-    /// [`Lesson::other`]: streamlab::lab::Lesson::other
+    /// [`Lesson::version`]: streamlab::lab::Lesson::version
     pub fn version<L: streamlab::lab::Lesson>(
         lesson: &mut L,
         gpu: &streamlab::Gpu,
         v: usize,
     ) -> streamlab::Result<streamlab::lab::Sample> {
-        match v {
-            0 => lesson.without(gpu),
-            1 => lesson.with(gpu),
-            _ => lesson.other(gpu, v),
-        }
+        lesson.version(gpu, v)
     }
 
     /// Benches each `(v, id)` in `group`: version `v` of `lesson`, timed by the lesson's own

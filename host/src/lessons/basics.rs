@@ -37,6 +37,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::random_inputs;
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::host_batch_log::ms_since;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::memory::{copy_to_device_sync, copy_to_host_sync};
@@ -117,6 +118,44 @@ pub fn host_work_until(done: &Event) -> Result<u64> {
     Ok(units)
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const BLOCKING_COPIES: usize = 0;
+pub const ASYNC_COPIES: usize = 1;
+
+impl Basics {
+    /// `cudaMemcpy`, kernel, `cudaMemcpy` on the legacy default stream: the host is inside
+    /// the second copy until the kernel and the copy are done.
+    fn blocking_copies(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let legacy = &self.legacy;
+        // Borrowed before the clock starts: a borrow first waits for copies in flight.
+        let (input, mut out) = (self.input.read()?, self.out_blocking.write()?);
+        let t = Instant::now();
+        self.start.record(legacy)?;
+        copy_to_device_sync(&input[..], &self.dev)?;
+        gpu.compute(legacy, &self.dev, self.iters)?;
+        copy_to_host_sync(&self.dev, &mut out[..])?;
+        self.stop.record(legacy)?;
+        let in_calls = ms_since(t);
+        let units = host_work_until(&self.stop)?;
+        self.sample(in_calls, units)
+    }
+
+    /// The same three operations enqueued on one stream from pinned memory; the host then
+    /// works until the stop event has completed.
+    fn async_copies(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let s = &self.stream;
+        let t = Instant::now();
+        self.start.record(s)?;
+        s.copy_to_device(&self.input, &self.dev)?;
+        gpu.compute(s, &self.dev, self.iters)?;
+        s.copy_to_host(&self.dev, &self.out_async)?;
+        self.stop.record(s)?;
+        let in_calls = ms_since(t);
+        let units = host_work_until(&self.stop)?;
+        self.sample(in_calls, units)
+    }
+}
+
 impl Lesson for Basics {
     const NAME: &'static str = "basics";
     const SUMMARY: &'static str = "blocking copies + kernel vs the same on one stream with async copies from pinned memory; host work done meanwhile";
@@ -150,36 +189,12 @@ impl Lesson for Basics {
         })
     }
 
-    /// `cudaMemcpy`, kernel, `cudaMemcpy` on the legacy default stream: the host is inside
-    /// the second copy until the kernel and the copy are done.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let legacy = &self.legacy;
-        // Borrowed before the clock starts: a borrow first waits for copies in flight.
-        let (input, mut out) = (self.input.read()?, self.out_blocking.write()?);
-        let t = Instant::now();
-        self.start.record(legacy)?;
-        copy_to_device_sync(&input[..], &self.dev)?;
-        gpu.compute(legacy, &self.dev, self.iters)?;
-        copy_to_host_sync(&self.dev, &mut out[..])?;
-        self.stop.record(legacy)?;
-        let in_calls = ms_since(t);
-        let units = host_work_until(&self.stop)?;
-        self.sample(in_calls, units)
-    }
-
-    /// The same three operations enqueued on one stream from pinned memory; the host then
-    /// works until the stop event has completed.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let s = &self.stream;
-        let t = Instant::now();
-        self.start.record(s)?;
-        s.copy_to_device(&self.input, &self.dev)?;
-        gpu.compute(s, &self.dev, self.iters)?;
-        s.copy_to_host(&self.dev, &self.out_async)?;
-        self.stop.record(s)?;
-        let in_calls = ms_since(t);
-        let units = host_work_until(&self.stop)?;
-        self.sample(in_calls, units)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            BLOCKING_COPIES => self.blocking_copies(gpu),
+            ASYNC_COPIES => self.async_copies(gpu),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     /// The blocking `cudaMemcpy`s do not go through a `Stream`: a CUPTI recording still has

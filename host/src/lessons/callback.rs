@@ -34,6 +34,7 @@ use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::harness::stats::host_ms;
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
 use crate::lab::kit::host_batch_log::{
@@ -99,6 +100,69 @@ pub struct Callback {
     timeout: Duration,
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const SEQUENTIAL: usize = 0;
+pub const PIPELINED: usize = 1;
+
+impl Callback {
+    /// Prepare, run, synchronize, consume; batch after batch. Host and GPU take turns.
+    fn sequential(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (n, s) = (self.n, &self.streams[0]);
+        let (mut prepare_ms, mut gpu_ms) = (0.0, 0.0);
+        let start = Instant::now();
+        for i in 0..self.batches {
+            let mut staging = self.staging[0].write()?;
+            prepare_ms += host_ms(|| prepare_batch(self.seed, i, &mut staging)).1;
+            drop(staging);
+            self.gpu_start.record(s)?;
+            self.enqueue(gpu, 0)?;
+            self.gpu_end.record(s)?;
+            s.synchronize()?;
+            gpu_ms += self.gpu_end.elapsed_ms(&self.gpu_start)?;
+            self.out_sequential[i * n..(i + 1) * n].copy_from_slice(&self.results[0].read()?);
+        }
+        let b = self.batches as f64;
+        Ok(Sample::ms(ms_since(start)).part(PREPARE, prepare_ms / b).part(GPU_WORK, gpu_ms / b))
+    }
+
+    /// While the GPU works on batch i, the host prepares batch i+1 and queues it behind,
+    /// then sleeps until batch i's host function rings and consumes its results.
+    fn pipelined(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (tx, rx) = mpsc::channel::<(usize, f64)>();
+        let start = Instant::now();
+        let mut events = Vec::with_capacity(4 * self.batches);
+        self.submit(gpu, 0, start, &tx, &mut events)?;
+        for i in 0..self.batches {
+            if i + 1 < self.batches {
+                // Slot (i+1) % 2 last held batch i-1, consumed in the previous iteration.
+                self.submit(gpu, i + 1, start, &tx, &mut events)?;
+            }
+            let (done, at) = rx.recv_timeout(self.timeout).map_err(|_| {
+                Error::Internal(format!(
+                    "the host function of batch {i} did not run within {:.0} s, 20 times the estimate for one batch plus 30 s: the stream is stuck",
+                    self.timeout.as_secs_f64()
+                ))
+            })?;
+            if done != i {
+                return Err(Error::Verification(format!(
+                    "expected the callback of batch {i}, got batch {done}'s"
+                )));
+            }
+            events.push(HostEvent::at(at, "callback", i));
+            let (n, slot) = (self.n, i % SLOTS);
+            // Waits only for this slot's stream, which the callback says is done.
+            self.out_pipelined[i * n..(i + 1) * n].copy_from_slice(&self.results[slot].read()?);
+            events.push(HostEvent::now(start, "consumed", i));
+        }
+        let total = ms_since(start);
+        // Callbacks are stamped on the driver thread and arrive late: order by time.
+        events.sort_by(|a, b| a.ms.total_cmp(&b.ms));
+        let ahead = batches_prepared_ahead(&events, self.batches);
+        self.events = events;
+        Ok(Sample::ms(total).part(AHEAD, ahead as f64))
+    }
+}
+
 impl Lesson for Callback {
     const NAME: &'static str = "callback";
     const SUMMARY: &'static str =
@@ -140,61 +204,12 @@ impl Lesson for Callback {
         })
     }
 
-    /// Prepare, run, synchronize, consume; batch after batch. Host and GPU take turns.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (n, s) = (self.n, &self.streams[0]);
-        let (mut prepare_ms, mut gpu_ms) = (0.0, 0.0);
-        let start = Instant::now();
-        for i in 0..self.batches {
-            let mut staging = self.staging[0].write()?;
-            prepare_ms += host_ms(|| prepare_batch(self.seed, i, &mut staging)).1;
-            drop(staging);
-            self.gpu_start.record(s)?;
-            self.enqueue(gpu, 0)?;
-            self.gpu_end.record(s)?;
-            s.synchronize()?;
-            gpu_ms += self.gpu_end.elapsed_ms(&self.gpu_start)?;
-            self.out_sequential[i * n..(i + 1) * n].copy_from_slice(&self.results[0].read()?);
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            SEQUENTIAL => self.sequential(gpu),
+            PIPELINED => self.pipelined(gpu),
+            _ => no_such_version::<Self>(v),
         }
-        let b = self.batches as f64;
-        Ok(Sample::ms(ms_since(start)).part(PREPARE, prepare_ms / b).part(GPU_WORK, gpu_ms / b))
-    }
-
-    /// While the GPU works on batch i, the host prepares batch i+1 and queues it behind,
-    /// then sleeps until batch i's host function rings and consumes its results.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (tx, rx) = mpsc::channel::<(usize, f64)>();
-        let start = Instant::now();
-        let mut events = Vec::with_capacity(4 * self.batches);
-        self.submit(gpu, 0, start, &tx, &mut events)?;
-        for i in 0..self.batches {
-            if i + 1 < self.batches {
-                // Slot (i+1) % 2 last held batch i-1, consumed in the previous iteration.
-                self.submit(gpu, i + 1, start, &tx, &mut events)?;
-            }
-            let (done, at) = rx.recv_timeout(self.timeout).map_err(|_| {
-                Error::Internal(format!(
-                    "the host function of batch {i} did not run within {:.0} s, 20 times the estimate for one batch plus 30 s: the stream is stuck",
-                    self.timeout.as_secs_f64()
-                ))
-            })?;
-            if done != i {
-                return Err(Error::Verification(format!(
-                    "expected the callback of batch {i}, got batch {done}'s"
-                )));
-            }
-            events.push(HostEvent::at(at, "callback", i));
-            let (n, slot) = (self.n, i % SLOTS);
-            // Waits only for this slot's stream, which the callback says is done.
-            self.out_pipelined[i * n..(i + 1) * n].copy_from_slice(&self.results[slot].read()?);
-            events.push(HostEvent::now(start, "consumed", i));
-        }
-        let total = ms_since(start);
-        // Callbacks are stamped on the driver thread and arrive late: order by time.
-        events.sort_by(|a, b| a.ms.total_cmp(&b.ms));
-        let ahead = batches_prepared_ahead(&events, self.batches);
-        self.events = events;
-        Ok(Sample::ms(total).part(AHEAD, ahead as f64))
     }
 
     fn streams(&self) -> Vec<&Stream> {

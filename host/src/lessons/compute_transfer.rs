@@ -35,6 +35,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::harness::data::{chunk_ranges, random_inputs};
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
@@ -71,6 +72,10 @@ pub struct ComputeTransfer {
     marks: Vec<Event>,
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const ONE_STREAM: usize = 0;
+pub const TWO_STREAMS: usize = 1;
+
 impl ComputeTransfer {
     /// The input, for tests that compare every element with the CPU.
     pub fn input(&self) -> Result<Vec<f32>> {
@@ -87,6 +92,58 @@ impl ComputeTransfer {
         let r = self.ranges[i].clone();
         self.transfer.copy_to_device(self.input.slice(r.clone())?, self.dev.slice(r)?)?;
         self.uploaded[i].record(&self.transfer)
+    }
+
+    /// Every batch on the compute stream: copy in, compute, copy out, in turn. The parts are
+    /// the per-batch phase times h, c and d.
+    fn one_stream(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (s, m) = (&self.compute, &self.marks);
+        m[0].record(s)?;
+        for (i, r) in self.ranges.iter().enumerate() {
+            let dev = self.dev.slice(r.clone())?;
+            s.copy_to_device(self.input.slice(r.clone())?, dev.clone())?;
+            m[3 * i + 1].record(s)?;
+            gpu.compute(s, dev.clone(), self.iters)?;
+            m[3 * i + 2].record(s)?;
+            s.copy_to_host(dev, self.out_one.slice(r.clone())?)?;
+            m[3 * i + 3].record(s)?;
+        }
+        let b = self.ranges.len();
+        m[3 * b].synchronize()?;
+        let (mut h, mut c, mut d) = (0.0, 0.0, 0.0);
+        for w in (0..b).map(|i| &m[3 * i..3 * i + 4]) {
+            h += w[1].elapsed_ms(&w[0])?;
+            c += w[2].elapsed_ms(&w[1])?;
+            d += w[3].elapsed_ms(&w[2])?;
+        }
+        let bf = b as f64;
+        Ok(Sample::ms(h + c + d).part("h", h / bf).part("c", c / bf).part("d", d / bf))
+    }
+
+    /// Copies on the transfer stream, kernels on the compute stream, events in between.
+    fn two_streams(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let b = self.ranges.len();
+        let (start, stop) = (&self.marks[0], &self.marks[3 * b]);
+        // Everything is after `start` on the transfer stream: the compute stream's first
+        // kernel waits for the first upload, which follows `start`.
+        start.record(&self.transfer)?;
+        self.upload(0)?;
+        for (i, r) in self.ranges.iter().enumerate() {
+            let dev = self.dev.slice(r.clone())?;
+            self.compute.wait_event(&self.uploaded[i])?;
+            gpu.compute(&self.compute, dev.clone(), self.iters)?;
+            self.computed[i].record(&self.compute)?;
+            if i + 1 < b {
+                self.upload(i + 1)?; // before D2H(i), so it does not queue behind it
+            }
+            self.transfer.wait_event(&self.computed[i])?;
+            self.transfer.copy_to_host(dev, self.out_two.slice(r.clone())?)?;
+        }
+        // The last download waited for the last compute: `stop` on the transfer stream
+        // follows all work on both streams.
+        stop.record(&self.transfer)?;
+        stop.synchronize()?;
+        Ok(Sample::ms(stop.elapsed_ms(start)?))
     }
 }
 
@@ -129,56 +186,12 @@ impl Lesson for ComputeTransfer {
         })
     }
 
-    /// Every batch on the compute stream: copy in, compute, copy out, in turn. The parts are
-    /// the per-batch phase times h, c and d.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (s, m) = (&self.compute, &self.marks);
-        m[0].record(s)?;
-        for (i, r) in self.ranges.iter().enumerate() {
-            let dev = self.dev.slice(r.clone())?;
-            s.copy_to_device(self.input.slice(r.clone())?, dev.clone())?;
-            m[3 * i + 1].record(s)?;
-            gpu.compute(s, dev.clone(), self.iters)?;
-            m[3 * i + 2].record(s)?;
-            s.copy_to_host(dev, self.out_one.slice(r.clone())?)?;
-            m[3 * i + 3].record(s)?;
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            ONE_STREAM => self.one_stream(gpu),
+            TWO_STREAMS => self.two_streams(gpu),
+            _ => no_such_version::<Self>(v),
         }
-        let b = self.ranges.len();
-        m[3 * b].synchronize()?;
-        let (mut h, mut c, mut d) = (0.0, 0.0, 0.0);
-        for w in (0..b).map(|i| &m[3 * i..3 * i + 4]) {
-            h += w[1].elapsed_ms(&w[0])?;
-            c += w[2].elapsed_ms(&w[1])?;
-            d += w[3].elapsed_ms(&w[2])?;
-        }
-        let bf = b as f64;
-        Ok(Sample::ms(h + c + d).part("h", h / bf).part("c", c / bf).part("d", d / bf))
-    }
-
-    /// Copies on the transfer stream, kernels on the compute stream, events in between.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let b = self.ranges.len();
-        let (start, stop) = (&self.marks[0], &self.marks[3 * b]);
-        // Everything is after `start` on the transfer stream: the compute stream's first
-        // kernel waits for the first upload, which follows `start`.
-        start.record(&self.transfer)?;
-        self.upload(0)?;
-        for (i, r) in self.ranges.iter().enumerate() {
-            let dev = self.dev.slice(r.clone())?;
-            self.compute.wait_event(&self.uploaded[i])?;
-            gpu.compute(&self.compute, dev.clone(), self.iters)?;
-            self.computed[i].record(&self.compute)?;
-            if i + 1 < b {
-                self.upload(i + 1)?; // before D2H(i), so it does not queue behind it
-            }
-            self.transfer.wait_event(&self.computed[i])?;
-            self.transfer.copy_to_host(dev, self.out_two.slice(r.clone())?)?;
-        }
-        // The last download waited for the last compute: `stop` on the transfer stream
-        // follows all work on both streams.
-        stop.record(&self.transfer)?;
-        stop.synchronize()?;
-        Ok(Sample::ms(stop.elapsed_ms(start)?))
     }
 
     fn streams(&self) -> Vec<&Stream> {

@@ -43,6 +43,7 @@ use std::sync::{Arc, Barrier};
 
 use serde::Serialize;
 
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::harness::VersionStats;
 use crate::lab::kit::sleep::{gap_us, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
@@ -134,13 +135,15 @@ fn every_repeat(v: &VersionStats, waited: bool, what: &str) -> Result<usize> {
 /// Two host threads on the legacy default stream: their kernels never overlapped.
 pub fn check_threads_took_turns(m: &Measured) -> Result<Text> {
     let what = "one thread's kernel started after the other's ended";
-    every_repeat(&m.versions[2], true, what).map(|n| t!("default_stream.threads_took_turns", n))
+    every_repeat(m.version(TWO_THREADS_LEGACY), true, what)
+        .map(|n| t!("default_stream.threads_took_turns", n))
 }
 
 /// Two host threads, each on its per-thread default stream: their kernels always overlapped.
 pub fn check_threads_overlapped(m: &Measured) -> Result<Text> {
     let what = "one thread's kernel started before the other's ended";
-    every_repeat(&m.versions[3], false, what).map(|n| t!("default_stream.threads_overlapped", n))
+    every_repeat(m.version(TWO_THREADS_PER_THREAD), false, what)
+        .map(|n| t!("default_stream.threads_overlapped", n))
 }
 
 /// The blocking pair never overlapped: in every repeat the second kernel started after the
@@ -164,6 +167,15 @@ pub fn check_non_blocking_overlapped(m: &Measured) -> Result<Text> {
         Err(Error::Verification(format!("in some repeat the non-blocking stream's kernel waited {gap:.1} µs after the legacy one ended")))
     }
 }
+
+/// The legacy default stream, then a blocking stream: the second waits for the first.
+pub const BLOCKING: usize = 0;
+/// The legacy default stream, then a non-blocking stream: they run side by side.
+pub const NON_BLOCKING: usize = 1;
+/// Two host threads on the legacy default stream.
+pub const TWO_THREADS_LEGACY: usize = 2;
+/// Two host threads, each on its per-thread default stream.
+pub const TWO_THREADS_PER_THREAD: usize = 3;
 
 impl Lesson for DefaultStream {
     const NAME: &'static str = "default-stream";
@@ -201,19 +213,14 @@ impl Lesson for DefaultStream {
         })
     }
 
-    /// The legacy default stream, then a blocking stream: the second waits for the first.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.pair(gpu, &self.blocking)
-    }
-
-    /// The legacy default stream, then a non-blocking stream: they run side by side.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.pair(gpu, &self.non_blocking)
-    }
-
-    /// 2: two host threads on the legacy default stream; 3: on their per-thread ones.
-    fn other(&mut self, _gpu: &Gpu, index: usize) -> Result<Sample> {
-        self.two_threads(index == 3)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            BLOCKING => self.pair(gpu, &self.blocking),
+            NON_BLOCKING => self.pair(gpu, &self.non_blocking),
+            TWO_THREADS_LEGACY => self.two_threads(false),
+            TWO_THREADS_PER_THREAD => self.two_threads(true),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -246,16 +253,17 @@ impl Lesson for DefaultStream {
 /// The figures and what they mean, from the measurements alone.
 pub fn interpret(m: &Measured, r: &mut Report) {
     let (blocking, non_blocking) = (m.without(), m.with());
-    let (serial, beside) = (blocking.time.median, non_blocking.time.median);
-    let kernel = blocking.part(KERNEL_MS);
-    r.figure("one kernel alone (GPU stamps)", kernel, "ms")
+    let kernel_ms = blocking.part(KERNEL_MS);
+    r.figure("one kernel alone (GPU stamps)", kernel_ms, "ms")
         .figure("blocking: 2nd started after the 1st ended by", blocking.part(GAP_US), "µs")
         .figure(
             "non-blocking: 2nd started before the 1st ended by",
             -non_blocking.part(GAP_US),
             "µs",
         );
-    let [serial, beside, kernel] = [serial, beside, kernel].map(|v| fixed(v, 3));
+    let serial = fixed(blocking.time.median, 3);
+    let beside = fixed(non_blocking.time.median, 3);
+    let kernel = fixed(kernel_ms, 3);
     r.explain(if check_blocking_waited(m).is_ok() {
         t!("default_stream.serialized", serial, kernel)
     } else {
@@ -271,16 +279,18 @@ pub fn interpret(m: &Measured, r: &mut Report) {
     interpret_threads(m, r);
 }
 
-/// The figures and what they mean for the two host threads (versions 2 and 3).
+/// The figures and what they mean for the two host threads.
 pub fn interpret_threads(m: &Measured, r: &mut Report) {
-    let (legacy, per_thread) = (&m.versions[2], &m.versions[3]);
-    let (serial, beside) = (legacy.time.median, per_thread.time.median);
+    let legacy = m.version(TWO_THREADS_LEGACY);
+    let per_thread = m.version(TWO_THREADS_PER_THREAD);
+    let (serial_ms, beside_ms) = (legacy.time.median, per_thread.time.median);
     let (after, before) = (legacy.part(GAP_US), -per_thread.part(GAP_US));
     r.figure("2 threads, legacy: later started after the earlier ended by", after, "µs")
         .figure("2 threads, per-thread: later started before the earlier ended by", before, "µs")
-        .figure("2 threads: legacy over per-thread", serial / beside, "x");
-    let x = fixed(serial / beside, 2);
-    let [serial, beside] = [serial, beside].map(|v| fixed(v, 3));
+        .figure("2 threads: legacy over per-thread", serial_ms / beside_ms, "x");
+    let x = fixed(serial_ms / beside_ms, 2);
+    let serial = fixed(serial_ms, 3);
+    let beside = fixed(beside_ms, 3);
     r.explain(if check_threads_took_turns(m).is_ok() {
         t!("default_stream.threads_serialized", serial)
     } else {

@@ -26,6 +26,7 @@
 use serde::Serialize;
 
 use crate::lab::harness::budget::MAX_STREAMS;
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::harness::stats::Stats;
 use crate::lab::kit::sleep::{
     connections, max_concurrent, serial_ms, span_ms, Stamp, Stamps, OUTLASTS_A_LAUNCH_US,
@@ -107,6 +108,27 @@ impl Shape {
     }
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const ONE_STREAM: usize = 0;
+pub const K_STREAMS: usize = 1;
+
+impl LaunchOrder {
+    /// All K kernels on stream 0: each starts when the one before ends.
+    fn one_stream(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let first = &self.streams[0];
+        let stamps = self.issue(gpu, &vec![first; self.streams.len()])?;
+        Ok(self.shape.sample(&stamps))
+    }
+
+    /// Kernel i on stream i: each starts a launch gap after the one before.
+    fn k_streams(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let stamps = self.issue(gpu, &self.streams.iter().collect::<Vec<_>>())?;
+        let sample = self.shape.sample(&stamps);
+        self.last = stamps;
+        Ok(sample)
+    }
+}
+
 impl Lesson for LaunchOrder {
     const NAME: &'static str = "launch-order";
     const SUMMARY: &'static str =
@@ -135,19 +157,12 @@ impl Lesson for LaunchOrder {
         })
     }
 
-    /// All K kernels on stream 0: each starts when the one before ends.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let first = &self.streams[0];
-        let stamps = self.issue(gpu, &vec![first; self.streams.len()])?;
-        Ok(self.shape.sample(&stamps))
-    }
-
-    /// Kernel i on stream i: each starts a launch gap after the one before.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let stamps = self.issue(gpu, &self.streams.iter().collect::<Vec<_>>())?;
-        let sample = self.shape.sample(&stamps);
-        self.last = stamps;
-        Ok(sample)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            ONE_STREAM => self.one_stream(gpu),
+            K_STREAMS => self.k_streams(gpu),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {

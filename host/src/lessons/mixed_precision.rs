@@ -39,6 +39,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::harness::data::{random_inputs, sample_indices};
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HalfFormat, HostBuffer, Result, Stream};
@@ -88,6 +89,10 @@ pub struct MixedPrecision {
     lost: Option<(usize, usize)>, // (lost, all) sampled updates, from `verify` for `explain`
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const ONE_STREAM: usize = 0;
+pub const SIDE_STREAM: usize = 1;
+
 impl MixedPrecision {
     /// The initial weights: the input generator's [-π, π) scaled by 1/8 (exact), |w| < 0.4.
     pub fn initial_weights(n: usize, seed: u64) -> Vec<f32> {
@@ -121,6 +126,60 @@ impl MixedPrecision {
         self.compute.copy_to_host(&self.master, &self.masters[v])?;
         self.compute.copy_to_host(&self.w16[self.a.batches % 2], &self.weights[v])?;
         Ok(sample)
+    }
+
+    /// Layer step, then the update and cast it allows, on one stream; parts: their times a step.
+    fn one_stream(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (s, m, b) = (&self.compute, &self.marks, self.a.batches);
+        self.around(gpu, 0, || {
+            m[0].record(s)?;
+            for i in 0..b {
+                self.layer(gpu, i)?;
+                m[2 * i + 1].record(s)?;
+                if i >= 1 {
+                    self.update_and_cast(gpu, s, i - 1)?;
+                }
+                m[2 * i + 2].record(s)?;
+            }
+            self.update_and_cast(gpu, s, b - 1)?;
+            m[2 * b + 1].record(s)?;
+            m[2 * b + 1].synchronize()?;
+            // The layer steps' spans; the rest of the total is update and cast.
+            let layer: f64 =
+                (0..b).map(|i| m[2 * i + 1].elapsed_ms(&m[2 * i])).sum::<Result<_>>()?;
+            let total = m[2 * b + 1].elapsed_ms(&m[0])?;
+            let bf = b as f64;
+            Ok(Sample::ms(total).part("layer", layer / bf).part("update", (total - layer) / bf))
+        })
+    }
+
+    /// Layer steps on the compute stream, each update and cast on the side stream, with events.
+    fn side_stream(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (compute, side, b) = (&self.compute, &self.side, self.a.batches);
+        let (start, stop) = (&self.marks[0], &self.marks[2 * b + 1]);
+        self.around(gpu, 1, || {
+            start.record(compute)?;
+            side.wait_event(start)?;
+            for i in 0..b {
+                if i >= 2 {
+                    compute.wait_event(&self.cast_done[(i - 1) % 2])?;
+                }
+                self.layer(gpu, i)?;
+                self.computed[i % 2].record(compute)?;
+                if i >= 1 {
+                    side.wait_event(&self.computed[(i - 1) % 2])?;
+                    self.update_and_cast(gpu, side, i - 1)?;
+                    self.cast_done[i % 2].record(side)?;
+                }
+            }
+            side.wait_event(&self.computed[(b - 1) % 2])?;
+            self.update_and_cast(gpu, side, b - 1)?;
+            self.cast_done[b % 2].record(side)?;
+            compute.wait_event(&self.cast_done[b % 2])?;
+            stop.record(compute)?;
+            stop.synchronize()?;
+            Ok(Sample::ms(stop.elapsed_ms(start)?))
+        })
     }
 }
 
@@ -174,58 +233,12 @@ impl Lesson for MixedPrecision {
         })
     }
 
-    /// Layer step, then the update and cast it allows, on one stream; parts: their times a step.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (s, m, b) = (&self.compute, &self.marks, self.a.batches);
-        self.around(gpu, 0, || {
-            m[0].record(s)?;
-            for i in 0..b {
-                self.layer(gpu, i)?;
-                m[2 * i + 1].record(s)?;
-                if i >= 1 {
-                    self.update_and_cast(gpu, s, i - 1)?;
-                }
-                m[2 * i + 2].record(s)?;
-            }
-            self.update_and_cast(gpu, s, b - 1)?;
-            m[2 * b + 1].record(s)?;
-            m[2 * b + 1].synchronize()?;
-            // The layer steps' spans; the rest of the total is update and cast.
-            let layer: f64 =
-                (0..b).map(|i| m[2 * i + 1].elapsed_ms(&m[2 * i])).sum::<Result<_>>()?;
-            let total = m[2 * b + 1].elapsed_ms(&m[0])?;
-            let bf = b as f64;
-            Ok(Sample::ms(total).part("layer", layer / bf).part("update", (total - layer) / bf))
-        })
-    }
-
-    /// Layer steps on the compute stream, each update and cast on the side stream, with events.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (compute, side, b) = (&self.compute, &self.side, self.a.batches);
-        let (start, stop) = (&self.marks[0], &self.marks[2 * b + 1]);
-        self.around(gpu, 1, || {
-            start.record(compute)?;
-            side.wait_event(start)?;
-            for i in 0..b {
-                if i >= 2 {
-                    compute.wait_event(&self.cast_done[(i - 1) % 2])?;
-                }
-                self.layer(gpu, i)?;
-                self.computed[i % 2].record(compute)?;
-                if i >= 1 {
-                    side.wait_event(&self.computed[(i - 1) % 2])?;
-                    self.update_and_cast(gpu, side, i - 1)?;
-                    self.cast_done[i % 2].record(side)?;
-                }
-            }
-            side.wait_event(&self.computed[(b - 1) % 2])?;
-            self.update_and_cast(gpu, side, b - 1)?;
-            self.cast_done[b % 2].record(side)?;
-            compute.wait_event(&self.cast_done[b % 2])?;
-            stop.record(compute)?;
-            stop.synchronize()?;
-            Ok(Sample::ms(stop.elapsed_ms(start)?))
-        })
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            ONE_STREAM => self.one_stream(gpu),
+            SIDE_STREAM => self.side_stream(gpu),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -268,16 +281,21 @@ impl Lesson for MixedPrecision {
 /// training (`lost`: updates below half an ulp of the 16-bit weight, of all updates) alone.
 pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut Report) {
     let (one, steps, name) = (m.without(), a.batches, a.format.name());
-    let (c, u) = (one.part("layer"), one.part("update"));
-    let bound = pipeline_estimate(c, u, steps);
-    let (serial, side, speedup) = (one.time.median, m.with().time.median, m.speedup());
-    r.figure(&format!("layer step in {name}, per micro-batch"), c, "ms")
-        .figure("FP32 update + cast, per micro-batch", u, "ms")
-        .figure("bound c + (B-1) max(c, u) + u", bound, "ms")
-        .figure("measured / bound", side / bound, "x");
-    let (x, of_bound, share) = (fixed(speedup, 2), fixed(side / bound, 2), a.layer_share);
-    let (room, save) = (serial > CLEAR_SPEEDUP * bound, fixed((serial - bound).max(0.0), 3));
-    let [serial, side, c, u, bound] = [serial, side, c, u, bound].map(|v| fixed(v, 3));
+    let (c_ms, u_ms) = (one.part("layer"), one.part("update"));
+    let bound_ms = pipeline_estimate(c_ms, u_ms, steps);
+    let (serial_ms, side_ms, speedup) = (one.time.median, m.with().time.median, m.speedup());
+    r.figure(&format!("layer step in {name}, per micro-batch"), c_ms, "ms")
+        .figure("FP32 update + cast, per micro-batch", u_ms, "ms")
+        .figure("bound c + (B-1) max(c, u) + u", bound_ms, "ms")
+        .figure("measured / bound", side_ms / bound_ms, "x");
+    let (x, of_bound, share) = (fixed(speedup, 2), fixed(side_ms / bound_ms, 2), a.layer_share);
+    let room = serial_ms > CLEAR_SPEEDUP * bound_ms;
+    let save = fixed((serial_ms - bound_ms).max(0.0), 3);
+    let serial = fixed(serial_ms, 3);
+    let side = fixed(side_ms, 3);
+    let c = fixed(c_ms, 3);
+    let u = fixed(u_ms, 3);
+    let bound = fixed(bound_ms, 3);
     r.explain(if steps == 1 {
         t!("mixed_precision.one_batch", serial, side)
     } else if speedup >= CLEAR_SPEEDUP {

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::{ensure_a_chunk_per_stream, MAX_ELEMENTS, MAX_STREAMS};
 use crate::lab::harness::data::{chunk_ranges, random_inputs};
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::stream_pipeline::{Bracket, Phases};
 use crate::lab::record::span::named;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
@@ -51,6 +52,45 @@ pub struct Overlap {
     dev: DeviceBuffer<f32>,
     marks: Vec<Event>,
     bracket: Bracket,
+}
+
+/// The versions, by their index in [`Lesson::versions`].
+pub const ONE_STREAM: usize = 0;
+pub const CHUNKED: usize = 1;
+
+impl Overlap {
+    /// The whole array on one stream: copy in, compute, copy out, an event between phases.
+    fn one_stream(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (s, [input, out, _]) = (&self.streams[0], &self.host);
+        let (m0, m1, m2, m3) = (&self.marks[0], &self.marks[1], &self.marks[2], &self.marks[3]);
+        m0.record(s)?;
+        s.copy_to_device(input, &self.dev)?;
+        m1.record(s)?;
+        gpu.compute(s, &self.dev, self.iters)?;
+        m2.record(s)?;
+        s.copy_to_host(&self.dev, out)?;
+        m3.record(s)?;
+        m3.synchronize()?;
+        let (h, c, d) = (m1.elapsed_ms(m0)?, m2.elapsed_ms(m1)?, m3.elapsed_ms(m2)?);
+        Ok(Sample::ms(h + c + d).part("H", h).part("C", c).part("D", d))
+    }
+
+    /// Chunk i on stream i, named so a recorded slice reads "chunk 3 copy-in", timed across
+    /// all streams (`Bracket`: they fork from stream 0 before and join it after).
+    fn chunked(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let ([input, _, out], dev) = (&self.host, &self.dev);
+        let ms = self.bracket.time(&self.streams, || {
+            for (i, (s, r)) in self.streams.iter().zip(&self.chunks).enumerate() {
+                named("chunk", i, || {
+                    s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?)?;
+                    gpu.compute_chunk(s, dev, r.clone(), self.iters)?;
+                    s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?)
+                })?;
+            }
+            Ok(())
+        })?;
+        Ok(Sample::ms(ms))
+    }
 }
 
 impl Lesson for Overlap {
@@ -87,37 +127,12 @@ impl Lesson for Overlap {
         })
     }
 
-    /// The whole array on one stream: copy in, compute, copy out, an event between phases.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (s, [input, out, _]) = (&self.streams[0], &self.host);
-        let (m0, m1, m2, m3) = (&self.marks[0], &self.marks[1], &self.marks[2], &self.marks[3]);
-        m0.record(s)?;
-        s.copy_to_device(input, &self.dev)?;
-        m1.record(s)?;
-        gpu.compute(s, &self.dev, self.iters)?;
-        m2.record(s)?;
-        s.copy_to_host(&self.dev, out)?;
-        m3.record(s)?;
-        m3.synchronize()?;
-        let (h, c, d) = (m1.elapsed_ms(m0)?, m2.elapsed_ms(m1)?, m3.elapsed_ms(m2)?);
-        Ok(Sample::ms(h + c + d).part("H", h).part("C", c).part("D", d))
-    }
-
-    /// Chunk i on stream i, named so a recorded slice reads "chunk 3 copy-in", timed across
-    /// all streams (`Bracket`: they fork from stream 0 before and join it after).
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let ([input, _, out], dev) = (&self.host, &self.dev);
-        let ms = self.bracket.time(&self.streams, || {
-            for (i, (s, r)) in self.streams.iter().zip(&self.chunks).enumerate() {
-                named("chunk", i, || {
-                    s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?)?;
-                    gpu.compute_chunk(s, dev, r.clone(), self.iters)?;
-                    s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?)
-                })?;
-            }
-            Ok(())
-        })?;
-        Ok(Sample::ms(ms))
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            ONE_STREAM => self.one_stream(gpu),
+            CHUNKED => self.chunked(gpu),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -134,7 +149,8 @@ impl Lesson for Overlap {
 
     fn explain(&self, m: &Measured, r: &mut Report) {
         let (k, phases, many) = (self.streams.len(), Phases::of(m.without()), m.with().time.median);
-        let off = format!("{:+.1}", (many / phases.report(k, many, r) - 1.0) * 100.0); // figures
+        phases.figures(k, many, r);
+        let off = format!("{:+.1}", (many / phases.bound(k) - 1.0) * 100.0); // over the bound, %
         let [one, ms, tk] = [m.without().time.median, many, phases.bound(k)].map(|v| fixed(v, 3));
         r.explain(t!("overlap.serial", ms = one));
         if k == 1 {

@@ -23,6 +23,7 @@
 use serde::Serialize;
 
 use crate::lab::harness::data::random_inputs;
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::devices;
 use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
@@ -37,6 +38,13 @@ pub struct Args {
     pub mib: usize,
 }
 
+/// GPU 0 to host, then host to GPU 1: the path without peer access.
+pub const STAGED: usize = 0;
+/// One `cuMemcpyPeerAsync`, GPU 0 to GPU 1.
+pub const PEER_ONE_WAY: usize = 1;
+/// Both directions at once, one stream on each GPU.
+pub const PEER_BOTH_WAYS: usize = 2;
+/// The versions' names, indexed by the constants above.
 pub const VERSIONS: [&str; 3] =
     ["staged through pinned host memory", "peer copy, one way", "peer copies, both ways at once"];
 /// Parts of the staged version: its two copies, timed on their own GPUs.
@@ -149,19 +157,13 @@ impl Lesson for P2p {
         })
     }
 
-    /// GPU 0 to host, then host to GPU 1: the path without peer access.
-    fn without(&mut self, _gpu: &Gpu) -> Result<Sample> {
-        self.staged()
-    }
-
-    /// One `cuMemcpyPeerAsync`, GPU 0 to GPU 1.
-    fn with(&mut self, _gpu: &Gpu) -> Result<Sample> {
-        self.peer_copies(false)
-    }
-
-    /// Both directions at once, one stream on each GPU.
-    fn other(&mut self, _gpu: &Gpu, _index: usize) -> Result<Sample> {
-        self.peer_copies(true)
+    fn version(&mut self, _gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            STAGED => self.staged(),
+            PEER_ONE_WAY => self.peer_copies(false),
+            PEER_BOTH_WAYS => self.peer_copies(true),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -170,21 +172,17 @@ impl Lesson for P2p {
 
     /// Each version again with the destinations cleared first, then every byte compared
     /// with what was sent.
-    fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
+    fn verify(&mut self, gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
         let zeros = vec![0f32; self.inputs[0].len()];
         for (v, name) in VERSIONS.iter().enumerate() {
             self.dst.iter().try_for_each(|d| copy_to_device_sync(&zeros, d))?;
-            match v {
-                0 => self.staged()?,
-                1 => self.peer_copies(false)?,
-                _ => self.peer_copies(true)?,
-            };
+            self.version(gpu, v)?;
             checks.bitwise(
                 &format!("{name}: GPU 1 got GPU 0's bytes"),
                 &self.dst[0].to_vec()?,
                 &self.inputs[0],
             );
-            if v == 2 {
+            if v == PEER_BOTH_WAYS {
                 checks.bitwise(
                     &format!("{name}: GPU 0 got GPU 1's bytes"),
                     &self.dst[1].to_vec()?,
@@ -197,7 +195,9 @@ impl Lesson for P2p {
 
     fn explain(&self, m: &Measured, r: &mut Report) {
         let gbs = |ms: f64| self.bytes() / ms / 1e6;
-        let (staged, one, both) = (m.without(), m.with().time.median, m.versions[2].time.median);
+        let staged = m.version(STAGED);
+        let one = m.version(PEER_ONE_WAY).time.median;
+        let both = m.version(PEER_BOTH_WAYS).time.median;
         let (down, up) = (staged.part(TO_HOST_MS), staged.part(TO_PEER_MS));
         r.figure("staged, GB/s", gbs(staged.time.median), "GB/s");
         r.figure("peer copy one way, GB/s", gbs(one), "GB/s");

@@ -48,6 +48,14 @@ pub const KINDS: [(&str, bool, bool); 4] = [
     ("D2H pageable", false, false),
     ("D2H pinned", true, false),
 ];
+/// Host to device from pageable memory: the driver stages it first.
+pub const H2D_PAGEABLE: usize = 0;
+/// Host to device from pinned memory: the copy engine reads it directly.
+pub const H2D_PINNED: usize = 1;
+/// Device to host into pageable memory, after the copies in.
+pub const D2H_PAGEABLE: usize = 2;
+/// Device to host into pinned memory.
+pub const D2H_PINNED: usize = 3;
 /// The part of each sample: host time inside the `cudaMemcpyAsync` call, ms.
 pub const IN_CALL: &str = "host ms inside the call";
 /// Below this size the call's fixed cost (microseconds) is comparable to the copy itself,
@@ -148,19 +156,8 @@ impl Lesson for PinnedVsPageable {
         })
     }
 
-    /// Host to device from pageable memory: the driver stages it first.
-    fn without(&mut self, _gpu: &Gpu) -> Result<Sample> {
-        self.copy(0)
-    }
-
-    /// Host to device from pinned memory: the copy engine reads it directly.
-    fn with(&mut self, _gpu: &Gpu) -> Result<Sample> {
-        self.copy(1)
-    }
-
-    /// Device to host, into pageable (2) or pinned (3) memory, after the copies in.
-    fn other(&mut self, _gpu: &Gpu, index: usize) -> Result<Sample> {
-        self.copy(index)
+    fn version(&mut self, _gpu: &Gpu, v: usize) -> Result<Sample> {
+        self.copy(v)
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -203,7 +200,7 @@ pub fn bandwidth_plot(m: &Measured, bytes: usize) -> Plot {
 
 /// Host time inside the call over the copy's GPU time, for version `v`.
 pub fn held_fraction(m: &Measured, v: usize) -> f64 {
-    m.versions[v].part(IN_CALL) / m.versions[v].time.median
+    m.version(v).part(IN_CALL) / m.version(v).time.median
 }
 
 /// The lesson's claim: a pinned async copy returns at once (under half its GPU time inside
@@ -218,7 +215,7 @@ pub fn check_claim(m: &Measured, bytes: usize) -> Result<Text> {
     let wrong: Vec<String> = (0..KINDS.len())
         .filter(|&v| if KINDS[v].1 { held(v) >= 0.5 } else { held(v) <= 0.5 })
         .map(|v| {
-            let (k, ms) = (&m.versions[v], m.versions[v].time.median);
+            let (k, ms) = (m.version(v), m.version(v).time.median);
             format!("{}: {:.3} ms in the call for {ms:.3} ms of copy", k.name, k.part(IN_CALL))
         })
         .collect();
@@ -239,7 +236,7 @@ pub fn check_claim(m: &Measured, bytes: usize) -> Result<Text> {
 /// The figures and what they mean (a free function, so tests can feed it made-up data).
 pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
     r.param("bytes", bytes);
-    let bw = |v: usize| gb_per_s(bytes, m.versions[v].time.median);
+    let bw = |v: usize| gb_per_s(bytes, m.version(v).time.median);
     for (v, k) in m.versions.iter().enumerate() {
         r.figure(&format!("{}: bandwidth, median", k.name), bw(v), "GB/s").figure(
             &format!("{}: host time inside the call", k.name),
@@ -247,7 +244,8 @@ pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
             "ms",
         );
     }
-    let (h2d, d2h) = (bw(1) / bw(0), bw(3) / bw(2));
+    let h2d = bw(H2D_PINNED) / bw(H2D_PAGEABLE);
+    let d2h = bw(D2H_PINNED) / bw(D2H_PAGEABLE);
     r.figure("H2D pinned / pageable bandwidth", h2d, "x").figure(
         "D2H pinned / pageable bandwidth",
         d2h,
@@ -268,11 +266,12 @@ pub fn interpret(m: &Measured, bytes: usize, r: &mut Report) {
         r.explain(t!("pinned_vs_pageable.tiny", bytes, h2d, d2h, mib, elements));
     }
     let held = |v: usize| {
-        let k = &m.versions[v];
+        let k = m.version(v);
         let (call, copy) = (fixed(k.part(IN_CALL), 3), fixed(k.time.median, 3));
         t!("pinned_vs_pageable.held", call, copy)
     };
-    let (pinned, pageable) = (held(1), held(0));
+    let pinned = held(H2D_PINNED);
+    let pageable = held(H2D_PAGEABLE);
     r.explain(if !big_enough {
         t!("pinned_vs_pageable.not_asserted", pinned, pageable)
     } else if check_claim(m, bytes).is_ok() {

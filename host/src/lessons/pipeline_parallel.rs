@@ -33,6 +33,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::{chunk_ranges, random_inputs};
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::devices;
 use crate::lab::kit::stream_pipeline::{pipeline_bound, Bracket};
 use crate::lab::record::span::named;
@@ -78,6 +79,10 @@ pub struct PipelineParallel {
     /// The outputs of each version (public for the tests).
     pub outputs: Vec<Vec<f32>>,
 }
+
+/// The versions, by their index in [`Lesson::versions`].
+pub const ONE_AT_A_TIME: usize = 0;
+pub const PIPELINED: usize = 1;
 
 impl PipelineParallel {
     /// Every micro-batch through both stages; with `naive`, GPU 0 waits for GPU 1 to finish
@@ -195,12 +200,12 @@ impl Lesson for PipelineParallel {
         })
     }
 
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, true)
-    }
-
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, false)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            ONE_AT_A_TIME => self.run(gpu, true),
+            PIPELINED => self.run(gpu, false),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {

@@ -35,6 +35,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::harness::data::{random_inputs, sample_indices, ABS_TOLERANCE, REL_TOLERANCE};
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -77,6 +78,10 @@ pub struct Prefetch {
     marks: Vec<Event>,
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const NO_PREFETCH: usize = 0;
+pub const PREFETCH: usize = 1;
+
 impl Prefetch {
     /// The input, every batch back to back, for tests that compare with the CPU.
     pub fn input(&self) -> Result<Vec<f32>> {
@@ -97,6 +102,60 @@ impl Prefetch {
     /// acc = 0 (x * 0 + 0 is +0 for the finite values it holds).
     fn reset(&self, gpu: &Gpu) -> Result<()> {
         gpu.scale(&self.compute, &self.acc, 0.0, 0.0)
+    }
+
+    /// Upload batch i, then step on it, on one stream; one buffer suffices. The parts are
+    /// the per-batch upload and step times.
+    fn upload_then_step(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (s, m, b) = (&self.compute, &self.marks, self.batches);
+        m[0].record(s)?;
+        self.reset(gpu)?;
+        for i in 0..b {
+            s.copy_to_device(self.input.slice(i * self.n..(i + 1) * self.n)?, &self.slots[0])?;
+            m[2 * i + 1].record(s)?;
+            self.step(gpu, 0)?;
+            m[2 * i + 2].record(s)?;
+        }
+        s.copy_to_host(&self.acc, &self.acc_serial)?;
+        m[2 * b + 1].record(s)?;
+        m[2 * b + 1].synchronize()?;
+        let (mut upload, mut step) = (0.0, 0.0);
+        for i in 0..b {
+            upload += m[2 * i + 1].elapsed_ms(&m[2 * i])?;
+            step += m[2 * i + 2].elapsed_ms(&m[2 * i + 1])?;
+        }
+        Ok(Sample::ms(m[2 * b + 1].elapsed_ms(&m[0])?)
+            .part("upload", upload / b as f64)
+            .part("step", step / b as f64))
+    }
+
+    /// Uploads on the copy stream into slot i % 2, steps on the compute stream, events in
+    /// both directions.
+    fn double_buffered(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (start, stop) = (&self.marks[0], &self.marks[2 * self.batches + 1]);
+        start.record(&self.compute)?;
+        self.reset(gpu)?;
+        // The copy stream starts after `start`, so `stop - start` covers its work too.
+        self.copy.wait_event(start)?;
+        for i in 0..self.batches {
+            let slot = i % SLOTS;
+            if i >= SLOTS {
+                // Do not overwrite batch i-2 while its step may still be reading it.
+                self.copy.wait_event(&self.consumed[slot])?;
+            }
+            self.copy.copy_to_device(
+                self.input.slice(i * self.n..(i + 1) * self.n)?,
+                &self.slots[slot],
+            )?;
+            self.uploaded[slot].record(&self.copy)?;
+            self.compute.wait_event(&self.uploaded[slot])?;
+            self.step(gpu, slot)?;
+            self.consumed[slot].record(&self.compute)?;
+        }
+        self.compute.copy_to_host(&self.acc, &self.acc_prefetch)?;
+        stop.record(&self.compute)?;
+        stop.synchronize()?;
+        Ok(Sample::ms(stop.elapsed_ms(start)?))
     }
 }
 
@@ -142,58 +201,12 @@ impl Lesson for Prefetch {
         })
     }
 
-    /// Upload batch i, then step on it, on one stream; one buffer suffices. The parts are
-    /// the per-batch upload and step times.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (s, m, b) = (&self.compute, &self.marks, self.batches);
-        m[0].record(s)?;
-        self.reset(gpu)?;
-        for i in 0..b {
-            s.copy_to_device(self.input.slice(i * self.n..(i + 1) * self.n)?, &self.slots[0])?;
-            m[2 * i + 1].record(s)?;
-            self.step(gpu, 0)?;
-            m[2 * i + 2].record(s)?;
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            NO_PREFETCH => self.upload_then_step(gpu),
+            PREFETCH => self.double_buffered(gpu),
+            _ => no_such_version::<Self>(v),
         }
-        s.copy_to_host(&self.acc, &self.acc_serial)?;
-        m[2 * b + 1].record(s)?;
-        m[2 * b + 1].synchronize()?;
-        let (mut upload, mut step) = (0.0, 0.0);
-        for i in 0..b {
-            upload += m[2 * i + 1].elapsed_ms(&m[2 * i])?;
-            step += m[2 * i + 2].elapsed_ms(&m[2 * i + 1])?;
-        }
-        Ok(Sample::ms(m[2 * b + 1].elapsed_ms(&m[0])?)
-            .part("upload", upload / b as f64)
-            .part("step", step / b as f64))
-    }
-
-    /// Uploads on the copy stream into slot i % 2, steps on the compute stream, events in
-    /// both directions.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (start, stop) = (&self.marks[0], &self.marks[2 * self.batches + 1]);
-        start.record(&self.compute)?;
-        self.reset(gpu)?;
-        // The copy stream starts after `start`, so `stop - start` covers its work too.
-        self.copy.wait_event(start)?;
-        for i in 0..self.batches {
-            let slot = i % SLOTS;
-            if i >= SLOTS {
-                // Do not overwrite batch i-2 while its step may still be reading it.
-                self.copy.wait_event(&self.consumed[slot])?;
-            }
-            self.copy.copy_to_device(
-                self.input.slice(i * self.n..(i + 1) * self.n)?,
-                &self.slots[slot],
-            )?;
-            self.uploaded[slot].record(&self.copy)?;
-            self.compute.wait_event(&self.uploaded[slot])?;
-            self.step(gpu, slot)?;
-            self.consumed[slot].record(&self.compute)?;
-        }
-        self.compute.copy_to_host(&self.acc, &self.acc_prefetch)?;
-        stop.record(&self.compute)?;
-        stop.synchronize()?;
-        Ok(Sample::ms(stop.elapsed_ms(start)?))
     }
 
     fn streams(&self) -> Vec<&Stream> {

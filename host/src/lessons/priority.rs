@@ -28,6 +28,7 @@
 //! when it arrives, then its own); without, after all `--waves` + 1.
 use serde::Serialize;
 
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceInfo, Error, Event, Gpu, LaunchConfig, Result, Stream};
@@ -88,6 +89,10 @@ pub struct Priority {
     second_done: Event,
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const EQUAL: usize = 0;
+pub const HIGH: usize = 1;
+
 impl Priority {
     /// The long kernel on `first`, then the short one on `second`; the time is when the
     /// short one was done.
@@ -104,6 +109,16 @@ impl Priority {
         let long = self.first_done.elapsed_ms(&self.start)?;
         let short = self.second_done.elapsed_ms(&self.start)?;
         Ok(Sample::ms(short).part(LONG_DONE, long).part(SHORT_MINUS_LONG, short - long))
+    }
+
+    /// The long kernel, then the short one, on two streams of the least priority.
+    fn equal_priority(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.pair(gpu, &self.equal_first, &self.equal_second)
+    }
+
+    /// The long kernel on the least priority, then the short one on the greatest.
+    fn high_priority(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.pair(gpu, &self.low, &self.high)
     }
 }
 
@@ -156,14 +171,12 @@ impl Lesson for Priority {
         })
     }
 
-    /// The long kernel, then the short one, on two streams of the least priority.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.pair(gpu, &self.equal_first, &self.equal_second)
-    }
-
-    /// The long kernel on the least priority, then the short one on the greatest.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.pair(gpu, &self.low, &self.high)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            EQUAL => self.equal_priority(gpu),
+            HIGH => self.high_priority(gpu),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -232,18 +245,24 @@ impl Shape {
             .param("high_priority_blocks", self.high_blocks)
             .param("least_priority", least)
             .param("greatest_priority", greatest);
-        let (low, high) = (m.with().part(LONG_DONE), m.with().time.median);
-        let (first, second) = (m.without().part(LONG_DONE), m.without().time.median);
-        r.figure("prioritized: long low-priority kernel done at", low, "ms")
-            .figure("prioritized: short high-priority kernel done at", high, "ms")
-            .figure("equal priority: long kernel (1st) done at", first, "ms")
-            .figure("equal priority: short kernel (2nd) done at", second, "ms");
+        let low_ms = m.with().part(LONG_DONE);
+        let high_ms = m.with().time.median;
+        let first_ms = m.without().part(LONG_DONE);
+        let second_ms = m.without().time.median;
+        r.figure("prioritized: long low-priority kernel done at", low_ms, "ms")
+            .figure("prioritized: short high-priority kernel done at", high_ms, "ms")
+            .figure("equal priority: long kernel (1st) done at", first_ms, "ms")
+            .figure("equal priority: short kernel (2nd) done at", second_ms, "ms");
         let (low_blocks, high_blocks, sleep) = (self.low_blocks, self.high_blocks, self.sleep_us);
         let sleep = sleep.to_string();
         r.explain(t!("priority.setup", low_blocks, waves, sleep, high_blocks, greatest, least));
-        let order = if high < low { t!("priority.before") } else { t!("priority.after") };
-        let equal_order = if second > first { t!("priority.after") } else { t!("priority.before") };
-        let [high, low, first, second] = [high, low, first, second].map(|v| fixed(v, 3));
+        let order = if high_ms < low_ms { t!("priority.before") } else { t!("priority.after") };
+        let equal_order =
+            if second_ms > first_ms { t!("priority.after") } else { t!("priority.before") };
+        let high = fixed(high_ms, 3);
+        let low = fixed(low_ms, 3);
+        let first = fixed(first_ms, 3);
+        let second = fixed(second_ms, 3);
         r.explain(match self.not_asserted() {
             Some(why) => {
                 let hint = if waves < 2 { t!("priority.try_waves") } else { "".to_string().into() };

@@ -86,18 +86,20 @@ pub struct SleepStreams {
 }
 
 impl SleepStreams {
-    /// Version `v` (see [`GRIDS`]): K times copy in, sleep, copy out, all on stream 0 (even
-    /// `v`: `without` and 2), or launch i with its copies on stream i (odd: `with` and 3).
+    /// Version `v` (see [`GRIDS`]): K times copy in, sleep, copy out, all on stream 0
+    /// ([`one_stream_version`]), or launch i with its copies on stream i
+    /// ([`k_streams_version`]).
     /// Streams 1..K fork from and join into stream 0 (none with one stream): its two events
     /// bracket all the work.
     fn run(&self, gpu: &Gpu, v: usize) -> Result<Sample> {
-        let Some(&(_, grid, block)) = GRIDS.get(v / 2) else {
+        let g = v / 2; // two versions per grid: see `one_stream_version`
+        let Some(&(_, grid, block)) = GRIDS.get(g) else {
             return Err(Error::Internal(format!("sleep-streams has no version {v}")));
         };
         let ((out, dev), [start, stop]) = (&self.buffers[v], &self.marks);
         let all: Vec<&Stream> = self.streams.iter().collect();
         let (first, k) = (all[0], all.len());
-        let (on, rest) = match v % 2 == 1 {
+        let (on, rest) = match v == k_streams_version(g) {
             true => (all.clone(), &all[1..]),
             false => (vec![first; k], &all[..0]),
         };
@@ -121,12 +123,23 @@ pub fn small_grid_claim(k: usize, connections: usize) -> Option<f64> {
     (k >= 2).then(|| (k.min(connections) as f64 / 2.0).max(1.3))
 }
 
+/// Grid `g`'s version with all K launches on stream 0: each grid has two versions, in
+/// [`GRIDS`]' order.
+pub fn one_stream_version(g: usize) -> usize {
+    2 * g
+}
+
+/// Grid `g`'s version with launch i on stream i.
+pub fn k_streams_version(g: usize) -> usize {
+    2 * g + 1
+}
+
 /// Grid `g`'s median time on one stream, and that over its median on K streams.
 pub fn one_stream_ms(m: &Measured, g: usize) -> f64 {
-    m.versions[2 * g].time.median
+    m.version(one_stream_version(g)).time.median
 }
 pub fn speedup(m: &Measured, g: usize) -> f64 {
-    one_stream_ms(m, g) / m.versions[2 * g + 1].time.median
+    one_stream_ms(m, g) / m.version(k_streams_version(g)).time.median
 }
 
 impl Lesson for SleepStreams {
@@ -182,16 +195,8 @@ impl Lesson for SleepStreams {
         })
     }
 
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, 0)
-    }
-
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, 1)
-    }
-
-    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        self.run(gpu, index)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        self.run(gpu, v)
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -236,8 +241,12 @@ impl Shape {
         let threshold = small_grid_claim(self.streams, self.connections).unwrap_or(1.0);
         let (small, full) = (speedup(m, SMALL), speedup(m, FULL));
         if small > threshold && small > full {
-            let [small, threshold, full] = [small, threshold, full].map(|v| fixed(v, 2));
-            Ok(t!("sleep_streams.claim", small, threshold, full))
+            Ok(t!(
+                "sleep_streams.claim",
+                small = fixed(small, 2),
+                threshold = fixed(threshold, 2),
+                full = fixed(full, 2)
+            ))
         } else {
             Err(Error::Verification(format!(
                 "expected the small grid to gain more than {threshold:.2}x and more than the full grid; got small {small:.2}x, full {full:.2}x"

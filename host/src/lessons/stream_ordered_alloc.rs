@@ -58,6 +58,15 @@ pub struct Args {
 }
 
 /// The versions, in order: without, with, the threshold's effect, the bound.
+/// `cuMemAlloc`, the chunk's work, `cuMemFree` (which waits for the whole device).
+pub const SYNC_ALLOC: usize = 0;
+/// `cuMemAllocAsync` and `cuMemFreeAsync` on each stream, release threshold `u64::MAX`.
+pub const POOL: usize = 1;
+/// The same from the pool with release threshold 0.
+pub const POOL_RELEASED: usize = 2;
+/// Buffers allocated once in setup: the bound.
+pub const PREALLOCATED: usize = 3;
+/// The versions' names, indexed by the constants above.
 pub const VERSIONS: [&str; 4] = [
     "cuMemAlloc/cuMemFree in the loop",
     "cuMemAllocAsync/cuMemFreeAsync from the pool",
@@ -90,10 +99,10 @@ impl StreamOrderedAlloc {
     /// computes, copies out, and frees; timed across all streams.
     fn run(&self, gpu: &Gpu, v: usize) -> Result<Sample> {
         // Each pool version starts where its own loop leaves the pool at the end of a run.
-        if v == 1 {
+        if v == POOL {
             self.pool.set_release_threshold(u64::MAX)?;
             self.fill_pool()?;
-        } else if v == 2 {
+        } else if v == POOL_RELEASED {
             self.pool.set_release_threshold(0)?;
             self.streams.iter().try_for_each(Stream::synchronize)?; // every free observed
             self.pool.trim_to(0)?;
@@ -104,12 +113,12 @@ impl StreamOrderedAlloc {
             for r in 0..self.rounds {
                 for (i, s) in self.streams.iter().enumerate() {
                     match v {
-                        0 => {
+                        SYNC_ALLOC => {
                             let d = DeviceBuffer::<f32>::alloc(gpu, n)?;
                             self.chunk(gpu, s, (&d).into(), r * k + i, v)?;
                             drop(d); // cuMemFree: waits for the whole device
                         }
-                        1 | 2 => {
+                        POOL | POOL_RELEASED => {
                             let d = DeviceBuffer::<f32>::alloc_async(s, n)?;
                             self.chunk(gpu, s, (&d).into(), r * k + i, v)?;
                             d.free_async(s)?;
@@ -123,7 +132,9 @@ impl StreamOrderedAlloc {
         })?;
         let sample = Sample::ms(ms).part(HOST_MS, host_ms);
         Ok(match v {
-            1 | 2 => sample.part(KEPT_MIB, self.pool.reserved_bytes()? as f64 / 1048576.0),
+            POOL | POOL_RELEASED => {
+                sample.part(KEPT_MIB, self.pool.reserved_bytes()? as f64 / 1048576.0)
+            }
             _ => sample,
         })
     }
@@ -233,19 +244,8 @@ impl Lesson for StreamOrderedAlloc {
         })
     }
 
-    /// `cuMemAlloc`, the chunk's work, `cuMemFree` (which waits for the whole device).
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, 0)
-    }
-
-    /// `cuMemAllocAsync` and `cuMemFreeAsync` on each stream, threshold `u64::MAX`.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, 1)
-    }
-
-    /// 2: the pool with threshold 0; 3: buffers allocated once (the bound).
-    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        self.run(gpu, index)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        self.run(gpu, v)
     }
 
     fn streams(&self) -> Vec<&Stream> {

@@ -69,6 +69,10 @@ pub struct StreamSweep {
     joins: Vec<Event>,
 }
 
+/// K = 1 on one stream, the baseline. The largest K follows it, then the Ks between,
+/// ascending: [`version_streams`] gives each version's K.
+pub const ONE_STREAM: usize = 0;
+
 impl StreamSweep {
     /// Version `v`: chunk i of its K on stream i. Streams 1..K fork from stream 0 and join
     /// back into it, so the two timing events on stream 0 bracket every stream's work.
@@ -89,6 +93,22 @@ impl StreamSweep {
         stop.record(first)?;
         stop.synchronize()?;
         Ok(Sample::ms(stop.elapsed_ms(start)?))
+    }
+
+    /// K = 1: the whole array on stream 0, an event between phases (H, C, D for the bound).
+    fn one_stream(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let s = &self.streams[0];
+        let [m0, m1, m2, m3] = &self.marks;
+        m0.record(s)?;
+        s.copy_to_device(&self.input, &self.dev)?;
+        m1.record(s)?;
+        gpu.compute(s, &self.dev, self.iters)?;
+        m2.record(s)?;
+        s.copy_to_host(&self.dev, &self.out_one)?;
+        m3.record(s)?;
+        m3.synchronize()?;
+        let (h, c, d) = (m1.elapsed_ms(m0)?, m2.elapsed_ms(m1)?, m3.elapsed_ms(m2)?);
+        Ok(Sample::ms(h + c + d).part("H", h).part("C", c).part("D", d))
     }
 }
 
@@ -135,30 +155,12 @@ impl Lesson for StreamSweep {
         })
     }
 
-    /// K = 1: the whole array on stream 0, an event between phases (H, C, D for the bound).
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let s = &self.streams[0];
-        let [m0, m1, m2, m3] = &self.marks;
-        m0.record(s)?;
-        s.copy_to_device(&self.input, &self.dev)?;
-        m1.record(s)?;
-        gpu.compute(s, &self.dev, self.iters)?;
-        m2.record(s)?;
-        s.copy_to_host(&self.dev, &self.out_one)?;
-        m3.record(s)?;
-        m3.synchronize()?;
-        let (h, c, d) = (m1.elapsed_ms(m0)?, m2.elapsed_ms(m1)?, m3.elapsed_ms(m2)?);
-        Ok(Sample::ms(h + c + d).part("H", h).part("C", c).part("D", d))
-    }
-
-    /// The largest K.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.chunked(gpu, 1)
-    }
-
-    /// The K between 1 and the largest, ascending from version 2.
-    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        self.chunked(gpu, index)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            ONE_STREAM => self.one_stream(gpu),
+            // The largest K, then the K between 1 and it, ascending.
+            _ => self.chunked(gpu, v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {

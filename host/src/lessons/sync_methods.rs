@@ -28,6 +28,7 @@
 //! least T/10 and well under T.
 use serde::Serialize;
 
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::harness::stats::host_ms;
 use crate::lab::kit::sleep::serial_ms;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
@@ -50,10 +51,15 @@ pub const POLLS: &str = "polls";
 /// that is the technique (stream B), then the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Method {
+    /// Waits for the whole device, though only stream B's result is needed.
     DeviceSynchronize,
+    /// Waits for stream B only.
     StreamShortSynchronize,
+    /// Waits for stream A, the long kernel's.
     StreamLongSynchronize,
+    /// Waits for an event recorded after B's kernel.
     EventSynchronize,
+    /// Asks whether that event has completed, until it has.
     EventPolling,
 }
 
@@ -191,22 +197,11 @@ impl Lesson for SyncMethods {
         })
     }
 
-    /// Waits for the whole device, though only stream B's result is needed.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.wait(gpu, Method::DeviceSynchronize)
-    }
-
-    /// Waits for stream B only.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.wait(gpu, Method::StreamShortSynchronize)
-    }
-
-    /// Stream A synchronize (2), event synchronize (3), event polling (4).
-    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        let method = METHODS
-            .get(index)
-            .ok_or_else(|| Error::Internal(format!("sync-methods has no version {index}")))?;
-        self.wait(gpu, *method)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match METHODS.get(v) {
+            Some(&method) => self.wait(gpu, method),
+            None => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -234,7 +229,7 @@ impl Lesson for SyncMethods {
 /// The figures and what they mean, for a long kernel of `long_us`.
 pub fn interpret(long_us: f64, m: &Measured, r: &mut Report) {
     let (long_ms, short_ms) = (long_us / 1e3, long_us * SHORT_FRACTION / 1e3);
-    let at = |method: Method| METHODS.iter().position(|&x| x == method).map(|i| &m.versions[i]);
+    let at = |method: Method| METHODS.iter().position(|&x| x == method).map(|i| m.version(i));
     let median = |method: Method| at(method).map_or(f64::NAN, |v| v.time.median);
     let fits = |method: Method| check_wait(method, median(method), long_ms).is_ok();
     let polls = at(Method::EventPolling).map_or(f64::NAN, |v| v.part(POLLS));

@@ -69,6 +69,15 @@ pub struct Args {
 }
 
 /// The versions, baseline first.
+/// Kernels on managed memory: every page faults in, and back out when the host reads.
+pub const FAULTS: usize = 0;
+/// Each chunk prefetched to the GPU before its kernel and back to the host after it.
+pub const PREFETCH: usize = 1;
+/// Explicit pinned copies: the bound.
+pub const EXPLICIT: usize = 2;
+/// Managed memory advised to stay on the host, mapped for the GPU.
+pub const ADVISED: usize = 3;
+/// The versions' names, indexed by the constants above.
 pub const VERSIONS: [&str; 4] = [
     "managed, migrated on demand (page faults)",
     "managed + cuMemPrefetchAsync on the streams",
@@ -120,7 +129,7 @@ impl UnifiedMemory {
                         gpu.compute(s, d.clone(), self.iters)?;
                         s.copy_to_host(d, self.output.slice(r)?)?;
                     }
-                    Some(m) if v == 1 => {
+                    Some(m) if v == PREFETCH => {
                         s.prefetch(m, r.clone(), Location::Device)?;
                         gpu.compute(s, m.slice(r.clone())?, self.iters)?;
                         s.prefetch(m, r, Location::Host)?;
@@ -214,19 +223,8 @@ impl Lesson for UnifiedMemory {
         })
     }
 
-    /// Kernels on managed memory: every page faults in, and back out when the host reads.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, 0)
-    }
-
-    /// Each chunk prefetched to the GPU before its kernel and back to the host after it.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.run(gpu, 1)
-    }
-
-    /// 2: explicit pinned copies (the bound); 3: managed memory advised to stay on the host.
-    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        self.run(gpu, index)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        self.run(gpu, v)
     }
 
     fn streams(&self) -> Vec<&Stream> {

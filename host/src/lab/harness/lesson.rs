@@ -22,8 +22,10 @@ pub trait Lesson: Sized {
     /// The lesson's own flags, with their defaults and ranges.
     type Args: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug + Serialize;
 
-    /// The versions' names, baseline first: what `without` and `with` measure, then any
-    /// versions [`Lesson::other`] runs (a third variant, the points of a sweep).
+    /// The versions' names, baseline first: the one without the technique, the one with it,
+    /// then any others (a third variant, the points of a sweep). [`Lesson::version`] takes
+    /// an index into this list; a lesson names its indices (constants, or a function of a
+    /// sweep's point) rather than writing numbers.
     fn versions(args: &Self::Args) -> Vec<String>;
 
     /// What the flags will cost, and any combination of them that cannot work, checked
@@ -33,16 +35,11 @@ pub trait Lesson: Sized {
     /// Buffers and streams, allocated once, outside anything timed.
     fn setup(gpu: &Gpu, args: &Self::Args, seed: u64) -> Result<Self>;
 
-    /// The version without the technique. Returns its timing.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample>;
-
-    /// The version with the technique.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample>;
-
-    /// Version `index` (2 and up) of [`Lesson::versions`].
-    fn other(&mut self, _gpu: &Gpu, index: usize) -> Result<Sample> {
-        Err(crate::runtime::Error::Internal(format!("{} has no version {index}", Self::NAME)))
-    }
+    /// Runs version `v` of [`Lesson::versions`] once and returns its timing. Each version
+    /// is a method of the lesson's own, with its doc comment, so that the file reads like
+    /// the tutorial; this is only the `match` from a version's name to its method, ending
+    /// in [`no_such_version`].
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample>;
 
     /// The streams a timeline observes.
     fn streams(&self) -> Vec<&Stream>;
@@ -65,6 +62,11 @@ pub trait Lesson: Sized {
     fn drawn(&self) -> Vec<usize> {
         vec![0, 1]
     }
+}
+
+/// The error for an index past a lesson's versions: the last arm of [`Lesson::version`].
+pub fn no_such_version<L: Lesson>(v: usize) -> Result<Sample> {
+    Err(crate::runtime::Error::Internal(format!("{} has no version {v}", L::NAME)))
 }
 
 /// A lesson as the command line sees it: its name, its flags, and how to run it.

@@ -105,6 +105,11 @@ impl Measured {
         Measured { versions }
     }
 
+    /// Version `v` of the lesson's versions, by the name the lesson gives its index.
+    pub fn version(&self, v: usize) -> &VersionStats {
+        &self.versions[v]
+    }
+
     /// The version without the technique.
     pub fn without(&self) -> &VersionStats {
         &self.versions[0]
@@ -170,11 +175,7 @@ impl<L> Outcome<L> {
 }
 
 fn run_version<L: Lesson>(lesson: &mut L, gpu: &Gpu, index: usize) -> Result<Sample> {
-    let sample = match index {
-        0 => lesson.without(gpu),
-        1 => lesson.with(gpu),
-        i => lesson.other(gpu, i),
-    }?;
+    let sample = lesson.version(gpu, index)?;
     if sample.ms.is_nan() {
         return Err(Error::Internal(format!("{}: version {index} timed NaN", L::NAME)));
     }

@@ -107,15 +107,14 @@ impl Phases {
     }
 
     /// The three phases as report figures, then the bound for `k` streams and how far
-    /// `measured_ms` is from it. Returns the bound.
-    pub fn report(&self, k: usize, measured_ms: f64, r: &mut Report) -> f64 {
+    /// `measured_ms` is from it.
+    pub fn figures(&self, k: usize, measured_ms: f64, r: &mut Report) {
         let bound = self.bound(k);
         r.figure("H: copy-in, whole array", self.h, "ms")
             .figure("C: compute, whole array", self.c, "ms")
             .figure("D: copy-out, whole array", self.d, "ms")
             .figure("bound T(K)", bound, "ms")
             .figure("measured / bound", measured_ms / bound, "x");
-        bound
     }
 }
 

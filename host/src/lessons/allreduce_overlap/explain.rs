@@ -1,7 +1,7 @@
 //! What the numbers of allreduce-overlap mean, and the experiment behind it: probed runs
 //! with an event around every bucket, so the backward and the all-reduces are each timed
 //! while they overlap.
-use super::{AllreduceOverlap, Reducer, A, C, COPY_ENGINES, GREATEST, LEAST, MANY};
+use super::{AllreduceOverlap, Reducer, ALL_REDUCE, BACKWARD, COPY_ENGINES, GREATEST, LEAST, MANY};
 use crate::lab::{fixed, t, Measured, Report, Text};
 use crate::runtime::{Gpu, Result};
 
@@ -48,13 +48,13 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
     let ms = |v: f64| fixed(v, 3);
     let percent = |v: f64, of: f64| format!("{:+.1}", (v / of - 1.0) * 100.0);
     let sequential = m.without();
-    let c = sequential.part(C);
-    let a = sequential.part(A);
+    let c = sequential.part(BACKWARD);
+    let a = sequential.part(ALL_REDUCE);
     let buckets = lesson.buckets[0].len();
     let bound = c.max(a) + c.min(a) / buckets as f64;
-    let greatest = &m.versions[GREATEST];
-    let least = &m.versions[LEAST];
-    let many = &m.versions[MANY];
+    let greatest = m.version(GREATEST);
+    let least = m.version(LEAST);
+    let many = m.version(MANY);
     r.figure("backward C", c, "ms");
     r.figure("all-reduce A", a, "ms");
     r.figure("bound max(C, A) + min(C, A)/B", bound, "ms");

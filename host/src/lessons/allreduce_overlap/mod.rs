@@ -76,14 +76,19 @@ pub struct Args {
     pub nccl_channels: Option<u32>,
 }
 
-/// Parts of the sequential version: the backward pass and the one all-reduce, in ms.
-const C: &str = "C";
-const A: &str = "A";
-/// The versions, by position.
+/// Parts of the sequential version, in ms: the backward pass (C) and the one all-reduce (A).
+const BACKWARD: &str = "C";
+const ALL_REDUCE: &str = "A";
+/// Compute everything, then all-reduce everything.
 const SEQUENTIAL: usize = 0;
+/// B buckets, each all-reduced on the communication stream, at the greatest priority, as
+/// soon as it is ready.
 const GREATEST: usize = 1;
+/// The same with the communication stream at the least priority.
 const LEAST: usize = 2;
+/// 4B buckets, at the greatest priority.
 const MANY: usize = 3;
+/// B buckets summed by the copy engines and an add kernel (two GPUs in this process only).
 const COPY_ENGINES: usize = 4;
 
 /// Who sums a bucket: NCCL's kernels, or the two GPUs' copy engines and an add kernel.
@@ -138,7 +143,7 @@ impl AllreduceOverlap {
             c = f64::max(c, r.marks[1].elapsed_ms(&r.marks[0])?);
             a = f64::max(a, r.marks[2].elapsed_ms(&r.marks[1])?);
         }
-        Ok(Sample::ms(ms).part(C, c).part(A, a))
+        Ok(Sample::ms(ms).part(BACKWARD, c).part(ALL_REDUCE, a))
     }
 
     /// Bucket by bucket: the backward on the compute stream, each bucket's all-reduce on the
@@ -200,8 +205,9 @@ impl AllreduceOverlap {
         Ok(Sample::ms(ms))
     }
 
-    /// The version at `index` (see [`AllreduceOverlap::versions`]).
-    fn version(&self, gpu: &Gpu, index: usize) -> Result<Sample> {
+    /// The version at `index` (see [`AllreduceOverlap::versions`]). `&self`, so that
+    /// `verify` can run a version inside `sums_of` while it holds the ranks.
+    fn run(&self, gpu: &Gpu, index: usize) -> Result<Sample> {
         let (few, many) = (&self.buckets[0], &self.buckets[1]);
         match index {
             SEQUENTIAL => self.sequential(gpu),
@@ -326,19 +332,8 @@ impl Lesson for AllreduceOverlap {
         Ok(AllreduceOverlap { ranks, iters: a.iters, buckets, names, probes: Vec::new() })
     }
 
-    /// Compute everything, then all-reduce everything.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.version(gpu, SEQUENTIAL)
-    }
-
-    /// B buckets, each all-reduced on the communication stream as soon as it is ready.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.version(gpu, GREATEST)
-    }
-
-    /// The least-priority communication stream, then 4B buckets, then the copy engines.
-    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        self.version(gpu, index)
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        self.run(gpu, v)
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -359,12 +354,12 @@ impl Lesson for AllreduceOverlap {
         // Against the gradients the sequential run just left.
         ranks.check_sum_is_exact(gpu, self.iters, &sequential, checks)?;
         for v in [GREATEST, LEAST, MANY] {
-            let sums = ranks.sums_of(|| self.version(gpu, v))?;
+            let sums = ranks.sums_of(|| self.run(gpu, v))?;
             self.compare(checks, &self.names[v], &sums, &sequential);
         }
         if self.names.len() > COPY_ENGINES {
             // Two ranks: the copy engines add a + b once per element, as NCCL does.
-            let sums = ranks.sums_of(|| self.version(gpu, COPY_ENGINES))?;
+            let sums = ranks.sums_of(|| self.run(gpu, COPY_ENGINES))?;
             for (r, (got, want)) in sums.iter().zip(&sequential).enumerate() {
                 let rank = ranks.local[r].rank;
                 checks.bitwise(

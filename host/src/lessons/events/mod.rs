@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::random_inputs;
+use crate::lab::harness::lesson::no_such_version;
 use crate::lab::harness::stats::host_ms;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
@@ -86,6 +87,39 @@ pub struct Events {
     consumer_done: Event,
 }
 
+/// The versions, by their index in [`Lesson::versions`].
+pub const NO_WAIT: usize = 0;
+pub const WAIT_EVENT: usize = 1;
+pub const TIMED_KERNEL: usize = 2;
+
+impl Events {
+    /// The consumer on B does not wait for the producer on A: the race.
+    fn no_wait(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.race(gpu, false)
+    }
+
+    /// `B.wait_event(ready)`: the consumer starts once the producer's event completed.
+    fn wait_event(&mut self, gpu: &Gpu) -> Result<Sample> {
+        self.race(gpu, true)
+    }
+
+    /// The compute kernel on a fresh copy of the input, between two events, and the host
+    /// clock around its launch and synchronize.
+    fn timed_kernel(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let (s, start, stop) = (&self.producer, &self.start, &self.producer_done);
+        s.copy_on_device(&self.dev_input, &self.consumed)?;
+        s.synchronize()?;
+        let (event_ms, host) = host_ms(|| -> Result<f64> {
+            start.record(s)?;
+            gpu.compute(s, &self.consumed, self.iters)?;
+            stop.record(s)?;
+            stop.synchronize()?;
+            stop.elapsed_ms(start)
+        });
+        Ok(Sample::ms(event_ms?).part(HOST_CLOCK, host))
+    }
+}
+
 impl Lesson for Events {
     const NAME: &'static str = "events";
     const SUMMARY: &'static str =
@@ -137,30 +171,13 @@ impl Lesson for Events {
         })
     }
 
-    /// The consumer on B does not wait for the producer on A: the race.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.race(gpu, false)
-    }
-
-    /// `B.wait_event(ready)`: the consumer starts once the producer's event completed.
-    fn with(&mut self, gpu: &Gpu) -> Result<Sample> {
-        self.race(gpu, true)
-    }
-
-    /// The compute kernel on a fresh copy of the input, between two events, and the host
-    /// clock around its launch and synchronize.
-    fn other(&mut self, gpu: &Gpu, _index: usize) -> Result<Sample> {
-        let (s, start, stop) = (&self.producer, &self.start, &self.producer_done);
-        s.copy_on_device(&self.dev_input, &self.consumed)?;
-        s.synchronize()?;
-        let (event_ms, host) = host_ms(|| -> Result<f64> {
-            start.record(s)?;
-            gpu.compute(s, &self.consumed, self.iters)?;
-            stop.record(s)?;
-            stop.synchronize()?;
-            stop.elapsed_ms(start)
-        });
-        Ok(Sample::ms(event_ms?).part(HOST_CLOCK, host))
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            NO_WAIT => self.no_wait(gpu),
+            WAIT_EVENT => self.wait_event(gpu),
+            TIMED_KERNEL => self.timed_kernel(gpu),
+            _ => no_such_version::<Self>(v),
+        }
     }
 
     fn streams(&self) -> Vec<&Stream> {
@@ -234,7 +251,7 @@ impl Events {
 /// The figures and what they mean; `last` is each race version's last run.
 pub fn interpret(m: &Measured, last: &[Mismatches; 2], r: &mut Report) {
     let (wrong, right) = (&last[0], &last[1]);
-    let kernel = &m.versions[2];
+    let kernel = m.version(TIMED_KERNEL);
     let (event, host) = (kernel.time.median, kernel.part(HOST_CLOCK));
     let overhead = host - event;
     let (producer, right_consumer) = (m.with().part(PRODUCER_DONE), m.with().time.median);

@@ -235,7 +235,8 @@ mod tests {
         let m = measured(&[RACED], &[(20.1, 20.2, 0), (5.0, 5.1, 0)]);
         assert!(check_producer_timing(m.with(), 20_000.0).is_err());
         // A version without the part is the lesson's bug, not the GPU's.
-        let kernel = &measured(&[RACED], &[WAITED]).versions[2];
+        let m = measured(&[RACED], &[WAITED]);
+        let kernel = m.version(crate::lessons::events::TIMED_KERNEL);
         assert!(matches!(check_producer_timing(kernel, 20_000.0), Err(Error::Internal(_))));
     }
 }

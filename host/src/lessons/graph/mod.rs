@@ -199,7 +199,40 @@ pub struct GraphDag {
     pub sweep: Sweep,
 }
 
+/// The DAG's versions, then the launch-overhead pair, then the sweep's (see
+/// [`sweep::names`]), in [`Lesson::versions`]' order.
+pub const STREAMS_EVENTS: usize = 0;
+pub const GRAPH: usize = 1;
+pub const EMPTY_BY_STREAM: usize = 2;
+pub const EMPTY_GRAPH: usize = 3;
+pub const FIRST_SWEPT: usize = 4;
+
 impl GraphDag {
+    /// `--iters` replays issued call by call on the three streams.
+    fn streams_events(&self, gpu: &Gpu) -> Result<Sample> {
+        let (d, scale) = (&self.dag, self.scale);
+        let replay = || d.enqueue(gpu, &self.shape, scale, BY_STREAMS);
+        self.rounds.run(self.iters, &d.c, replay)
+    }
+
+    /// `--iters` replays, each one `cuGraphLaunch` on C.
+    fn graph(&self) -> Result<Sample> {
+        let (c, exec) = (&self.dag.c, &self.exec);
+        self.rounds.run(self.iters, c, || exec.launch(c))
+    }
+
+    /// [`EMPTY_KERNELS`] empty kernels launched one by one: the launch overhead.
+    fn empty_by_stream(&self, gpu: &Gpu) -> Result<Sample> {
+        let s = &self.empty;
+        self.rounds.run(1, s, || (0..EMPTY_KERNELS).try_for_each(|_| gpu.empty(s)))
+    }
+
+    /// The same kernels as one graph: one launch.
+    fn empty_graph(&self) -> Result<Sample> {
+        let s = &self.empty;
+        self.rounds.run(1, s, || self.empty_exec.launch(s))
+    }
+
     /// Changes the producers' scale: re-captures the DAG with it and updates the executable
     /// graph from the re-capture (in place when the driver accepts it). On an error the
     /// executable graph keeps the old scale, and so does the stream version.
@@ -298,26 +331,13 @@ impl Lesson for GraphDag {
         })
     }
 
-    /// `--iters` replays issued call by call on the three streams.
-    fn without(&mut self, gpu: &Gpu) -> Result<Sample> {
-        let (d, scale) = (&self.dag, self.scale);
-        let replay = || d.enqueue(gpu, &self.shape, scale, BY_STREAMS);
-        self.rounds.run(self.iters, &d.c, replay)
-    }
-
-    /// `--iters` replays, each one `cuGraphLaunch` on C.
-    fn with(&mut self, _gpu: &Gpu) -> Result<Sample> {
-        let (c, exec) = (&self.dag.c, &self.exec);
-        self.rounds.run(self.iters, c, || exec.launch(c))
-    }
-
-    /// 100 empty kernels launched one by one (2) or as one graph (3); then the sweep's.
-    fn other(&mut self, gpu: &Gpu, index: usize) -> Result<Sample> {
-        let (s, rounds) = (&self.empty, &self.rounds);
-        match index {
-            2 => rounds.run(1, s, || (0..EMPTY_KERNELS).try_for_each(|_| gpu.empty(s))),
-            3 => rounds.run(1, s, || self.empty_exec.launch(s)),
-            _ => self.sweep.run(gpu, index - 4),
+    fn version(&mut self, gpu: &Gpu, v: usize) -> Result<Sample> {
+        match v {
+            STREAMS_EVENTS => self.streams_events(gpu),
+            GRAPH => self.graph(),
+            EMPTY_BY_STREAM => self.empty_by_stream(gpu),
+            EMPTY_GRAPH => self.empty_graph(),
+            _ => self.sweep.run(gpu, v - FIRST_SWEPT),
         }
     }
 
@@ -349,11 +369,11 @@ impl Lesson for GraphDag {
         r.detail("launch_overhead_graph_nodes", self.empty_built.nodes);
         let (calls, kernels) = (DAG_DRIVER_CALLS, EMPTY_KERNELS);
         interpret(m, (calls, kernels), &self.built, self.updated.as_ref(), r);
-        crossover::interpret(&self.sweep.points(m, 4), r);
+        crossover::interpret(&self.sweep.points(m, FIRST_SWEPT), r);
     }
 
     fn plot(&self, m: &Measured) -> Option<Plot> {
-        crossover::plot(&self.sweep.points(m, 4))
+        crossover::plot(&self.sweep.points(m, FIRST_SWEPT))
     }
 }
 

@@ -12,6 +12,8 @@ use crate::runtime::graph::{NodeCounts, UpdatePath};
 use crate::runtime::{Event, Gpu, Result, Stream};
 use crate::t;
 
+use super::{EMPTY_BY_STREAM, EMPTY_GRAPH, GRAPH, STREAMS_EVENTS};
+
 /// What a captured graph holds, and the host ms its capture and instantiation took.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Built {
@@ -96,8 +98,10 @@ pub fn interpret(
     updated: Option<&Updated>,
     r: &mut Report,
 ) {
-    let [s, g] = [0, 1].map(|v| PerRound::of(&m.versions[v], 1));
-    let [e, eg] = [2, 3].map(|v| PerRound::of(&m.versions[v], kernels));
+    let s = PerRound::of(m.version(STREAMS_EVENTS), 1);
+    let g = PerRound::of(m.version(GRAPH), 1);
+    let e = PerRound::of(m.version(EMPTY_BY_STREAM), kernels);
+    let eg = PerRound::of(m.version(EMPTY_GRAPH), kernels);
     let (by_stream, in_graph) =
         (format!("{kernels} empty kernels by stream"), format!("graph of {kernels} empty kernels"));
     let figures = [
@@ -220,10 +224,10 @@ mod tests {
     fn per_round_figures_come_from_the_parts_in_us() {
         let sample = Sample::ms(0.2).part("gpu", 0.1).part("issue", 0.05);
         let m = Measured::from_samples(vec!["v".into()], vec![vec![sample]]);
-        let one = PerRound::of(&m.versions[0], 1);
+        let one = PerRound::of(m.version(STREAMS_EVENTS), 1);
         assert!((one.wall_us - 200.0).abs() < 1e-9 && (one.gpu_us - 100.0).abs() < 1e-9);
         assert!((one.issue_us - 50.0).abs() < 1e-9);
-        assert!((PerRound::of(&m.versions[0], 100).gpu_us - 1.0).abs() < 1e-9);
+        assert!((PerRound::of(m.version(STREAMS_EVENTS), 100).gpu_us - 1.0).abs() < 1e-9);
     }
 
     #[test]
