@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use streamlab::lab::ddp::ranks;
-use streamlab::lab::record::output::tagged;
+use streamlab::lab::record::output::OutputFile;
 use streamlab::lab::record::recorded_runs;
 use streamlab::lab::text::{label, Lang, Text};
 use streamlab::lab::{t, Entry, Settings};
@@ -408,19 +408,6 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     let rank = rank_env.as_ref().map(|r| r.rank);
     // A rank of `streamlab launch` stops when its launcher is gone.
     streamlab::lab::ddp::launcher::watch_launcher(rank);
-    let path = |flag: &str, lesson: &str| {
-        m.get_one::<PathBuf>(flag).map(|p| {
-            let p = if all { tagged(p, lesson) } else { p.clone() };
-            ranks::own_file(&p, rank)
-        })
-    };
-    let settings_for = |lesson: &str| Settings {
-        reps: *m.get_one::<usize>("reps").unwrap_or(&10),
-        seed: *m.get_one::<u64>("seed").unwrap_or(&0x5EED),
-        timeline: m.get_flag("timeline"),
-        trace: path("trace", lesson),
-        svg: path("svg", lesson),
-    };
     // Under mpirun or srun the local rank picks the GPU; an explicit --device wins.
     let given = m.value_source("device") == Some(clap::parser::ValueSource::CommandLine);
     let local = rank_env.as_ref().and_then(|r| r.local_rank).and_then(|l| u32::try_from(l).ok());
@@ -452,9 +439,28 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         (entry.check)(matches).map_err(|e| (e, Some(entry.name)))?;
     }
     // A missing folder is found now, not after minutes of GPU work.
-    for flag in ["trace", "svg"] {
-        writable_folder(m, flag).map_err(|e| (e, single.then(|| selected[0].0.name)))?;
-    }
+    let checked = |flag: &'static str, id: &str| {
+        m.get_one::<PathBuf>(id)
+            .map(|p| OutputFile::checked(flag, p))
+            .transpose()
+            .map_err(|e| (e, single.then(|| selected[0].0.name)))
+    };
+    let trace = checked("--trace", "trace")?;
+    let svg = checked("--svg", "svg")?;
+    let own_file = |f: &OutputFile, lesson: &str| {
+        let f = if all { f.tagged(lesson) } else { f.clone() };
+        match rank {
+            Some(r) if r > 0 => f.tagged(&format!("rank{r}")),
+            _ => f,
+        }
+    };
+    let settings_for = |lesson: &str| Settings {
+        reps: *m.get_one::<usize>("reps").unwrap_or(&10),
+        seed: *m.get_one::<u64>("seed").unwrap_or(&0x5EED),
+        timeline: m.get_flag("timeline"),
+        trace: trace.as_ref().map(|f| own_file(f, lesson)),
+        svg: svg.as_ref().map(|f| own_file(f, lesson)),
+    };
     if m.get_flag("recorded") {
         let ignored = ignored_by_recorded(m, &selected);
         if !ignored.is_empty() {
@@ -530,25 +536,6 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     }
 }
 
-/// `--trace`/`--svg` name a file in a folder that exists (the file itself is written later).
-fn writable_folder(m: &ArgMatches, flag: &str) -> Result<(), Error> {
-    let Some(path) = m.get_one::<PathBuf>(flag) else { return Ok(()) };
-    if path.is_dir() {
-        let why = format!("--{flag} {}: a folder, not a file: name the file", path.display());
-        return Err(Error::InvalidInput(why));
-    }
-    match path.parent() {
-        Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => {
-            Err(Error::InvalidInput(format!(
-                "--{flag} {}: cannot write it: the folder {} does not exist",
-                path.display(),
-                folder.display()
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The flags on the command line that a recorded run cannot honour (it was measured with
 /// its own): `--reps`, `--seed`, `--device` and the lesson's own flags.
 fn ignored_by_recorded(run: &ArgMatches, selected: &[(&'static Entry, ArgMatches)]) -> Vec<String> {
@@ -603,7 +590,7 @@ fn show_recorded(
         let settings = settings_for(entry.name);
         // JSON stays English whatever the language: scripts read the same fields.
         let shown = if json { Lang::En } else { lang };
-        let (trace, svg) = (settings.trace.as_deref(), settings.svg.as_deref());
+        let (trace, svg) = (settings.trace.as_ref(), settings.svg.as_ref());
         let report =
             recorded_runs::show_in(&run, shown, trace, svg).map_err(|e| (e, Some(entry.name)))?;
         if !json {

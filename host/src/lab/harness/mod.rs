@@ -19,15 +19,13 @@ pub mod data;
 pub mod lesson;
 pub mod stats;
 
-use std::path::PathBuf;
-
 use clap::{Args as _, FromArgMatches as _};
 use serde::Serialize;
 
 use crate::lab::harness::budget::WorkModel;
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::stats::Stats;
-use crate::lab::record::output::{self, Cost};
+use crate::lab::record::output::{self, Cost, OutputFile};
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Check, Report};
 use crate::lab::record::span::{Recording, Span};
@@ -128,10 +126,10 @@ pub struct Settings {
     pub seed: u64,
     pub timeline: bool,
     /// `--trace FILE.json`: the recorded runs as a Chrome Trace Event file (Perfetto).
-    pub trace: Option<PathBuf>,
+    pub trace: Option<OutputFile>,
     /// `--svg FILE.svg`: the recorded runs as a picture (and a sweeping lesson's plot
     /// beside it, `FILE-plot.svg`).
-    pub svg: Option<PathBuf>,
+    pub svg: Option<OutputFile>,
 }
 
 impl Settings {
@@ -252,7 +250,9 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     }
     lesson.explain(&measured, &mut report);
     report.detail("versions", &measured.versions);
-    if let Some(plot) = lesson.plot(&measured) {
+    // Kept in the report as `details.plot`, and drawn beside the picture as it is.
+    let plot = lesson.plot(&measured);
+    if let Some(plot) = &plot {
         report.detail("plot", plot);
     }
     output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
@@ -262,8 +262,9 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     output::write(
         &report,
         &recordings,
-        settings.trace.as_deref(),
-        settings.svg.as_deref(),
+        plot.as_ref(),
+        settings.trace.as_ref(),
+        settings.svg.as_ref(),
         &provenance,
     )?;
     Ok(Outcome { lesson, measured, checks: checks.items, timeline, recordings, cost, report })
