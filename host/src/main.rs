@@ -1,13 +1,14 @@
 //! The `streamlab` command: device facts, the list of lessons, and running them.
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use clap::{Arg, ArgAction, ArgMatches, Args as _, Command};
 use streamlab::lab::ddp::ranks;
-use streamlab::lab::record::output::OutputFile;
+use streamlab::lab::harness::common::{
+    lang_or_locale, Common, Rank, Resolved, DEVICE, LANG_HELP, MAX_DEVICE,
+};
 use streamlab::lab::record::recorded_runs;
 use streamlab::lab::text::{label, Lang, Text};
-use streamlab::lab::{t, Entry, Settings};
+use streamlab::lab::{t, Entry};
 use streamlab::lessons::{find, LESSONS};
 use streamlab::{Error, Gpu};
 
@@ -40,85 +41,17 @@ Exit codes:
 
 /// `--lang`: the language of what a learner reads (`run`, `list`).
 fn lang_arg() -> Arg {
-    Arg::new("lang")
-        .long("lang")
-        .value_name("LANG")
-        .value_parser(Lang::NAMES)
-        .help("Language of what you read: lesson summaries, the interpretation, check and figure names (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en; --json stays English)")
-}
-
-/// The language `--lang` names, else the locale's ([`Lang::from_env`]).
-fn lang_of(m: &ArgMatches) -> Lang {
-    m.get_one::<String>("lang").and_then(|l| Lang::parse(l)).unwrap_or_else(Lang::from_env)
+    Arg::new("lang").long("lang").value_name("LANG").value_parser(Lang::NAMES).help(LANG_HELP)
 }
 
 fn cli() -> Command {
-    let common = [
-        Arg::new("reps")
-            .help_heading("Common flags")
-            .long("reps")
-            .value_name("N")
-            .global(true)
-            .default_value("10")
-            .value_parser(streamlab::lab::harness::args::whole(1usize..=10_000))
-            .help("Timed repeats of each version [1..=10000]; every figure is their median"),
-        Arg::new("seed")
-            .help_heading("Common flags")
-            .long("seed")
-            .value_name("N")
-            .global(true)
-            .default_value("24301")
-            .value_parser(streamlab::lab::harness::args::whole(0u64..=u64::MAX))
-            .help("Seed of the pseudo-random input data [0..=2^64-1]; the same seed gives the same inputs"),
-        Arg::new("timeline")
-            .help_heading("Common flags")
-            .long("timeline")
-            .global(true)
-            .action(ArgAction::SetTrue)
-            .help("Also draw in the terminal what each stream did, one row per stream, for one extra run of each version"),
-        Arg::new("trace")
-            .help_heading("Common flags")
-            .long("trace")
-            .global(true)
-            .value_name("FILE.json")
-            .value_parser(clap::value_parser!(PathBuf))
-            .help("Also write one recorded run of each version as a Chrome trace (ui.perfetto.dev); with `all`, FILE-<lesson>.json; rank i > 0 of a multi-process run writes FILE-rank<i>.json"),
-        Arg::new("svg")
-            .help_heading("Common flags")
-            .long("svg")
-            .global(true)
-            .value_name("FILE.svg")
-            .value_parser(clap::value_parser!(PathBuf))
-            .help("Also draw one recorded run of each version as an SVG picture (a sweep's plot goes to FILE-plot.svg); with `all`, FILE-<lesson>.svg; rank i > 0 writes FILE-rank<i>.svg"),
-        Arg::new("recorded")
-            .help_heading("Common flags")
-            .long("recorded")
-            .global(true)
-            .action(ArgAction::SetTrue)
-            .help("Show the run recorded on a real GPU that this binary embeds, instead of running (no GPU needed)"),
-        Arg::new("device")
-            .help_heading("Common flags")
-            .long("device")
-            .value_name("N")
-            .global(true)
-            .default_value("0")
-            .value_parser(streamlab::lab::harness::args::whole(0u32..=1023))
-            .help("Which CUDA device, 0-based [0..=1023]; a two-GPU lesson also takes the lowest-numbered other one"),
-        Arg::new("json")
-            .help_heading("Common flags")
-            .long("json")
-            .global(true)
-            .action(ArgAction::SetTrue)
-            .help("Machine-readable output on stdout (errors too)"),
-        lang_arg().help_heading("Common flags").global(true),
-    ];
     let mut run = Command::new("run")
         .about("Run one lesson by name, or `all`")
         .subcommand_required(true)
         .subcommand_value_name("LESSON")
         // `help` is not a lesson: `run <LESSON> --help` and `streamlab help run` stay.
-        .disable_help_subcommand(true)
-        .args(common)
+        .disable_help_subcommand(true);
+    run = Common::augment_args(run)
         .subcommand(Command::new("all").about("Every lesson with its defaults, in teaching order"));
     for lesson in LESSONS {
         run = run.subcommand((lesson.command)());
@@ -141,7 +74,7 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
                         .long("device")
                         .value_name("N")
                         .default_value("0")
-                        .value_parser(streamlab::lab::harness::args::whole(0u32..=1023))
+                        .value_parser(streamlab::lab::harness::args::whole(0u32..=MAX_DEVICE))
                         .help("Which CUDA device, 0-based [0..=1023]"),
                 )
                 .arg(
@@ -316,11 +249,14 @@ type Failure = (Error, Option<&'static str>);
 fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     match matches.subcommand() {
         Some(("list", m)) => {
-            list(m.get_flag("json"), lang_of(m));
+            list(
+                m.get_flag("json"),
+                lang_or_locale(m.get_one::<String>("lang").map(String::as_str)),
+            );
             Ok(ExitCode::SUCCESS)
         }
         Some(("info", m)) => {
-            let device = *m.get_one::<u32>("device").unwrap_or(&0);
+            let device = *m.get_one::<u32>("device").unwrap_or(&DEVICE);
             info(device, m.get_flag("json")).map_err(|e| (e, None))?;
             Ok(ExitCode::SUCCESS)
         }
@@ -400,22 +336,13 @@ fn info(device: u32, json: bool) -> Result<(), Error> {
 }
 
 fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
+    let common = Common::from_matches(m).map_err(|e| (e, None))?;
     let all = matches!(m.subcommand(), Some(("all", _)));
-    // With `all`, each lesson writes its own file: trace.json -> trace-overlap.json; and a
-    // rank above 0 (under `launch` or torchrun) its own too: trace-rank1.json.
     // A bad rank setting is reported where the ranks meet (the lesson), not here.
     let rank_env = ranks::from_env().ok().flatten();
-    let rank = rank_env.as_ref().map(|r| r.rank);
+    let rank = rank_env.map(|r| Rank { rank: r.rank, local_rank: r.local_rank });
     // A rank of `streamlab launch` stops when its launcher is gone.
-    streamlab::lab::ddp::launcher::watch_launcher(rank);
-    // Under mpirun or srun the local rank picks the GPU; an explicit --device wins.
-    let given = m.value_source("device") == Some(clap::parser::ValueSource::CommandLine);
-    let local = rank_env.as_ref().and_then(|r| r.local_rank).and_then(|l| u32::try_from(l).ok());
-    let device = match local {
-        Some(local) if !given => local,
-        _ => *m.get_one::<u32>("device").unwrap_or(&0),
-    };
-    let lang = lang_of(m);
+    streamlab::lab::ddp::launcher::watch_launcher(rank.map(|r| r.rank));
     // The selected lessons and their flags, all checked before the GPU is touched.
     let selected: Vec<(&'static Entry, ArgMatches)> = match m.subcommand() {
         Some(("all", _)) => LESSONS
@@ -438,31 +365,12 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     for (entry, matches) in &selected {
         (entry.check)(matches).map_err(|e| (e, Some(entry.name)))?;
     }
-    // A missing folder is found now, not after minutes of GPU work.
-    let checked = |flag: &'static str, id: &str| {
-        m.get_one::<PathBuf>(id)
-            .map(|p| OutputFile::checked(flag, p))
-            .transpose()
-            .map_err(|e| (e, single.then(|| selected[0].0.name)))
-    };
-    let trace = checked("--trace", "trace")?;
-    let svg = checked("--svg", "svg")?;
-    let own_file = |f: &OutputFile, lesson: &str| {
-        let f = if all { f.tagged(lesson) } else { f.clone() };
-        match rank {
-            Some(r) if r > 0 => f.tagged(&format!("rank{r}")),
-            _ => f,
-        }
-    };
-    let settings_for = |lesson: &str| Settings {
-        reps: *m.get_one::<usize>("reps").unwrap_or(&10),
-        seed: *m.get_one::<u64>("seed").unwrap_or(&0x5EED),
-        timeline: m.get_flag("timeline"),
-        trace: trace.as_ref().map(|f| own_file(f, lesson)),
-        svg: svg.as_ref().map(|f| own_file(f, lesson)),
-    };
-    if m.get_flag("recorded") {
-        let ignored = ignored_by_recorded(m, &selected);
+    // A missing folder for --trace or --svg is found now, not after minutes of GPU work.
+    let resolved =
+        common.resolve(all, rank).map_err(|e| (e, single.then(|| selected[0].0.name)))?;
+    let lang = resolved.lang;
+    if resolved.recorded {
+        let ignored = ignored_by_recorded(&resolved, &selected);
         if !ignored.is_empty() {
             let who = if single { selected[0].0.name } else { "all" };
             eprintln!(
@@ -470,12 +378,12 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
                 ignored.join(", ")
             );
         }
-        return show_recorded(&selected, &settings_for, json, lang);
+        return show_recorded(&selected, &resolved, json);
     }
     // A mistyped recorder is refused now, not noticed in a timeline after the run.
     streamlab::lab::record::recorder::check_recorder_setting()
         .map_err(|e| (e, single.then(|| selected[0].0.name)))?;
-    let gpu = Gpu::new(device).map_err(|e| {
+    let gpu = Gpu::new(resolved.device).map_err(|e| {
         let name = if single { selected[0].0.name } else { "all" };
         let e = match e {
             Error::NoDevice(why) => {
@@ -488,7 +396,7 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
     let mut reports = Vec::new();
     let mut failure = None;
     for (entry, matches) in &selected {
-        match (entry.run)(&gpu, matches, &settings_for(entry.name)) {
+        match (entry.run)(&gpu, matches, &resolved.settings_for(entry.name)) {
             Ok(report) => {
                 if !json {
                     println!("{}", report.to_text_in(lang));
@@ -538,14 +446,13 @@ fn run(m: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
 
 /// The flags on the command line that a recorded run cannot honour (it was measured with
 /// its own): `--reps`, `--seed`, `--device` and the lesson's own flags.
-fn ignored_by_recorded(run: &ArgMatches, selected: &[(&'static Entry, ArgMatches)]) -> Vec<String> {
+fn ignored_by_recorded(
+    resolved: &Resolved,
+    selected: &[(&'static Entry, ArgMatches)],
+) -> Vec<String> {
     use clap::parser::ValueSource;
     let given = |m: &ArgMatches, id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
-    let mut ignored: Vec<String> = ["reps", "seed", "device"]
-        .iter()
-        .filter(|id| given(run, id))
-        .map(|id| format!("--{id}"))
-        .collect();
+    let mut ignored: Vec<String> = resolved.given.iter().map(|id| format!("--{id}")).collect();
     for (entry, matches) in selected {
         for arg in (entry.command)().get_arguments() {
             if let Some(long) = arg.get_long().filter(|_| given(matches, arg.get_id().as_str())) {
@@ -559,11 +466,11 @@ fn ignored_by_recorded(run: &ArgMatches, selected: &[(&'static Entry, ArgMatches
 /// `--recorded`: the embedded runs of the selected lessons, labelled, instead of running.
 fn show_recorded(
     selected: &[(&'static Entry, ArgMatches)],
-    settings_for: &dyn Fn(&str) -> Settings,
+    resolved: &Resolved,
     json: bool,
-    lang: Lang,
 ) -> Result<ExitCode, Failure> {
     let single = selected.len() == 1;
+    let lang = resolved.lang;
     let mut reports = Vec::new();
     for (entry, _) in selected {
         let run = match recorded_runs::find(entry.name) {
@@ -587,7 +494,7 @@ fn show_recorded(
                 continue;
             }
         };
-        let settings = settings_for(entry.name);
+        let settings = resolved.settings_for(entry.name);
         // JSON stays English whatever the language: scripts read the same fields.
         let shown = if json { Lang::En } else { lang };
         let (trace, svg) = (settings.trace.as_ref(), settings.svg.as_ref());

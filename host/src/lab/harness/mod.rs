@@ -15,6 +15,7 @@
 pub mod args;
 pub mod budget;
 pub mod checks;
+pub mod common;
 pub mod data;
 pub mod lesson;
 pub mod stats;
@@ -25,12 +26,15 @@ use serde::Serialize;
 use crate::lab::harness::budget::WorkModel;
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::stats::Stats;
-use crate::lab::record::output::{self, Cost, OutputFile};
+use crate::lab::record::output::{self, Cost};
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Check, Report};
 use crate::lab::record::span::{Recording, Span};
 use crate::lab::Lesson;
 use crate::runtime::{Error, Gpu, Result, Stream};
+
+/// What a lesson runs with: the common flags, resolved for it ([`common`]).
+pub use common::Settings;
 
 /// One timed run of a version: its time in ms (GPU time from events, unless the lesson says
 /// otherwise) and any named parts of it (phases, host times, bandwidths).
@@ -116,33 +120,6 @@ impl Measured {
     /// Median time without the technique over median time with it.
     pub fn speedup(&self) -> f64 {
         self.without().time.median / self.with().time.median
-    }
-}
-
-/// The flags every lesson shares.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub reps: usize,
-    pub seed: u64,
-    pub timeline: bool,
-    /// `--trace FILE.json`: the recorded runs as a Chrome Trace Event file (Perfetto).
-    pub trace: Option<OutputFile>,
-    /// `--svg FILE.svg`: the recorded runs as a picture (and a sweeping lesson's plot
-    /// beside it, `FILE-plot.svg`).
-    pub svg: Option<OutputFile>,
-}
-
-impl Settings {
-    /// Whether the first two versions are recorded (for the timeline, the trace or the
-    /// picture).
-    pub fn records(&self) -> bool {
-        self.timeline || self.trace.is_some() || self.svg.is_some()
-    }
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings { reps: 10, seed: 0x5EED, timeline: false, trace: None, svg: None }
     }
 }
 
