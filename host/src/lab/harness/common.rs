@@ -99,6 +99,8 @@ pub struct Common {
         help = "Which CUDA device, 0-based [0..=1023]; a two-GPU lesson also takes the lowest-numbered other one"
     )]
     pub device: u32,
+    // main.rs also looks for `--json` in the raw arguments, so that an error clap finds
+    // before anything is parsed is printed as JSON too.
     #[arg(
         long,
         global = true,

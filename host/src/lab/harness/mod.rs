@@ -15,9 +15,13 @@
 pub mod args;
 pub mod budget;
 pub mod checks;
+pub mod cli_errors;
 pub mod common;
 pub mod data;
+pub mod info_command;
 pub mod lesson;
+pub mod list_command;
+pub mod run_command;
 pub mod stats;
 
 use clap::{Args as _, FromArgMatches as _};
