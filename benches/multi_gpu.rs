@@ -28,7 +28,7 @@ use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "multi-gpu";
 /// The harness's default seed, as in the C++ twin.
-const SEED: u64 = 0x5EED;
+const SEED: u64 = streamlab::lab::harness::common::SEED;
 
 fn p2p(c: &mut Criterion, gpu: &Gpu) {
     let mib = args_from::<P2p>(&[]).unwrap_or_else(|e| fail(BENCH, e)).mib;

@@ -24,7 +24,8 @@
     }                                                                                  \
   } while (0)
 
-// lab/harness.rs Settings' defaults: 10 timed repeats (after one warm-up), input seed 0x5EED.
+// The harness's defaults (host/src/lab/harness/common.rs, REPS and SEED): 10 timed repeats
+// (after one warm-up), input seed 0x5EED.
 static const int REPS = 10;
 static const uint64_t SEED = 0x5EED;
 

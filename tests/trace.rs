@@ -2,6 +2,7 @@
 //! CUPTI through the harness (as `--trace` and `--svg` do). GPU tests; the format tests
 //! that need no GPU are the unit tests of `lab::trace`, `lab::picture` and `lab::plot`.
 use streamlab::lab::harness::{args_from, run};
+use streamlab::lab::record::output::OutputFile;
 use streamlab::lab::record::span::{HostWork, Recording, Source, Span, Work};
 use streamlab::lab::Settings;
 use streamlab::lessons::overlap::Overlap;
@@ -26,8 +27,8 @@ fn traced() -> Traced {
     let settings = Settings {
         reps: 5,
         timeline: true,
-        trace: Some(trace.clone()),
-        svg: Some(svg.clone()),
+        trace: Some(OutputFile::checked("--trace", &trace).unwrap()),
+        svg: Some(OutputFile::checked("--svg", &svg).unwrap()),
         ..Settings::default()
     };
     let args = args_from::<Overlap>(&["--streams", "8"]).unwrap();

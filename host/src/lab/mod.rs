@@ -17,7 +17,9 @@
 //! - [`ddp`]: one process per GPU: the ranks, their rendezvous, the launcher;
 //! - [`kit`]: what several lessons share: the stream pipeline, the host's batch log, sleep
 //!   kernels, batches, the other GPUs;
-//! - [`harness`]: the [`Lesson`] trait, the run loop, flags, budget, statistics, checks, data;
+//! - [`harness`]: the [`Lesson`] trait, the run loop, the common flags (`harness::common`),
+//!   budget, statistics, checks, data, and the commands `main.rs` dispatches to (`info`,
+//!   `list`, `run`);
 //! - [`record`]: recorders, spans, timeline, trace, picture, plot, output, the report and the
 //!   recorded runs (the report is here, not in the harness, because everything that draws
 //!   or writes a run reads it);

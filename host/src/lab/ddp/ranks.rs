@@ -134,16 +134,6 @@ pub fn from_env() -> Result<Option<RankEnv>> {
     parse(|k| std::env::var(k).ok())
 }
 
-/// The file a rank writes for `path` (`--trace`, `--svg`): rank 0, or a process that runs
-/// alone, writes `path` itself; rank i > 0 writes `path` tagged `rank<i>`
-/// (`t.json` -> `t-rank1.json`), so ranks that share a folder do not overwrite each other.
-pub fn own_file(path: &std::path::Path, rank: Option<usize>) -> PathBuf {
-    match rank {
-        Some(r) if r > 0 => crate::lab::record::output::tagged(path, &format!("rank{r}")),
-        _ => path.to_path_buf(),
-    }
-}
-
 /// One try at reading rank 0's id from `addr`, giving up at `deadline`: None when nothing
 /// listens there yet, or what answered closed without an id. Connecting and reading are
 /// both bounded, so a peer that accepts and never writes (another program on the port, a
@@ -251,14 +241,6 @@ impl RankEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranks_above_zero_write_files_of_their_own() {
-        let p = std::path::Path::new("out/t.json");
-        assert_eq!(own_file(p, None), p);
-        assert_eq!(own_file(p, Some(0)), p);
-        assert_eq!(own_file(p, Some(3)), std::path::Path::new("out/t-rank3.json"));
-    }
 
     fn env(pairs: &[(&str, &str)]) -> Result<Option<RankEnv>> {
         let map: std::collections::HashMap<String, String> =

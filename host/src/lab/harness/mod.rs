@@ -15,11 +15,14 @@
 pub mod args;
 pub mod budget;
 pub mod checks;
+pub mod cli_errors;
+pub mod common;
 pub mod data;
+pub mod info_command;
 pub mod lesson;
+pub mod list_command;
+pub mod run_command;
 pub mod stats;
-
-use std::path::PathBuf;
 
 use clap::{Args as _, FromArgMatches as _};
 use serde::Serialize;
@@ -33,6 +36,9 @@ use crate::lab::record::report::{Check, Report};
 use crate::lab::record::span::{Recording, Span};
 use crate::lab::Lesson;
 use crate::runtime::{Error, Gpu, Result, Stream};
+
+/// What a lesson runs with: the common flags, resolved for it ([`common`]).
+pub use common::Settings;
 
 /// One timed run of a version: its time in ms (GPU time from events, unless the lesson says
 /// otherwise) and any named parts of it (phases, host times, bandwidths).
@@ -123,33 +129,6 @@ impl Measured {
     /// Median time without the technique over median time with it.
     pub fn speedup(&self) -> f64 {
         self.without().time.median / self.with().time.median
-    }
-}
-
-/// The flags every lesson shares.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub reps: usize,
-    pub seed: u64,
-    pub timeline: bool,
-    /// `--trace FILE.json`: the recorded runs as a Chrome Trace Event file (Perfetto).
-    pub trace: Option<PathBuf>,
-    /// `--svg FILE.svg`: the recorded runs as a picture (and a sweeping lesson's plot
-    /// beside it, `FILE-plot.svg`).
-    pub svg: Option<PathBuf>,
-}
-
-impl Settings {
-    /// Whether the first two versions are recorded (for the timeline, the trace or the
-    /// picture).
-    pub fn records(&self) -> bool {
-        self.timeline || self.trace.is_some() || self.svg.is_some()
-    }
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings { reps: 10, seed: 0x5EED, timeline: false, trace: None, svg: None }
     }
 }
 
@@ -253,7 +232,9 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     }
     lesson.explain(&measured, &mut report);
     report.detail("versions", &measured.versions);
-    if let Some(plot) = lesson.plot(&measured) {
+    // Kept in the report as `details.plot`, and drawn beside the picture as it is.
+    let plot = lesson.plot(&measured);
+    if let Some(plot) = &plot {
         report.detail("plot", plot);
     }
     output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
@@ -263,8 +244,9 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     output::write(
         &report,
         &recordings,
-        settings.trace.as_deref(),
-        settings.svg.as_deref(),
+        plot.as_ref(),
+        settings.trace.as_ref(),
+        settings.svg.as_ref(),
         &provenance,
     )?;
     Ok(Outcome { lesson, measured, checks: checks.items, timeline, recordings, cost, report })

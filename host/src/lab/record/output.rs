@@ -1,6 +1,10 @@
 //! What the harness does with recorded runs: the report's timeline text, source and
 //! recorder cost, and the `--trace` and `--svg` files. The same code draws a recorded run
 //! embedded in the binary (`--recorded`), so the two cannot drift apart.
+//!
+//! The files arrive as [`OutputFile`]s: named by the common flags (`lab::harness::common`),
+//! tagged per lesson and per rank there, and checked there before any GPU work, so what is
+//! written here is what was decided and checked.
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -79,7 +83,9 @@ pub fn recordings_of(report: &Report) -> Vec<Recording> {
         .unwrap_or_default()
 }
 
-/// The plot a report carries (`details.plot`), if its lesson drew one.
+/// The plot a report carries (`details.plot`), if its lesson drew one: how a recorded run,
+/// which holds only its report, gets its plot back. A live run passes the lesson's plot as
+/// it is.
 pub fn plot_of(report: &Report) -> Option<Plot> {
     report.details.get("plot").and_then(|v| serde_json::from_value(v.clone()).ok())
 }
@@ -95,22 +101,64 @@ pub fn tagged(path: &Path, tag: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn write_file(path: &Path, flag: &str, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| {
-        Error::InvalidInput(format!("{flag} {}: cannot write it: {e}", path.display()))
-    })
+/// A file that `--trace` or `--svg` names, for one lesson and one rank. Only
+/// [`OutputFile::checked`] makes one, so a file that reaches [`write`] had its folder found
+/// before the run; tagging it keeps it in that folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputFile {
+    /// The flag that named it (`--trace`, `--svg`), for the error line if writing fails.
+    flag: &'static str,
+    path: PathBuf,
 }
 
-/// Writes the trace and the picture (and the plot beside it) that were asked for.
+impl OutputFile {
+    /// `path` as `flag` names it, if it can be written: not a folder, and in a folder that
+    /// exists (the file itself is written after the run).
+    pub fn checked(flag: &'static str, path: &Path) -> Result<OutputFile> {
+        if path.is_dir() {
+            let why = format!("{flag} {}: a folder, not a file: name the file", path.display());
+            return Err(Error::InvalidInput(why));
+        }
+        match path.parent() {
+            Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => {
+                Err(Error::InvalidInput(format!(
+                    "{flag} {}: cannot write it: the folder {} does not exist",
+                    path.display(),
+                    folder.display()
+                )))
+            }
+            _ => Ok(OutputFile { flag, path: path.to_path_buf() }),
+        }
+    }
+
+    /// The same file tagged ([`tagged`]): `t.json` -> `t-overlap.json`, in the same folder.
+    pub fn tagged(&self, tag: &str) -> OutputFile {
+        OutputFile { flag: self.flag, path: tagged(&self.path, tag) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write(&self, text: &str) -> Result<()> {
+        std::fs::write(&self.path, text).map_err(|e| {
+            let (flag, path) = (self.flag, self.path.display());
+            Error::InvalidInput(format!("{flag} {path}: cannot write it: {e}"))
+        })
+    }
+}
+
+/// Writes the trace and the picture (and `plot` beside it) that were asked for.
 /// `provenance` says where the data came from ("measured 2026-11-23 with streamlab 0.1.0").
 pub fn write(
     report: &Report,
     recordings: &[Recording],
-    trace_to: Option<&Path>,
-    svg_to: Option<&Path>,
+    plot: Option<&Plot>,
+    trace_to: Option<&OutputFile>,
+    svg_to: Option<&OutputFile>,
     provenance: &str,
 ) -> Result<()> {
-    if let Some(path) = trace_to {
+    if let Some(file) = trace_to {
         let meta = Meta {
             lesson: report.lesson.clone(),
             title: report.title.clone(),
@@ -121,15 +169,15 @@ pub fn write(
         let value = trace::write(&meta, recordings);
         let text = serde_json::to_string(&value)
             .map_err(|e| Error::Internal(format!("trace JSON: {e}")))?;
-        write_file(path, "--trace", &text)?;
+        file.write(&text)?;
     }
-    if let Some(path) = svg_to {
+    if let Some(file) = svg_to {
         let c = caption(report, recordings, provenance);
         let svg = timeline_svg(&c, recordings).map_err(Error::Internal)?;
-        write_file(path, "--svg", &svg)?;
-        if let Some(p) = plot_of(report) {
-            let svg = plot::svg(&p, &c.footer).map_err(Error::Internal)?;
-            write_file(&tagged(path, "plot"), "--svg", &svg)?;
+        file.write(&svg)?;
+        if let Some(p) = plot {
+            let svg = plot::svg(p, &c.footer).map_err(Error::Internal)?;
+            file.tagged("plot").write(&svg)?;
         }
     }
     Ok(())
@@ -259,20 +307,40 @@ mod tests {
             flows: Vec::new(),
         };
         report(&mut rep, std::slice::from_ref(&r), None, false);
-        rep.detail(
-            "plot",
-            Plot::Bars { title: "b".into(), y_label: "GB/s".into(), bars: Vec::new() },
-        );
-        let (t, s) = (dir.join("t.json"), dir.join("s.svg"));
-        write(&rep, std::slice::from_ref(&r), Some(&t), Some(&s), "test").unwrap();
+        let plot = Plot::Bars { title: "b".into(), y_label: "GB/s".into(), bars: Vec::new() };
+        let t = OutputFile::checked("--trace", &dir.join("t.json")).unwrap();
+        let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
+        write(&rep, std::slice::from_ref(&r), Some(&plot), Some(&t), Some(&s), "test").unwrap();
         let trace: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(t.path()).unwrap()).unwrap();
         assert_eq!(trace["metadata"]["provenance"], "test");
-        assert!(std::fs::read_to_string(&s).unwrap().starts_with("<svg"));
+        assert!(std::fs::read_to_string(s.path()).unwrap().starts_with("<svg"));
         assert!(dir.join("s-plot.svg").is_file());
-        let e = write(&rep, &[r], Some(&dir.join("missing/t.json")), None, "test").unwrap_err();
+        // A folder that was there when the file was checked and is gone when it is written.
+        let gone = dir.join("gone");
+        std::fs::create_dir_all(&gone).unwrap();
+        let late = OutputFile::checked("--trace", &gone.join("t.json")).unwrap();
+        std::fs::remove_dir_all(&gone).unwrap();
+        let e = write(&rep, &[r], None, Some(&late), None, "test").unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("--trace "), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// `--trace`/`--svg` that name a folder, or a file in a folder that does not exist, are
+    /// refused in one line naming the flag; a bare file name is in the current folder.
+    #[test]
+    fn an_output_file_needs_a_folder_that_exists() {
+        let dir = std::env::temp_dir();
+        let e = OutputFile::checked("--svg", &dir).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let why = format!("--svg {}: a folder, not a file: name the file", dir.display());
+        assert_eq!(e.to_string(), why);
+        let e = OutputFile::checked("--trace", Path::new("/nonexistent-folder/t.json"));
+        let why = "--trace /nonexistent-folder/t.json: cannot write it: the folder \
+                   /nonexistent-folder does not exist";
+        assert_eq!(e.unwrap_err().to_string(), why);
+        let here = OutputFile::checked("--trace", Path::new("t.json")).unwrap();
+        assert_eq!(here.tagged("overlap").path(), Path::new("t-overlap.json"));
     }
 }

@@ -15,7 +15,7 @@
 //! compute kernel went from sinf*cosf to sincosf and became 1.76x faster).
 use serde::Deserialize;
 
-use crate::lab::record::output;
+use crate::lab::record::output::{self, OutputFile};
 use crate::lab::record::report::{kernels_id, Report};
 use crate::lab::record::span::Recording;
 use crate::lab::record::trace;
@@ -127,8 +127,8 @@ pub fn hint(lesson: &str) -> String {
 /// Writes `--trace` and `--svg` from the recorded trace.
 pub fn show(
     run: &RecordedRun,
-    trace_to: Option<&std::path::Path>,
-    svg_to: Option<&std::path::Path>,
+    trace_to: Option<&OutputFile>,
+    svg_to: Option<&OutputFile>,
 ) -> Result<Report> {
     show_in(run, Lang::En, trace_to, svg_to)
 }
@@ -138,8 +138,8 @@ pub fn show(
 pub fn show_in(
     run: &RecordedRun,
     lang: Lang,
-    trace_to: Option<&std::path::Path>,
-    svg_to: Option<&std::path::Path>,
+    trace_to: Option<&OutputFile>,
+    svg_to: Option<&OutputFile>,
 ) -> Result<Report> {
     let mut report = run.report.clone();
     let recordings = run.recordings();
@@ -161,7 +161,9 @@ pub fn show_in(
     let provenance = format!("{}; command: {}", run.label(), run.command);
     let mut drawn = run.report.clone();
     drawn.device = run.gpu.clone();
-    output::write(&drawn, &recordings, trace_to, svg_to, &provenance)?;
+    // The run holds its plot only as its report's JSON.
+    let plot = output::plot_of(&run.report);
+    output::write(&drawn, &recordings, plot.as_ref(), trace_to, svg_to, &provenance)?;
     Ok(report)
 }
 
@@ -214,7 +216,8 @@ mod tests {
         assert_eq!(run.label(), "recorded on NVIDIA H200 on 2026-11-23");
         let dir = std::env::temp_dir().join(format!("streamlab-recorded-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let (t, s) = (dir.join("t.json"), dir.join("s.svg"));
+        let t = OutputFile::checked("--trace", &dir.join("t.json")).unwrap();
+        let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
         let report = show(&run, Some(&t), Some(&s)).unwrap();
         let text = report.to_text();
         assert!(
@@ -223,12 +226,12 @@ mod tests {
         );
         assert!(text.contains("timeline, 8 streams (one run; GPU time from CUPTI"), "{text}");
         let trace: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(t.path()).unwrap()).unwrap();
         assert!(trace["metadata"]["provenance"]
             .as_str()
             .unwrap()
             .starts_with("recorded on NVIDIA H200 on 2026-11-23"));
-        let svg = std::fs::read_to_string(&s).unwrap();
+        let svg = std::fs::read_to_string(s.path()).unwrap();
         assert!(svg.contains("recorded on NVIDIA H200 on 2026-11-23"));
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -280,7 +280,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("timeline.cost_why", "over {target}%: CUPTI's own timestamps slow copies queued back to back and kernels of small blocks (benches/recorder_cost measures each); the medians above come from unrecorded runs, only the drawn run is slower"),
     ("timeline.legend", "H copy to device, K kernel, D copy to host, d copy on device, P peer copy, M memset, f host function, G graph, A all-reduce (NCCL)"),
 
-    // the command line (main.rs)
+    // the run command (lab/harness/run_command.rs)
     ("run.not_run", "== {lesson}: not run: {why}"),
 
     // p2p

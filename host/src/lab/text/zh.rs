@@ -281,7 +281,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("timeline.cost_why", "超过 {target}%：CUPTI 自己打的时间戳会拖慢背靠背排队的拷贝和小线程块的内核（benches/recorder_cost 分别测量这两项）；上面的中位数来自不录制的运行，只有画出来的这次运行变慢了"),
     ("timeline.legend", "H 拷贝到设备，K 核函数，D 拷贝到主机，d 设备内拷贝，P 设备间拷贝，M 内存置值，f 主机函数，G CUDA 图，A 全归约（NCCL）"),
 
-    // the command line (main.rs)
+    // the run command (lab/harness/run_command.rs)
     ("run.not_run", "== {lesson}：未运行：{why}"),
 
     // p2p

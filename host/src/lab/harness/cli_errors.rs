@@ -1,0 +1,56 @@
+//! A command-line error as streamlab's one error line: what clap found wrong, its tip, and
+//! the `--help` of the command where to look.
+use clap::error::ErrorKind;
+
+use crate::lab::harness::lesson::Entry;
+
+/// One line for a clap error: its first line without "error: ", plus clap's "did you mean"
+/// tip when it has one, and where to look. `command` is [`command_path`]'s.
+pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> String {
+    if e.kind() == ErrorKind::MissingSubcommand && command.starts_with("streamlab run") {
+        let names: Vec<&str> = lessons.iter().map(|l| l.name).collect();
+        return format!(
+            "run: <LESSON> is missing: name one of {}, or all (see streamlab list)",
+            names.join(", ")
+        );
+    }
+    if e.kind() == ErrorKind::MissingSubcommand && command == "streamlab" {
+        return "a command is missing: info, list, run or launch (see streamlab --help)".into();
+    }
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // clap puts the names of missing arguments on the lines after the first.
+    let (first, rest): (String, Vec<&str>) = if e.kind() == ErrorKind::MissingRequiredArgument {
+        let (names, rest): (Vec<&str>, Vec<&str>) =
+            lines.partition(|l| l.starts_with('<') || l.starts_with("--"));
+        (format!("{first} {}", names.join(", ")).trim_end().to_string(), rest)
+    } else {
+        (first.to_string(), lines.collect())
+    };
+    let tips: String = rest
+        .into_iter()
+        .filter(|l| l.starts_with("tip:") || l.starts_with("[possible values:"))
+        .map(|t| format!("; {t}"))
+        .collect();
+    format!("{first}{tips} (see {command} --help)")
+}
+
+/// The words of `argv` that name a command streamlab has: `streamlab run overlap` for
+/// `streamlab run overlap --bad`, `streamlab run` for `streamlab run overlp`.
+pub fn command_path(argv: &[String], lessons: &[Entry]) -> String {
+    let mut path = vec!["streamlab"];
+    let mut words = argv.iter().skip(1).filter(|a| !a.starts_with('-'));
+    let top = words.next().filter(|w| ["info", "list", "run", "launch"].contains(&w.as_str()));
+    if let Some(top) = top {
+        path.push(top);
+        let is_lesson = |w: &str| w == "all" || lessons.iter().any(|l| l.name == w);
+        // The first word that names a lesson: a flag's value (`--reps 5`) may come before it.
+        let lesson = words.find(|w| top == "run" && is_lesson(w));
+        if let Some(lesson) = lesson {
+            path.push(lesson);
+        }
+    }
+    path.join(" ")
+}
