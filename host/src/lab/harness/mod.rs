@@ -34,7 +34,7 @@ use crate::lab::record::output::{self, Cost};
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Check, Report};
 use crate::lab::record::span::{Recording, Span};
-use crate::lab::Lesson;
+use crate::lab::harness::lesson::Lesson;
 use crate::runtime::{Error, Gpu, Result, Stream};
 
 /// What a lesson runs with: the common flags, resolved for it ([`common`]).
