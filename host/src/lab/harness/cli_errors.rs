@@ -2,7 +2,7 @@
 //! the `--help` of the command where to look.
 use clap::error::ErrorKind;
 
-use crate::lab::harness::lesson::Entry;
+use crate::lab::harness::entry::Entry;
 
 /// One line for a clap error: its first line without "error: ", plus clap's "did you mean"
 /// tip when it has one, and where to look. `command` is [`command_path`]'s.

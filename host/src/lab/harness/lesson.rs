@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::lab::harness::budget::{Plan, WorkModel};
 use crate::lab::harness::checks::Checks;
-use crate::lab::harness::{self, Measured, Sample, Settings};
+use crate::lab::harness::measured::{Measured, Sample};
 use crate::lab::record::plot;
 use crate::lab::record::report::Report;
 use crate::runtime::{Gpu, Result, Stream};
@@ -67,27 +67,4 @@ pub trait Lesson: Sized {
 /// The error for an index past a lesson's versions: the last arm of [`Lesson::version`].
 pub fn no_such_version<L: Lesson>(v: usize) -> Result<Sample> {
     Err(crate::runtime::Error::Internal(format!("{} has no version {v}", L::NAME)))
-}
-
-/// A lesson as the command line sees it: its name, its flags, and how to run it.
-pub struct Entry {
-    pub name: &'static str,
-    pub summary: &'static str,
-    /// The `streamlab run <name>` subcommand, with the lesson's flags.
-    pub command: fn() -> clap::Command,
-    /// Parses the flags and checks them against the budget, without a GPU.
-    pub check: fn(&clap::ArgMatches) -> Result<()>,
-    /// Parses the flags and runs the lesson.
-    pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<Report>,
-}
-
-/// The registry entry of lesson `L`.
-pub const fn entry<L: Lesson>() -> Entry {
-    Entry {
-        name: L::NAME,
-        summary: L::SUMMARY,
-        command: harness::command::<L>,
-        check: harness::check_matches::<L>,
-        run: harness::run_matches::<L>,
-    }
 }

@@ -2,7 +2,7 @@
 use clap::Args as _;
 
 use crate::lab::harness::common::{lang_or_locale, LANG_HELP};
-use crate::lab::harness::lesson::Entry;
+use crate::lab::harness::entry::Entry;
 use crate::lab::text::{label, Lang};
 use crate::t;
 

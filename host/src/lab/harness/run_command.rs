@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{ArgMatches, Args as _};
 
 use crate::lab::harness::common::{Common, Rank, Resolved};
-use crate::lab::harness::lesson::Entry;
+use crate::lab::harness::entry::Entry;
 use crate::lab::record::{recorded_runs, recorder};
 use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Gpu};
