@@ -242,6 +242,14 @@ impl AllreduceOverlap {
         Ok(())
     }
 
+    /// Whether the wrong-order bug can be shown: two ranks or more, and two buckets or more
+    /// of equal size (with unequal sizes NCCL would hang instead of summing wrongly).
+    fn shows_order_bug(&self) -> bool {
+        let few = &self.buckets[0];
+        let equal = few.iter().all(|b| b.len() == few[0].len());
+        self.ranks.world() >= 2 && few.len() >= 2 && equal
+    }
+
     /// With more than two ranks NCCL's order of additions depends on the message size (its
     /// algorithm, protocol and chunks), so bucketed and whole sums may differ in the last
     /// bit: compared approximately then. Two ranks add `a + b` once, in any order: exact.
@@ -372,8 +380,7 @@ impl Lesson for AllreduceOverlap {
         checks.record("result digest (compare runs and processes)", Ok(digest(&sequential[0])));
         // The bug: the same collectives in a different order on odd ranks. With equal bucket
         // sizes NCCL cannot tell; it pairs them by position and sums the wrong buckets.
-        let equal = self.buckets[0].iter().all(|b| b.len() == self.buckets[0][0].len());
-        if ranks.world() >= 2 && self.buckets[0].len() >= 2 && equal {
+        if self.shows_order_bug() {
             let got = ranks.sums_of(|| self.reversed_order(gpu))?;
             let wrong = got[0]
                 .iter()
