@@ -27,7 +27,7 @@ use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::devices;
 use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
-use crate::runtime::memory::copy_to_device_sync;
+use crate::runtime::memory::copy_to_device_landed;
 use crate::runtime::peer::{self, Link};
 use crate::runtime::{AsContext, DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -175,7 +175,7 @@ impl Lesson for P2p {
     fn verify(&mut self, gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
         let zeros = vec![0f32; self.inputs[0].len()];
         for (v, name) in VERSIONS.iter().enumerate() {
-            self.dst.iter().try_for_each(|d| copy_to_device_sync(&zeros, d))?;
+            self.dst.iter().try_for_each(|d| copy_to_device_landed(&zeros, d))?;
             self.version(gpu, v)?;
             checks.bitwise(
                 &format!("{name}: GPU 1 got GPU 0's bytes"),

@@ -38,7 +38,7 @@ use crate::lab::kit::devices;
 use crate::lab::kit::stream_pipeline::{pipeline_bound, Bracket};
 use crate::lab::record::span::named;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
-use crate::runtime::memory::copy_to_device_sync;
+use crate::runtime::memory::copy_to_device_landed;
 use crate::runtime::{peer, AsContext, DeviceBuffer, Event, Gpu, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -218,7 +218,7 @@ impl Lesson for PipelineParallel {
         let n = self.inputs.len();
         for naive in [true, false] {
             // NaN first: a version that wrote nothing cannot pass on the last one's output.
-            copy_to_device_sync(&vec![f32::NAN; n], &self.act[1])?;
+            copy_to_device_landed(&vec![f32::NAN; n], &self.act[1])?;
             self.run(gpu, naive)?;
             self.outputs.push(self.act[1].to_vec()?);
         }

@@ -517,6 +517,20 @@ pub fn copy_to_device_sync<'d, T: Pod>(src: &[T], dst: impl Into<DeviceView<'d, 
     copied.named_on("cuMemcpyHtoD", "legacy default stream")
 }
 
+/// [`copy_to_device_sync`], then waits until the bytes have landed. From pageable memory
+/// `cuMemcpyHtoD` returns once the bytes are staged, and the last of them may still be on
+/// their way when work on a non-blocking stream (which does not wait for the legacy stream)
+/// starts: a buffer cleared this way before a run could be cleared again under the run's
+/// own writes (seen in p2p's check at 1 MiB on two H100s).
+pub fn copy_to_device_landed<'d, T: Pod>(
+    src: &[T],
+    dst: impl Into<DeviceView<'d, T>>,
+) -> Result<()> {
+    let dst = dst.into();
+    copy_to_device_sync(src, dst.clone())?;
+    dst.context().synchronize()
+}
+
 /// Blocking device-to-host copy on the legacy default stream (`cudaMemcpy`).
 pub fn copy_to_host_sync<'d, T: Pod>(
     src: impl Into<DeviceView<'d, T>>,

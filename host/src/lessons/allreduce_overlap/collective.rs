@@ -416,7 +416,7 @@ impl Ranks {
     pub fn sums_of<T>(&self, run: impl FnOnce() -> Result<T>) -> Result<Vec<Vec<f32>>> {
         self.synchronize()?;
         for r in &self.local {
-            crate::runtime::memory::copy_to_device_sync(&vec![f32::NAN; r.sums.len()], &r.sums)?;
+            crate::runtime::memory::copy_to_device_landed(&vec![f32::NAN; r.sums.len()], &r.sums)?;
         }
         run()?;
         self.sums()
@@ -457,7 +457,7 @@ impl Ranks {
         for q in (0..self.world).filter(|q| self.local.iter().all(|r| r.rank != *q)) {
             // Another process's rank: its gradients, made here from its seed.
             let inputs = random_inputs(n, rank_seed(self.seed, q));
-            crate::runtime::memory::copy_to_device_sync(&inputs, &first.grads)?;
+            crate::runtime::memory::copy_to_device_landed(&inputs, &first.grads)?;
             first.gpu(harness)?.compute_chunk(&first.compute, &first.grads, 0..n, iters)?;
             self.synchronize()?;
             let grads = first.grads.to_vec()?;

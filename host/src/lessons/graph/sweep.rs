@@ -16,7 +16,7 @@ use crate::lab::harness::stats::host_ms;
 use crate::lab::{t, Checks, Measured, Sample, Text, WorkModel};
 use crate::math::{combine_element, produce_element, scale_element};
 use crate::runtime::graph::{CaptureMode, Graph, GraphExec, Instantiate};
-use crate::runtime::memory::copy_to_device_sync;
+use crate::runtime::memory::copy_to_device_landed;
 use crate::runtime::{Error, Gpu, Result, Stream};
 
 /// GPU work each timed sample of a shape should hold, ms: short shapes replay several times.
@@ -198,7 +198,7 @@ impl Sweep {
         let dag = Dag::new(gpu, "sweep", n, seed)?;
         // Without copies, the inputs are on the device from the start.
         for (input, dev) in dag.inputs.iter().zip(&dag.devs) {
-            copy_to_device_sync(&input.to_vec()?, dev)?;
+            copy_to_device_landed(&input.to_vec()?, dev)?;
         }
         let model = WorkModel::for_device(&gpu.info);
         let replays = shapes.iter().map(|s| s.replays(&model, iters)).collect();
