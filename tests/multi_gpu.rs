@@ -42,6 +42,18 @@ fn two_gpus_p2p_moves_every_byte_and_the_link_beats_the_host() {
 
 #[test]
 #[ignore = "needs two CUDA GPUs"]
+fn two_gpus_p2p_checks_hold_at_one_mib() {
+    // At 1 MiB the destinations' clearing once landed under the peer copies (a copy from
+    // pageable memory returns before its DMA is done): every run must pass.
+    let gpu = two_gpus();
+    for _ in 0..5 {
+        let o = run_lesson::<P2p>(&gpu, &["--mib", "1"], 1);
+        checks_passed(&o.checks, &o.report.to_text());
+    }
+}
+
+#[test]
+#[ignore = "needs two CUDA GPUs"]
 fn two_gpus_allreduce_sums_are_exact_and_the_wrong_order_is_caught() {
     let flags = ["--elements", "4194304", "--buckets", "4", "--iters", "20"];
     let gpu = two_gpus();
