@@ -427,3 +427,53 @@ fn only_the_driver_layer_calls_the_driver() {
         ]
     );
 }
+
+/// The places `unsafe` may stand: the runtime, the kernels and the FFI crates.
+const UNSAFE_ALLOWED: [&str; 3] = ["host/src/runtime/", "kernels-gpu/", "cupti/"];
+
+/// The files of `files` (path, text) outside [`UNSAFE_ALLOWED`] whose code (comments left out)
+/// says `unsafe`.
+fn unsafe_outside(files: &[(String, String)]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(p, _)| !UNSAFE_ALLOWED.iter().any(|a| p.starts_with(a)))
+        .filter(|(_, text)| {
+            text.lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .any(|l| l.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "unsafe"))
+        })
+        .map(|(p, _)| p.clone())
+        .collect()
+}
+
+#[test]
+fn unsafe_lives_only_in_the_runtime_the_kernels_and_the_ffi_crates() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in
+        ["host/src", "host/tests", "tests", "benches", "kernels-build", "kernels-gpu", "cupti"]
+    {
+        let mut paths = Vec::new();
+        sources(&root.join(dir), &mut paths);
+        for p in paths {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            // This file names `unsafe` in its made-up inputs.
+            if rel != "tests/layers.rs" {
+                files.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    assert!(files.iter().any(|(p, _)| p.starts_with("cupti/")), "the CUPTI crate has moved");
+    let found = unsafe_outside(&files);
+    assert!(
+        found.is_empty(),
+        "`unsafe` outside the runtime, the kernels and the FFI crates: {found:?}"
+    );
+    // The check can fail: a made-up lab file with an unsafe block is caught, a comment is not.
+    let fake = [
+        ("host/src/lab/x.rs".to_string(), "let v = unsafe { f() };".to_string()),
+        ("host/src/lab/y.rs".to_string(), "// no unsafe here".to_string()),
+        ("cupti/src/z.rs".to_string(), "unsafe { g() }".to_string()),
+    ];
+    assert_eq!(unsafe_outside(&fake), ["host/src/lab/x.rs"]);
+}

@@ -22,7 +22,8 @@
 //! asynchronous copy uses is tracked (module `in_flight`), so enqueueing from a borrowed buffer
 //! is safe.
 pub mod context;
-pub mod cupti;
+/// CUPTI, in a crate of its own (`cupti/`): the recorder here and `streamlab trace` share it.
+pub use streamlab_cupti as cupti;
 mod driver;
 pub mod error;
 pub mod gpu;

@@ -46,16 +46,16 @@ use std::ffi::{c_void, CStr};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::runtime::cupti::activity::{
+use crate::activity::{
     buffer_completed, buffer_requested, lock, ready_buffers, ACTIVITIES, KINDS, RECORDING, SKIPPED,
 };
-use crate::runtime::cupti::callback::{on_driver_call, traced_ids, CALLS, DOMAIN_DRIVER_API};
-use crate::runtime::cupti::find::CUPTI_SUCCESS;
+use crate::callback::{on_driver_call, traced_ids, CALLS, DOMAIN_DRIVER_API};
+use crate::find::CUPTI_SUCCESS;
 
-pub use crate::runtime::cupti::activity::{parse_record, Activity, CopyKind, MemoryKind, Work};
-pub use crate::runtime::cupti::callback::{with_op_tag, ApiCall};
-pub(crate) use crate::runtime::cupti::find::python_sites;
-pub use crate::runtime::cupti::find::{candidates, candidates_in, load, Cupti, OLDEST_API_VERSION};
+pub use crate::activity::{parse_record, Activity, CopyKind, MemoryKind, Work};
+pub use crate::callback::{with_op_tag, ApiCall};
+pub use crate::find::python_sites;
+pub use crate::find::{candidates, candidates_in, load, Cupti, OLDEST_API_VERSION};
 
 /// What a session collected.
 #[derive(Debug, Default)]

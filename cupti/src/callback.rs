@@ -6,8 +6,8 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::runtime::cupti::activity::{lock, RECORDING};
-use crate::runtime::cupti::find::CUPTI;
+use crate::activity::{lock, RECORDING};
+use crate::find::CUPTI;
 
 /// One driver call seen by the callback subscription.
 #[derive(Debug, Clone, PartialEq)]

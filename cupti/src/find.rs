@@ -88,7 +88,7 @@ pub fn candidates() -> Vec<PathBuf> {
 
 /// The Python package folders where NVIDIA's wheels put their libraries: the usual system
 /// folders, PyTorch's venv, conda, and the active `VIRTUAL_ENV`.
-pub(crate) fn python_sites() -> Vec<PathBuf> {
+pub fn python_sites() -> Vec<PathBuf> {
     let mut sites = Vec::new();
     for base in ["/usr/lib", "/usr/local/lib", "/opt/torch/.venv/lib", "/opt/conda/lib"] {
         for python in versioned_dirs(Path::new(base), "python3") {

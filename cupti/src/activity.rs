@@ -4,8 +4,8 @@ use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::runtime::cupti::find::{CUPTI, CUPTI_SUCCESS};
-use crate::runtime::cupti::layout;
+use crate::find::{CUPTI, CUPTI_SUCCESS};
+use crate::layout;
 
 /// What kind of GPU work an activity record describes.
 #[derive(Debug, Clone, PartialEq)]
