@@ -20,6 +20,9 @@
 //! - [`harness`]: the [`Lesson`] trait, the run loop, the common flags (`harness::common`),
 //!   budget, statistics, checks, data, and the commands `main.rs` dispatches to (`info`,
 //!   `list`, `run`);
+//! - [`inspect`]: what a recorded run says about overlap: each engine class's busy time, the
+//!   bound, and the findings that name the lesson teaching each fix (it reads `record`'s
+//!   spans; `streamlab trace` will feed it another program's);
 //! - [`record`]: recorders, spans, timeline, trace, picture, plot, output, the report and the
 //!   recorded runs (the report is here, not in the harness, because everything that draws
 //!   or writes a run reads it);
@@ -30,6 +33,8 @@ pub mod ddp;
 pub mod kit;
 // -
 pub mod harness;
+// -
+pub mod inspect;
 // -
 pub mod record;
 // -
