@@ -94,7 +94,11 @@ if has sanitizer && command -v compute-sanitizer >/dev/null; then
         sanitize "$tool" 20 "$rest" --kernel-name-exclude kns=nccl --report-api-errors no \
           "$G/streamlab" run "${flags[@]}" --reps 1 || rc=$?
         again=$(python3 "$findings" "$rest" --show 3 2>&1); vrc=$?
-        total=$(grep -hoE "ERROR SUMMARY: [0-9]+" "$out" | grep -oE "[0-9]+" | head -1)
+        # memcheck, synccheck, initcheck: "ERROR SUMMARY: N errors"; racecheck:
+        # "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
+        total=$(grep -hoE "ERROR SUMMARY: [0-9]+" "$out" | head -1 | grep -oE "[0-9]+")
+        [[ -n $total ]] || total=$(grep -hoE "RACECHECK SUMMARY: .*\([0-9]+ errors" "$out" \
+          | grep -oE "\([0-9]+ errors" | grep -oE "[0-9]+" | head -1)
         first=${again%%$'\n'*} shown=
         [[ $again == *$'\n'* ]] && shown=$'\n'"${again#*$'\n'}"
         if [[ $first =~ ^ours\ ([0-9]+),\ nccl\ 0(,\ unlisted\ ([0-9]+))?$ ]]; then

@@ -28,6 +28,8 @@ stages=${*:-twin lessons knobs ranks faults tests}
 gpus=$(nvidia-smi -L | grep -c '^GPU')
 status=0
 note() { echo "== $*" | tee -a "$LOGS/summary.txt"; }
+# Notes a run's exit code, and fails the script unless it is the one expected (default 0).
+noted() { local rc=$1 want=${3:-0}; note "$2: exit $rc"; [[ $rc == "$want" ]] || status=1; }
 has() { [[ " $stages " == *" $1 "* ]]; }
 # The figures a JSON report holds, one "name value unit" a line, and its checks' verdicts.
 figures() {
@@ -61,7 +63,7 @@ twin() {
   fi
   # TWIN_PIECES: the copy engines' pieces a bucket, as --copy-engine-pieces gives the lesson.
   CUDA_VISIBLE_DEVICES=0,1 timeout 300 "$G/ref/multi_gpu" ${TWIN_PIECES:-} > "$LOGS/twin-$1.txt" 2>&1
-  note "twin ($1): exit $?"
+  noted $? "twin ($1)"
   grep -E "allreduce-overlap|p2p peer|pipeline" "$LOGS/twin-$1.txt" | grep -v "^check" | tee -a "$LOGS/summary.txt"
   grep -c "FAILED" "$LOGS/twin-$1.txt" | sed 's/^/  twin checks failed: /' | tee -a "$LOGS/summary.txt"
 }
@@ -73,7 +75,7 @@ if has lessons; then
   # shellcheck disable=SC2086
   CUDA_VISIBLE_DEVICES=0,1 OUT="$LOGS/pictures" timeout 400 bash "$G/pictures.sh" \
     $pictured > "$LOGS/pictures-stdout.txt" 2>&1
-  note "pictures.sh $pictured (GPUs 0, 1) ${LESSON_ARGS:-}: exit $?"
+  noted $? "pictures.sh $pictured (GPUs 0, 1) ${LESSON_ARGS:-}"
   grep -E "exit|recording cost" "$LOGS/pictures/pictures.log" | tee -a "$LOGS/summary.txt"
   for l in $pictured; do
     note "$l (from the pictures run)"; figures "$LOGS/pictures/reports/$l.json" | tee -a "$LOGS/summary.txt"
@@ -84,7 +86,7 @@ if has knobs; then
   run_knob() {
     local name=$1; shift
     CUDA_VISIBLE_DEVICES=0,1 timeout 120 "$@" --json > "$LOGS/knob-$name.json" 2> "$LOGS/knob-$name.err"
-    note "knob $name: exit $?"; figures "$LOGS/knob-$name.json" | grep -E "median|bound|overlapped|checks" | tee -a "$LOGS/summary.txt"
+    noted $? "knob $name"; figures "$LOGS/knob-$name.json" | grep -E "median|bound|overlapped|checks" | tee -a "$LOGS/summary.txt"
   }
   run_knob defaults "$BIN" run allreduce-overlap
   for p in 1 2 8; do run_knob "pieces$p" "$BIN" run allreduce-overlap --copy-engine-pieces "$p"; done
@@ -96,25 +98,25 @@ if has knobs; then
   # on the host thread): does the host stall seen in CUPTI timelines happen without them?
   CUDA_VISIBLE_DEVICES=0,1 STREAMLAB_RECORDER=events timeout 120 "$BIN" run allreduce-overlap \
     --timeline > "$LOGS/timeline-events.txt" 2>&1
-  note "allreduce-overlap --timeline, events recorder: exit $?"
+  noted $? "allreduce-overlap --timeline, events recorder"
 fi
 if has ranks; then
   for n in $(seq 1 "$gpus"); do
-    [[ $n == 2 ]] && continue   # the lessons stage ran two
+    has lessons && [[ $n == 2 ]] && continue   # the lessons stage ran two
     timeout 180 "$BIN" run allreduce-overlap --gpus "$n" --json > "$LOGS/ranks-process-$n.json" 2> "$LOGS/ranks-process-$n.err"
-    note "run allreduce-overlap --gpus $n (one process): exit $?"
+    noted $? "run allreduce-overlap --gpus $n (one process)"
     figures "$LOGS/ranks-process-$n.json" | grep -E "bus bandwidth|median|bound|checks|digest" | tee -a "$LOGS/summary.txt"
   done
   for n in $(seq 2 "$gpus"); do
     timeout 240 "$BIN" launch --gpus "$n" run allreduce-overlap --json > "$LOGS/ranks-launch-$n.json" 2> "$LOGS/ranks-launch-$n.err"
-    note "launch --gpus $n run allreduce-overlap: exit $?, stderr lines: $(wc -l < "$LOGS/ranks-launch-$n.err")"
+    noted $? "launch --gpus $n run allreduce-overlap (stderr lines: $(wc -l < "$LOGS/ranks-launch-$n.err"))"
     figures "$LOGS/ranks-launch-$n.json" | grep -E "bus bandwidth|median|bound|checks|digest" | tee -a "$LOGS/summary.txt"
   done
   if (( gpus >= 4 )); then
     mkdir -p "$LOGS/launch4"
     timeout 240 "$BIN" launch --gpus 4 run allreduce-overlap --timeline --svg "$LOGS/launch4/allreduce-overlap-launch4.svg" \
       --trace "$LOGS/launch4/allreduce-overlap-launch4.json" > "$LOGS/launch4/report.txt" 2> "$LOGS/launch4/stderr.txt"
-    note "launch --gpus 4 run allreduce-overlap --timeline --svg: exit $?"
+    noted $? "launch --gpus 4 run allreduce-overlap --timeline --svg"
   fi
 fi
 if has faults; then
@@ -135,6 +137,7 @@ if has faults; then
   wait "$launcher"; rc=$?
   took=$(python3 -c "import time; print(f'{time.time() - $start:.1f}')")
   note "fault: rank $victim (pid ${victim_pid:-none}) of $n killed with SIGKILL: launcher exit $rc after $took s; its stderr:"
+  [[ $rc == 137 ]] || status=1
   sed 's/^/    /' "$LOGS/fault-kill-rank.err" | tail -8 | tee -a "$LOGS/summary.txt"
 
   "$BIN" launch --gpus "$n" run allreduce-overlap --reps 2000 > /dev/null 2> "$LOGS/fault-kill-launcher.err" &
@@ -145,6 +148,7 @@ if has faults; then
   sleep 15
   left=0; for p in $ranks_before; do kill -0 "$p" 2>/dev/null && left=$((left + 1)); done
   note "fault: launcher killed with SIGKILL: ranks ${ranks_before}still running 15 s later: $left"
+  [[ $left == 0 ]] || status=1
   for p in $ranks_before; do kill -9 "$p" 2>/dev/null; done
 
   "$BIN" launch --gpus "$n" run allreduce-overlap --reps 2000 > /dev/null 2> "$LOGS/fault-sigterm-launcher.err" &
@@ -152,6 +156,7 @@ if has faults; then
   sleep 8
   kill -TERM "$launcher"; wait "$launcher"; rc=$?
   note "fault: SIGTERM to the launcher: exit $rc; its stderr:"
+  [[ $rc == 143 ]] || status=1
   sed 's/^/    /' "$LOGS/fault-sigterm-launcher.err" | tail -6 | tee -a "$LOGS/summary.txt"
 
   scratch=$(mktemp -d)
@@ -161,6 +166,8 @@ if has faults; then
       timeout 60 "$BIN" run allreduce-overlap --device 0 > /dev/null 2> "$LOGS/fault-alone-$r.err"
     rc=$?
     note "fault: rank $r of 2 started alone: exit $rc after $(( $(date +%s) - start )) s: $(tail -1 "$LOGS/fault-alone-$r.err")"
+    # Rank 0 gives up in ncclCommInitRank (4), rank 1 waiting for the id (3).
+    [[ $rc == 3 || $rc == 4 ]] || status=1
   done
   rm -rf "$scratch"
 fi

@@ -250,7 +250,7 @@ impl Communicator {
                     stream: None,
                     message: format!(
                         "rank {rank} of {size} waited {} s for the other ranks to join and gave up (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
-                        wait.as_secs()
+                        wait.as_secs_f64()
                     ),
                 })
             }

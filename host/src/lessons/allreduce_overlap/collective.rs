@@ -21,6 +21,7 @@ use kernels_gpu::math::compute_element;
 
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::data::random_inputs;
+use crate::lab::inspect::intervals;
 use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{ddp::ranks, kit::devices};
 use crate::runtime::nccl::{self, Communicator};
@@ -44,7 +45,7 @@ pub struct Rank {
     pub ready: Vec<Event>,
     /// Three timing events on the compute stream.
     pub marks: [Event; 3],
-    /// Per bucket, timing events for a probed run ([`Ranks::probe`]): its backward begins
+    /// Per bucket, timing events for a probed run (`AllreduceOverlap::probe` (explain.rs)): its backward begins
     /// and ends on the compute stream; its all-reduce begins (once the wait for it is over)
     /// and ends on the communication stream. A timed run records none of them.
     pub probe: ProbeEvents,
@@ -90,11 +91,6 @@ impl Rank {
     /// The sum over ranks of `range` of the gradients, into the same range of the sums.
     pub fn all_reduce(&self, range: Range<usize>, stream: &Stream) -> Result<()> {
         self.nccl.all_reduce_sum(self.grads.slice(range.clone())?, self.sums.slice(range)?, stream)
-    }
-
-    /// The GPU number this rank runs on.
-    pub fn ordinal(&self) -> u32 {
-        self.ordinal
     }
 
     fn context<'a>(&'a self, harness: &'a Gpu) -> Result<&'a crate::runtime::Context> {
@@ -150,24 +146,6 @@ fn pieces(range: &Range<usize>, n: usize) -> Vec<Range<usize>> {
             piece
         })
         .collect()
-}
-
-/// The length of the union of `spans` (start, end): time covered by at least one.
-fn joined_length(mut spans: Vec<(f64, f64)>) -> f64 {
-    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut total = 0.0;
-    let mut covered: Option<(f64, f64)> = None;
-    for (start, end) in spans {
-        covered = match covered {
-            Some((s, e)) if start <= e => Some((s, e.max(end))),
-            Some((s, e)) => {
-                total += e - s;
-                Some((start, end))
-            }
-            None => Some((start, end)),
-        };
-    }
-    total + covered.map_or(0.0, |(s, e)| e - s)
 }
 
 /// Every rank this process drives, and the streams and timing over all of them.
@@ -294,11 +272,6 @@ impl Ranks {
         self.local.len() == self.world
     }
 
-    /// Whether [`Ranks::copy_engine_all_reduce`] can run: two GPUs, both in this process.
-    pub fn has_copy_engines(&self) -> bool {
-        self.local.iter().all(|r| r.received.is_some())
-    }
-
     /// Ranks in other processes start their timed runs at different moments, and the first
     /// collective of a run would absorb the difference. A one-float all-reduce, waited for,
     /// lines them up before the run is timed (the ranks of one process need none).
@@ -330,8 +303,8 @@ impl Ranks {
                 c.push(span(&p.backward_begins[b], &p.backward_ends[b])?);
                 a.push(span(&p.reduce_begins[b], &p.reduce_ends[b])?);
             }
-            backward = backward.max(joined_length(c));
-            reduce = reduce.max(joined_length(a));
+            backward = backward.max(intervals::length(&intervals::union(c)));
+            reduce = reduce.max(intervals::length(&intervals::union(a)));
         }
         Ok((backward, reduce))
     }
@@ -505,14 +478,6 @@ mod tests {
         assert_eq!(pieces(&(0..3), 8), vec![0..1, 1..2, 2..3]);
         assert_eq!(pieces(&(5..9), 1), vec![5..9]);
         assert_eq!(pieces(&(4..4), 3), vec![4..4]);
-    }
-
-    #[test]
-    fn joined_spans_count_overlaps_once() {
-        assert_eq!(joined_length(vec![]), 0.0);
-        assert_eq!(joined_length(vec![(0.0, 1.0), (2.0, 3.0)]), 2.0);
-        assert_eq!(joined_length(vec![(2.0, 4.0), (0.0, 3.0)]), 4.0);
-        assert_eq!(joined_length(vec![(0.0, 5.0), (1.0, 2.0), (6.0, 7.0)]), 6.0);
     }
 
     #[test]
