@@ -45,9 +45,9 @@ pub struct Rank {
     pub ready: Vec<Event>,
     /// Three timing events on the compute stream.
     pub marks: [Event; 3],
-    /// Per bucket, timing events for a probed run (`AllreduceOverlap::probe` (explain.rs)): its backward begins
-    /// and ends on the compute stream; its all-reduce begins (once the wait for it is over)
-    /// and ends on the communication stream. A timed run records none of them.
+    /// Per bucket, timing events for a probed run (`AllreduceOverlap::probe`, explain.rs):
+    /// its backward begins and ends on the compute stream; its all-reduce begins (once the
+    /// wait for it is over) and ends on the communication stream. A timed run records none.
     pub probe: ProbeEvents,
     /// Copy engines only: the halves the other GPU pushed here, one "pushed" event per piece
     /// of each bucket, and the stream that adds and pushes the sums back.
