@@ -41,6 +41,7 @@ mod activity;
 mod callback;
 mod find;
 pub mod layout;
+pub mod trace_file;
 
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::Ordering;

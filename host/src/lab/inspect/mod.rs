@@ -10,5 +10,6 @@
 //! their thresholds) and [`overlap`] (the report per window, and its text).
 pub mod engines;
 pub mod findings;
+pub mod host;
 pub mod intervals;
 pub mod overlap;

@@ -1,0 +1,227 @@
+//! The file the injected recorder writes, one per traced process, and `streamlab trace`
+//! reads: `<dir>/<pid>.jsonl`, one JSON object per line. Lines are appended as CUPTI hands
+//! its buffers over (at every periodic flush and at exit), so a process killed even with
+//! SIGKILL leaves every line up to its last flush, and a cut last line is simply skipped.
+//!
+//! Times are CUPTI timestamps in ns (one clock for every process of a host). Stream and
+//! context ids are CUPTI's (not the `CUstream` handles).
+use serde::{Deserialize, Serialize};
+
+/// The format's version, written in the [`Line::Process`] line.
+pub const FORMAT: u32 = 1;
+
+/// Where a copy's source or destination lives (`CUpti_ActivityMemoryKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Memory {
+    Pageable,
+    Pinned,
+    Device,
+    Managed,
+    Array,
+    Unknown,
+}
+
+/// What a copy moved (`CUpti_ActivityMemcpyKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    HostToHost,
+    PeerToPeer,
+    Other,
+}
+
+/// What a host synchronization waited for (`CUpti_ActivitySynchronizationType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncKind {
+    Event,
+    StreamWaitEvent,
+    Stream,
+    Context,
+    Unknown,
+}
+
+/// Which API a call record is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiDomain {
+    Driver,
+    Runtime,
+}
+
+/// An NVTX marker record's role: a range's start or end (paired by `id`), or an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkerPhase {
+    Start,
+    End,
+    Instant,
+}
+
+/// One line of a trace file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    /// The first line: who was traced, with what, and how.
+    Process {
+        format: u32,
+        pid: u32,
+        ppid: u32,
+        /// The program's command line as `/proc/self/cmdline` gives it.
+        args: Vec<String>,
+        /// The libcupti file loaded, and its API version (`cuptiGetVersion`).
+        cupti: String,
+        cupti_version: u32,
+        /// How often the recorder asks CUPTI for its records.
+        flush_ms: u64,
+        /// The most records kept; records past it are counted in [`Line::Dropped`].
+        max_records: u64,
+        /// CUPTI's clock when recording began.
+        start_ns: u64,
+        /// What the recorder could not turn on, one reason each ("NVTX markers: …").
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        missing: Vec<String>,
+    },
+    Device {
+        id: u32,
+        name: String,
+        compute_capability: [u32; 2],
+        multiprocessors: u32,
+        copy_engines: u32,
+    },
+    /// A context, and the id of its legacy default (NULL) stream.
+    Context { context: u32, device: u32, null_stream: u32 },
+    /// A stream's creation flags and priority (`CUPTI_ACTIVITY_KIND_STREAM`).
+    Stream { context: u32, stream: u32, priority: i32, non_blocking: bool },
+    Kernel {
+        device: u32,
+        context: u32,
+        stream: u32,
+        start: u64,
+        end: u64,
+        correlation: u32,
+        name: String,
+        grid: [u32; 3],
+        block: [u32; 3],
+    },
+    Copy {
+        device: u32,
+        context: u32,
+        stream: u32,
+        start: u64,
+        end: u64,
+        correlation: u32,
+        bytes: u64,
+        direction: Direction,
+        src: Memory,
+        dst: Memory,
+    },
+    /// A copy between two devices (`MEMCPY2` records).
+    Peer {
+        device: u32,
+        context: u32,
+        stream: u32,
+        start: u64,
+        end: u64,
+        correlation: u32,
+        bytes: u64,
+        src_device: u32,
+        dst_device: u32,
+    },
+    Memset {
+        device: u32,
+        context: u32,
+        stream: u32,
+        start: u64,
+        end: u64,
+        correlation: u32,
+        bytes: u64,
+    },
+    /// The host blocked in a synchronization call. `stream` is `None` where it waited for
+    /// a whole context or an event.
+    Sync {
+        kind: SyncKind,
+        context: u32,
+        stream: Option<u32>,
+        start: u64,
+        end: u64,
+        correlation: u32,
+    },
+    /// A driver or runtime call on a host thread (`cuMemAlloc_v2`, `cudaLaunchKernel`, …).
+    Api {
+        domain: ApiDomain,
+        name: String,
+        thread: u64,
+        start: u64,
+        end: u64,
+        correlation: u32,
+        /// The call's return code (0: success).
+        status: u32,
+    },
+    /// An NVTX marker or one end of an NVTX range.
+    Marker {
+        phase: MarkerPhase,
+        id: u32,
+        /// The host thread that emitted it (0 where CUPTI did not say).
+        thread: u64,
+        time: u64,
+        /// Set on starts and instants; empty on ends.
+        name: String,
+        domain: String,
+    },
+    /// A name the program gave a stream, a device, a context or a thread through NVTX.
+    Name { object: String, id: u32, name: String },
+    /// Records lost: past `max_records`, or dropped by CUPTI itself for want of buffers.
+    Dropped { count: u64, why: String },
+    /// Something the recorder saw and the report should say (another CUPTI user, say).
+    Note { text: String },
+    /// A periodic flush finished: every record CUPTI completed up to `time` is above.
+    Flushed { time: u64 },
+    /// The process reached its exit handlers and the last flush finished.
+    Exit { time: u64 },
+}
+
+impl Line {
+    /// One line of the file, newline included.
+    pub fn to_json_line(&self) -> String {
+        // Serializing these plain enums cannot fail (no maps with non-string keys).
+        let mut text = serde_json::to_string(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// Reads one line; `None` for a line cut short (a process killed mid-write) or not ours.
+    pub fn parse(text: &str) -> Option<Line> {
+        serde_json::from_str(text.trim_end()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_round_trips_and_a_cut_line_is_skipped() {
+        let line = Line::Copy {
+            device: 0,
+            context: 1,
+            stream: 7,
+            start: 100,
+            end: 250,
+            correlation: 9,
+            bytes: 4096,
+            direction: Direction::HostToDevice,
+            src: Memory::Pageable,
+            dst: Memory::Device,
+        };
+        let text = line.to_json_line();
+        assert!(text.ends_with('\n'));
+        assert!(text.starts_with("{\"type\":\"copy\""), "{text}");
+        assert_eq!(Line::parse(&text), Some(line));
+        assert_eq!(Line::parse(&text[..text.len() / 2]), None);
+    }
+}
