@@ -450,16 +450,9 @@ fn unsafe_outside(files: &[(String, String)]) -> Vec<String> {
 fn unsafe_lives_only_in_the_runtime_the_kernels_and_the_ffi_crates() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in [
-        "host/src",
-        "host/tests",
-        "tests",
-        "benches",
-        "kernels-build",
-        "kernels-gpu",
-        "cupti",
-        "inject",
-    ] {
+    for dir in
+        ["host/src", "host/tests", "tests", "benches", "kernels-build", "kernels-gpu", "cupti"]
+    {
         let mut paths = Vec::new();
         sources(&root.join(dir), &mut paths);
         for p in paths {
