@@ -102,6 +102,10 @@ pub struct Span {
     pub name: String,
     #[serde(default)]
     pub device: u32,
+    /// The process that enqueued it, where a trace holds several (`streamlab trace`); 0 in a
+    /// lesson's own recording.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub process: u32,
     /// Bytes moved or set (copies, memsets).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bytes: u64,
@@ -118,6 +122,10 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
 impl Span {
     /// A span with only the essentials (the rest empty): for tests and simple recorders.
     pub fn new(stream: &str, kind: Work, label: &str, start_ms: f64, end_ms: f64) -> Span {
@@ -129,6 +137,7 @@ impl Span {
             end_ms,
             name: String::new(),
             device: 0,
+            process: 0,
             bytes: 0,
             grid: None,
             block: None,

@@ -179,6 +179,9 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
             if !s.memory.is_empty() {
                 args["memory"] = json!(s.memory);
             }
+            if s.process != 0 {
+                args["process"] = json!(s.process);
+            }
             events.push(json!({
                 "ph": "X", "cat": work_name(s.kind), "name": s.title(),
                 "pid": device_pid(s.device), "tid": stream_tid(s.device, &s.stream),
@@ -331,6 +334,7 @@ pub fn read(trace: &Value) -> Result<(Meta, Vec<Recording>), String> {
             end_ms: number(a, "end_ms")?,
             name: a["name"].as_str().unwrap_or_default().to_owned(),
             device: a["device"].as_u64().unwrap_or(0) as u32,
+            process: a["process"].as_u64().unwrap_or(0) as u32,
             bytes: a["bytes"].as_u64().unwrap_or(0),
             grid: a.get("grid").map(|_| typed(a, "grid")).transpose()?,
             block: a.get("block").map(|_| typed(a, "block")).transpose()?,
