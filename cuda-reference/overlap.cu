@@ -1,7 +1,11 @@
 // CUDA C++ reference for `streamlab run overlap`: the same work, the same chunking, the same
 // event placement, so the Rust figures can be compared with C++ in one GPU run.
 //   nvcc -O3 -arch=sm_90 overlap.cu -o overlap && ./overlap 16777216 8 100 10
-// Prints `name: median_ms` lines.
+// Prints `name: median_ms` lines. Each timed repeat is an NVTX range ("one stream", "8
+// streams"), so `streamlab trace -- ./overlap` reports each phase as a window of its own;
+// NVTX costs nothing when no tool is attached.
+#include <nvtx3/nvToolsExt.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -59,10 +63,16 @@ int main(int argc, char** argv) {
   one(&h, &c, &dd);
   multi();
   std::vector<double> ones, multis, hs, cs, ds;
+  char multi_name[32];
+  snprintf(multi_name, sizeof multi_name, "%d streams", k);
   for (int r = 0; r < reps; ++r) {
+    nvtxRangePushA("one stream");
     ones.push_back(one(&h, &c, &dd));
+    nvtxRangePop();
     hs.push_back(h), cs.push_back(c), ds.push_back(dd);
+    nvtxRangePushA(multi_name);
     multis.push_back(multi());
+    nvtxRangePop();
   }
   CHECK(cudaGetLastError());
   if (memcmp(out_one, out_multi, bytes) != 0) {
