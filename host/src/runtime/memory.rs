@@ -141,10 +141,13 @@ impl<T: Pod> DeviceBuffer<T> {
         }
     }
 
-    /// A device copy of `values` (allocates, then copies with `cudaMemcpy`).
+    /// A device copy of `values` (allocates, copies with `cudaMemcpy`, and waits until the
+    /// bytes have landed).
     pub fn from_slice(on: &impl AsContext, values: &[T]) -> Result<DeviceBuffer<T>> {
         let buffer = Self::zeroed(on, values.len())?;
-        copy_to_device_sync(values, &buffer)?;
+        // Landed, not only staged: the buffer is read next by work on non-blocking streams,
+        // which do not wait for the legacy stream's copy (see `copy_to_device_landed`).
+        copy_to_device_landed(values, &buffer)?;
         Ok(buffer)
     }
 

@@ -59,14 +59,23 @@ impl Bracket {
     /// returns its GPU time in ms.
     pub fn time(&self, streams: &[Stream], work: impl FnOnce() -> Result<()>) -> Result<f64> {
         let (first, rest) = (&streams[0], streams[1..].iter().collect::<Vec<_>>());
+        // Each fork's leader and followers are found before the start event, so that no host
+        // work but the fork calls themselves falls inside the timed window.
+        let forks: Vec<(&Event, &Stream, Vec<&Stream>)> = self
+            .forks
+            .iter()
+            .map(|(leader, event)| {
+                let leader = streams.get(*leader).unwrap_or(first);
+                let followers = streams
+                    .iter()
+                    .filter(|s| same_gpu(s, leader) && s.as_raw() != leader.as_raw())
+                    .collect();
+                (event, leader, followers)
+            })
+            .collect();
         self.start.record(first)?;
-        for (leader, event) in &self.forks {
-            let leader = streams.get(*leader).unwrap_or(first);
-            let followers: Vec<&Stream> = streams
-                .iter()
-                .filter(|s| same_gpu(s, leader) && s.as_raw() != leader.as_raw())
-                .collect();
-            fork(event, leader, &followers)?;
+        for (event, leader, followers) in &forks {
+            fork(event, leader, followers)?;
         }
         work()?;
         join(&self.joins, first, &rest)?;
