@@ -19,6 +19,18 @@ fn multi_stream_equals_one_stream_bit_for_bit_for_awkward_sizes() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn breadth_first_issue_gives_the_same_bits_as_one_stream() {
+    let gpu = gpu();
+    for (n, k) in [(1_000_003, 8), (65, 64), (4097, 1)] {
+        let (n, k) = (n.to_string(), k.to_string());
+        let flags =
+            ["--elements", &n, "--streams", &k, "--iters", "20", "--issue-order", "breadth"];
+        assert_bit_for_bit::<Overlap>(&gpu, &flags);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_matches_cpu_reference_for_every_element() {
     let gpu = gpu();
     let (n, iters) = (50_000, 100);

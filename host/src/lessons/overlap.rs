@@ -41,10 +41,24 @@ pub struct Args {
     /// sin·cos steps per element [1..=100000]: more makes compute the slowest stage.
     #[arg(long, default_value_t = 100, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
+    /// The order the host issues the K-stream version's work in. depth: each chunk's copy-in,
+    /// kernel and copy-out, then the next chunk's. breadth: every chunk's copy-in, then every
+    /// kernel, then every copy-out. Try both, with --timeline.
+    #[arg(long, value_enum, default_value_t = IssueOrder::Depth)]
+    pub issue_order: IssueOrder,
+}
+
+/// How the K-stream version walks its chunks (`--issue-order`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueOrder {
+    Depth,
+    Breadth,
 }
 
 pub struct Overlap {
     iters: u32,
+    issue_order: IssueOrder,
     chunks: Vec<std::ops::Range<usize>>,
     streams: Vec<Stream>,
     /// The input, then the one-stream and the K-stream outputs (public for the tests).
@@ -76,16 +90,42 @@ impl Overlap {
     }
 
     /// Chunk i on stream i, named so a recorded slice reads "chunk 3 copy-in", timed across
-    /// all streams (`Bracket`: they fork from stream 0 before and join it after).
+    /// all streams (`Bracket`: they fork from stream 0 before and join it after). The three
+    /// steps of each chunk are issued depth first or breadth first (`--issue-order`); each
+    /// stream gets the same work in the same order either way.
     fn chunked(&mut self, gpu: &Gpu) -> Result<Sample> {
         let ([input, _, out], dev) = (&self.host, &self.dev);
+        let chunks: Vec<(usize, &Stream, &std::ops::Range<usize>)> =
+            self.streams.iter().zip(&self.chunks).enumerate().map(|(i, (s, r))| (i, s, r)).collect();
+        let copy_in = |(i, s, r): (usize, &Stream, &std::ops::Range<usize>)| {
+            named("chunk", i, || s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?))
+        };
+        let compute = |(i, s, r): (usize, &Stream, &std::ops::Range<usize>)| {
+            named("chunk", i, || gpu.compute_chunk(s, dev, r.clone(), self.iters))
+        };
+        let copy_out = |(i, s, r): (usize, &Stream, &std::ops::Range<usize>)| {
+            named("chunk", i, || s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?))
+        };
         let ms = self.bracket.time(&self.streams, || {
-            for (i, (s, r)) in self.streams.iter().zip(&self.chunks).enumerate() {
-                named("chunk", i, || {
-                    s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?)?;
-                    gpu.compute_chunk(s, dev, r.clone(), self.iters)?;
-                    s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?)
-                })?;
+            match self.issue_order {
+                IssueOrder::Depth => {
+                    for &chunk in &chunks {
+                        copy_in(chunk)?;
+                        compute(chunk)?;
+                        copy_out(chunk)?;
+                    }
+                }
+                IssueOrder::Breadth => {
+                    for &chunk in &chunks {
+                        copy_in(chunk)?;
+                    }
+                    for &chunk in &chunks {
+                        compute(chunk)?;
+                    }
+                    for &chunk in &chunks {
+                        copy_out(chunk)?;
+                    }
+                }
             }
             Ok(())
         })?;
@@ -100,7 +140,12 @@ impl Lesson for Overlap {
     type Args = Args;
 
     fn versions(a: &Args) -> Vec<String> {
-        vec!["one stream".into(), format!("{} streams", a.streams)]
+        match a.issue_order {
+            IssueOrder::Depth => vec!["one stream".into(), format!("{} streams", a.streams)],
+            IssueOrder::Breadth => {
+                vec!["one stream".into(), format!("{} streams, breadth first", a.streams)]
+            }
+        }
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
@@ -116,6 +161,7 @@ impl Lesson for Overlap {
         let (n, pinned) = (a.elements, || HostBuffer::pinned(gpu, a.elements));
         Ok(Overlap {
             iters: a.iters,
+            issue_order: a.issue_order,
             chunks: chunk_ranges(n, a.streams),
             streams: (0..a.streams)
                 .map(|i| Stream::new(gpu, format!("overlap-{i}")))

@@ -387,6 +387,7 @@ pub const LABELS: &[(&str, &str)] = &[
     // overlap
     ("one stream vs K streams each copying in, computing and copying out its chunk", "单个流 对比 K 个流：每个流拷入、计算并拷出自己的那一块"),
     ("one stream", "单个流"),
+    ("{n} streams, breadth first", "{n} 个流，广度优先"),
     ("async == sync, bit for bit", "异步 == 同步，逐位相同"),
 
     // basics
