@@ -3,13 +3,15 @@
 
 The recorded runs (docs/recorded/<lesson>.json) are the runs the pictures in docs/img/ show and
 `streamlab run <lesson> --recorded` prints; the guide's chapters quote them. This script turns
-each run's report into Markdown: every figure, every version's median and parts, what recording
-cost, and the report's own explanation. After re-recording (scripts/pictures.sh), run
+each run's report into Markdown: its parameters, every figure, every version's median and
+parts, what recording cost, its checks and the report's own explanation. After re-recording
+(scripts/pictures.sh), run
 
     python3 scripts/recorded-figures.py > /tmp/recorded.md
 
-and put its output in place of the section "The recorded runs" of docs/measurements.md (from
-its heading to the next "## " heading); tests/figures.rs then checks that the chapters still
+and put its output in place of the lessons of the section "The recorded runs" of
+docs/measurements.md (from its first "### " heading to the next "## " heading);
+tests/figures.rs then checks that the chapters still
 quote figures the record holds.
 """
 import glob
@@ -96,6 +98,9 @@ def section(paths):
         out.append(f"`docs/recorded/{os.path.basename(path)}`: {lesson['gpu']}, {lesson['date']}, "
                    f"`{lesson['command']}`.")
         out.append("")
+        params = ", ".join(f"{k}={v}" for k, v in report["parameters"].items() if v is not None)
+        out.append(f"Parameters: {params}.")
+        out.append("")
         out.append("| figure | value |")
         out.append("|---|---|")
         for f in report["figures"]:
@@ -115,6 +120,11 @@ def section(paths):
         out.append("")
         if any(is_sweep(f["name"]) for f in report["figures"]):
             sweep_tables(lesson, out)
+        out.append("Its checks:")
+        out.append("")
+        for c in report["checks"]:
+            out.append(f"- {c['verdict']}: {c['name']}: {c['detail']}")
+        out.append("")
         out.append("The report's explanation:")
         out.append("")
         for line in report["interpretation"]:
