@@ -13,7 +13,11 @@ use std::path::Path;
 
 /// Figures that are no measurement, by file (relative to the repository root), figure as
 /// written (number and unit), and why. Keep it short: a measured figure belongs in the record.
-const ALLOWED: &[(&str, &str, &str)] = &[];
+const ALLOWED: &[(&str, &str, &str)] = &[(
+    "docs/guide/zh-CN/src/sleep-streams.md",
+    "80%",
+    "a threshold of the lesson (MIN_SLEEP_SHARE in sleep_streams.rs), not a measurement",
+)];
 
 /// A decimal number as written, without sign and thousands separators: its digits and how many
 /// of them follow the point ("4,995.7" -> 49957, 1).
