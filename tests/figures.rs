@@ -84,30 +84,30 @@ fn number_at(text: &str, at: usize) -> Option<&str> {
         return None;
     }
     let bytes = text.as_bytes();
+    // A "," that separates thousands: three digits follow it, and no fourth.
+    let separator = |i: usize| {
+        bytes.len() >= i + 4
+            && bytes[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+            && bytes.get(i + 4).is_none_or(|c| !c.is_ascii_digit())
+    };
     let mut end = at;
     let mut point = false;
     while end < bytes.len() {
         let b = bytes[end];
-        if b.is_ascii_digit() {
-            end += 1;
-        } else if b == b','
-            && !point
-            && bytes.len() >= end + 4
-            && bytes[end + 1..end + 4].iter().all(u8::is_ascii_digit)
-            && bytes.get(end + 4).is_none_or(|c| !c.is_ascii_digit())
-        {
-            end += 1;
-        } else if b == b'.' && !point && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
-            point = true;
-            end += 1;
-        } else {
+        let digit = b.is_ascii_digit();
+        let comma = b == b',' && !point && separator(end);
+        let dot = b == b'.' && !point && bytes.get(end + 1).is_some_and(u8::is_ascii_digit);
+        if !(digit || comma || dot) {
             break;
         }
+        point |= dot;
+        end += 1;
     }
-    let after = text[end..].chars().next();
-    if after.is_some_and(|c| c.is_alphabetic() && c != 'x' && c != '倍' || c == '_')
-        || text[end..].starts_with(".") && text[end + 1..].starts_with(|c: char| c.is_ascii_digit())
-    {
+    let rest = &text[end..];
+    let unit = UNITS.iter().any(|(unit, _)| rest.starts_with(unit));
+    let word = rest.starts_with(|c: char| c.is_alphanumeric() || c == '_') && !unit;
+    let version = rest.starts_with('.') && rest[1..].starts_with(|c: char| c.is_ascii_digit());
+    if word || version {
         return None;
     }
     Some(&text[at..end])
@@ -258,15 +258,26 @@ fn every_quoted_figure_is_in_the_record() {
 /// that it fails both ways.
 #[test]
 fn the_matcher_finds_figures_and_fails_on_made_up_ones() {
-    let text = "Took 3.901 ms, 2.19x faster (2.19× in zh: 快 2.19 倍), +0.6% off, 4,995.7 µs early;\n\
+    let text =
+        "Took 3.901 ms, 2.19x faster (2.19× in zh: 快 2.19 倍), +0.6% off, 4,995.7 µs early;\n\
                 sm_90 at 1980 MHz, 64x64 blocks, fnv1a64 and v1.2.3 are no figures; 16 GB of it.\n\
-                Made up: 1.234 ms and 7.7 GB/s; 9.86x; an example of 50 µs; 10.5 µs is 0.0105 ms.";
+                Made up: 1.234 ms and 7.7 GB/s; 9.86x; an example of 50 µs; 10.5µs is 0.0105 ms.";
     let found: Vec<String> = figures(text).into_iter().map(|f| f.written).collect();
     assert_eq!(
         found,
         [
-            "3.901 ms", "2.19x", "2.19×", "2.19 倍", "0.6%", "4,995.7 µs", "1.234 ms", "7.7 GB/s",
-            "9.86x", "50 µs", "10.5 µs", "0.0105 ms"
+            "3.901 ms",
+            "2.19x",
+            "2.19×",
+            "2.19 倍",
+            "0.6%",
+            "4,995.7 µs",
+            "1.234 ms",
+            "7.7 GB/s",
+            "9.86x",
+            "50 µs",
+            "10.5µs",
+            "0.0105 ms"
         ]
     );
     let record = "| one stream | 3.9014 ms |\n| speed-up | 2.1891 x |\n off by +0.62% \n\
@@ -286,4 +297,48 @@ fn the_matcher_finds_figures_and_fails_on_made_up_ones() {
     assert!(r("10").rounds_to(r("10.0")) && !r("10").rounds_to(r("10.1")));
     assert!(!r("0.6606").rounds_to(r("0.6607")) && !r("0.66").rounds_to(r("0.661")));
     assert!(r("4,995.712").rounds_to(r("4995.7")) && !r("1.7822").rounds_to(r("1.77")));
+}
+
+/// The lessons of `record`'s section "The recorded runs": from its first "### " heading to the
+/// next "## " heading.
+fn recorded_lessons(record: &str) -> Option<&str> {
+    let section = record.find("\n## The recorded runs")?;
+    let first = section + record[section..].find("\n### ")? + 1;
+    let end = record[first..].find("\n## ").map_or(record.len(), |e| first + e);
+    Some(record[first..end].trim_end())
+}
+
+/// The first section of the record is what `scripts/recorded-figures.py` prints from
+/// `docs/recorded/`: re-recording a lesson without printing it again fails here, so the
+/// chapters cannot quote a recording the record does not hold.
+#[test]
+fn the_recorded_runs_section_is_printed_from_docs_recorded() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let record = std::fs::read_to_string(root.join("docs/measurements.md")).unwrap();
+    let section =
+        recorded_lessons(&record).expect("docs/measurements.md: no section 'The recorded runs'");
+    let printed = match std::process::Command::new("python3")
+        .arg(root.join("scripts/recorded-figures.py"))
+        .output()
+    {
+        Ok(out) if out.status.success() => String::from_utf8(out.stdout).unwrap(),
+        Ok(out) => {
+            panic!("scripts/recorded-figures.py failed: {}", String::from_utf8_lossy(&out.stderr))
+        }
+        Err(e) => {
+            // scripts/test.sh installs nothing without python3, so CI always has it.
+            eprintln!("not checked: python3 could not be started ({e})");
+            return;
+        }
+    };
+    assert!(
+        section == printed.trim_end(),
+        "docs/measurements.md's section 'The recorded runs' is not what \
+         `python3 scripts/recorded-figures.py` prints from docs/recorded/: put its output in place \
+         of the lessons of that section"
+    );
+    // The check can fail: a section that lost a line differs from the printed one.
+    let made_up = "intro\n## The recorded runs\ntext\n### a (run 1)\n| x | 1 ms |\n\n## Next\n";
+    assert_eq!(recorded_lessons(made_up), Some("### a (run 1)\n| x | 1 ms |"));
+    assert_ne!(recorded_lessons(made_up), Some("### a (run 1)"));
 }
