@@ -5,7 +5,7 @@
 #   2. checks the Markdown: every relative link and image in the books, the README(s) and
 #      docs/ points to a file that exists (and, into a chapter, to a heading that exists);
 #      every chapter is listed in its book's SUMMARY.md; and every book has the same chapter
-#      files as the others, so no chapter exists in one language only;
+#      files as the others, in the same order, so no chapter exists in one language only;
 #   3. runs `mdbook build` for each book (into docs/guide/<lang>/book/, git-ignored).
 # mdbook: $MDBOOK, else .deps/tools/bin/mdbook (scripts/test.sh installs it there), else PATH.
 #   scripts/guide.sh            all of the above
@@ -37,7 +37,7 @@ for book in "${books[@]}"; do
 done
 
 python3 - "${books[@]}" <<'PY'
-"""Relative links and images, SUMMARY coverage, and chapter parity between the books."""
+"""Relative links and images, SUMMARY coverage, and chapter parity (files and order) between the books."""
 import os
 import re
 import sys
@@ -158,6 +158,20 @@ for book, found in lists.items():
     for c in sorted(everything - found):
         others = [b for b, f in lists.items() if c in f]
         errors.append(f"{book}/src/{c}: missing (it exists in {', '.join(others)}): keep the languages in step")
+
+# Order: every book's SUMMARY lists its chapters in the same order, so a chapter number or a
+# "the next chapter" means the same in every language.
+orders = {}
+for book in books:
+    summary = os.path.join(book, "src", "SUMMARY.md")
+    if os.path.exists(summary):
+        orders[book] = [os.path.normpath(t.partition("#")[0]) for _, t in targets(summary) if t]
+first = next(iter(orders), None)
+for book, order in orders.items():
+    if order != orders[first]:
+        at = next((i for i, (a, b) in enumerate(zip(order, orders[first])) if a != b), min(len(order), len(orders[first])))
+        errors.append(f"{book}/src/SUMMARY.md: chapter {at + 1} is {order[at] if at < len(order) else 'missing'}, "
+                      f"in {first} it is {orders[first][at] if at < len(orders[first]) else 'missing'}: keep the chapter order the same")
 
 for e in errors:
     print(f"guide: {e}", file=sys.stderr)

@@ -4,7 +4,7 @@
 //! in, compute, copy out. Split the array into K chunks, one stream each, and chunk 2 is
 //! copied in while chunk 1 computes and chunk 0 is copied out.
 //!
-//! The seed: "staged concurrent copy and execute" (CUDA C++ Programming Guide, `processChunk`):
+//! The seed: "staged concurrent copy and execute" (CUDA C++ Best Practices Guide):
 //!
 //! ```text
 //! for (int i = 0; i < K; ++i) {

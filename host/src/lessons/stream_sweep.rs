@@ -6,7 +6,7 @@
 //! pipeline for K = 1, 2, 4, ... up to `--streams` and shows, for each K, the time, the bound
 //! and how close the one gets to the other.
 //!
-//! The seed technique is the overlap lesson's (the CUDA C++ Programming Guide's staged
+//! The seed technique is the overlap lesson's (the CUDA C++ Best Practices Guide's staged
 //! concurrent copy and execute) with K as a parameter, the usual way to pick the number of
 //! streams for a given size and GPU:
 //!

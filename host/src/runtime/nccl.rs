@@ -7,8 +7,9 @@
 //! streamlab calls, so they are declared here, found by [`candidates`], and a missing
 //! library is a one-line [`Error::NotRun`] naming what to install.
 //!
-//! NVLink multicast (NVLS) is turned off for this process (`NCCL_NVLS_ENABLE=0`) before the
-//! library is opened: on shared hosts it can take the GPUs out of service.
+//! NVLink SHARP (NVLS, collectives offloaded to the NVSwitch through NVLink multicast) is turned
+//! off for this process (`NCCL_NVLS_ENABLE=0`) before the library is opened: the shared GPU
+//! hosts streamlab is developed and measured on require multicast off.
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
