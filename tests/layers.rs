@@ -4,7 +4,7 @@
 //! - no file imports form a cycle (files are nodes, `use crate::…` lines are edges);
 //! - no raw driver call outside the driver layer (`runtime/driver/`);
 //! - lesson files hold no `unsafe` (`overlap`, the lesson that sets the shape, stays within
-//!   150 lines before its tests);
+//!   180 lines before its tests);
 //! - between `lab`'s rooms, arrows point down, in the order `lab/mod.rs` declares them;
 //! - `lab` holds no lesson helper: no module of it that only one lesson imports;
 //! - no file in `host/src` is over 600 lines, tests included, but the catalogs.
@@ -169,12 +169,14 @@ fn lesson_files_are_short_and_hold_no_unsafe() {
         assert!(lines <= 600, "{m}: {lines} lines (at most 600: make the lesson a folder)");
         // The lesson that sets the shape stays short: 150 lines when its two versions were
         // the trait's `without` and `with`, 166 since they are named methods of its own (an
-        // `impl` block, their names, and the `match` in `Lesson::version`).
+        // `impl` block, their names, and the `match` in `Lesson::version`), 180 since its
+        // `--issue-order` experiment (the flag, its field, the version's name; the orders
+        // themselves live beside it in `overlap/issue_order.rs`).
         if m == "lessons::overlap" {
             let before_tests = text.split("#[cfg(test)]").next().unwrap_or(text).lines().count();
             assert!(
-                before_tests <= 166,
-                "{m}: {before_tests} lines before its tests (at most 166)"
+                before_tests <= 180,
+                "{m}: {before_tests} lines before its tests (at most 180)"
             );
         }
         let unsafe_lines = text
@@ -384,7 +386,7 @@ fn the_docs_name_source_files_that_exist() {
     }
     assert!(missing.is_empty(), "the docs name source files that are not there: {missing:?}");
     // The check can fail: a made-up path is caught, a real one is not.
-    let text = "see `host/src/lessons/graph.rs` and host/src/lessons/overlap.rs.";
+    let text = "see `host/src/lessons/graph.rs` and host/src/lessons/overlap/mod.rs.";
     let found = missing_paths(text, |p| root.join(p).is_file());
     assert_eq!(found, ["host/src/lessons/graph.rs"]);
 }

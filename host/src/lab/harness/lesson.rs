@@ -9,7 +9,7 @@ use crate::lab::record::plot;
 use crate::lab::record::report::Report;
 use crate::runtime::{Gpu, Result, Stream};
 
-/// A technique, taught as a pair of versions. See `lessons/overlap.rs` for the shape.
+/// A technique, taught as a pair of versions. See `lessons/overlap/mod.rs` for the shape.
 pub trait Lesson: Sized {
     /// The name `streamlab run` takes.
     const NAME: &'static str;

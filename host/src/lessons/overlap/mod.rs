@@ -19,6 +19,8 @@
 //!
 //! The bound, with H, C, D the whole array's copy-in, compute, copy-out times: one chunk's
 //! full trip, then the slowest stage for the other K-1, `T(K) = (H+C+D)/K + (K-1)/K·max(H,C,D)`.
+mod issue_order;
+
 use kernels_gpu::math::compute_element;
 use serde::Serialize;
 
@@ -29,6 +31,8 @@ use crate::lab::kit::stream_pipeline::{Bracket, Phases};
 use crate::lab::record::span::named;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
+use issue_order::Step;
+pub use issue_order::IssueOrder;
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
@@ -41,19 +45,10 @@ pub struct Args {
     /// sin·cos steps per element [1..=100000]: more makes compute the slowest stage.
     #[arg(long, default_value_t = 100, value_parser = args::whole(1u32..=100_000))]
     pub iters: u32,
-    /// The order the host issues the K-stream version's work in. depth: each chunk's copy-in,
-    /// kernel and copy-out, then the next chunk's. breadth: every chunk's copy-in, then every
-    /// kernel, then every copy-out. Try both, with --timeline.
+    /// The order the K-stream version's work is issued in: depth (chunk by chunk) or breadth
+    /// (every copy-in, every kernel, every copy-out). Try both, with --timeline.
     #[arg(long, value_enum, default_value_t = IssueOrder::Depth)]
     pub issue_order: IssueOrder,
-}
-
-/// How the K-stream version walks its chunks (`--issue-order`).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IssueOrder {
-    Depth,
-    Breadth,
 }
 
 pub struct Overlap {
@@ -90,44 +85,19 @@ impl Overlap {
     }
 
     /// Chunk i on stream i, named so a recorded slice reads "chunk 3 copy-in", timed across
-    /// all streams (`Bracket`: they fork from stream 0 before and join it after). The three
-    /// steps of each chunk are issued depth first or breadth first (`--issue-order`); each
-    /// stream gets the same work in the same order either way.
+    /// all streams (`Bracket`: they fork from stream 0 before and join it after), its steps
+    /// issued depth or breadth first (`--issue-order`).
     fn chunked(&mut self, gpu: &Gpu) -> Result<Sample> {
         let ([input, _, out], dev) = (&self.host, &self.dev);
-        let chunks: Vec<(usize, &Stream, &std::ops::Range<usize>)> =
-            self.streams.iter().zip(&self.chunks).enumerate().map(|(i, (s, r))| (i, s, r)).collect();
-        let copy_in = |(i, s, r): (usize, &Stream, &std::ops::Range<usize>)| {
-            named("chunk", i, || s.copy_to_device(input.slice(r.clone())?, dev.slice(r.clone())?))
-        };
-        let compute = |(i, s, r): (usize, &Stream, &std::ops::Range<usize>)| {
-            named("chunk", i, || gpu.compute_chunk(s, dev, r.clone(), self.iters))
-        };
-        let copy_out = |(i, s, r): (usize, &Stream, &std::ops::Range<usize>)| {
-            named("chunk", i, || s.copy_to_host(dev.slice(r.clone())?, out.slice(r.clone())?))
-        };
         let ms = self.bracket.time(&self.streams, || {
-            match self.issue_order {
-                IssueOrder::Depth => {
-                    for &chunk in &chunks {
-                        copy_in(chunk)?;
-                        compute(chunk)?;
-                        copy_out(chunk)?;
-                    }
-                }
-                IssueOrder::Breadth => {
-                    for &chunk in &chunks {
-                        copy_in(chunk)?;
-                    }
-                    for &chunk in &chunks {
-                        compute(chunk)?;
-                    }
-                    for &chunk in &chunks {
-                        copy_out(chunk)?;
-                    }
-                }
-            }
-            Ok(())
+            self.issue_order.issue(self.chunks.len(), |i, step| {
+                let (s, r) = (&self.streams[i], self.chunks[i].clone());
+                named("chunk", i, || match step {
+                    Step::CopyIn => s.copy_to_device(input.slice(r.clone())?, dev.slice(r)?),
+                    Step::Compute => gpu.compute_chunk(s, dev, r, self.iters),
+                    Step::CopyOut => s.copy_to_host(dev.slice(r.clone())?, out.slice(r)?),
+                })
+            })
         })?;
         Ok(Sample::ms(ms))
     }
@@ -140,12 +110,7 @@ impl Lesson for Overlap {
     type Args = Args;
 
     fn versions(a: &Args) -> Vec<String> {
-        match a.issue_order {
-            IssueOrder::Depth => vec!["one stream".into(), format!("{} streams", a.streams)],
-            IssueOrder::Breadth => {
-                vec!["one stream".into(), format!("{} streams, breadth first", a.streams)]
-            }
-        }
+        vec!["one stream".into(), a.issue_order.version_name(a.streams)]
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
