@@ -9,6 +9,9 @@
 //! (`record::trace`).
 pub mod injection;
 pub mod model;
+pub mod program;
 pub mod reader;
 #[cfg(test)]
 mod reader_tests;
+pub mod recordings;
+pub mod summary;
