@@ -2,6 +2,7 @@
 //! and tracks a trace names, and the (pid, tid) of every recording's slices, for the two
 //! layouts a trace can have ([`Layout`]). Process and thread ids are small positive numbers
 //! (Perfetto merges tid 0).
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
@@ -154,8 +155,9 @@ pub fn process_tracks(recordings: &[Recording], source_line: &str) -> Tracks {
             tracks.streams.insert((r, device, stream), (pid, tid));
         }
         for h in &recording.host {
-            if !tracks.threads.contains_key(&(r, h.thread.clone())) {
-                tracks.threads.insert((r, h.thread.clone()), (pid, names.len() as u64 + 1));
+            let tid = names.len() as u64 + 1;
+            if let Entry::Vacant(track) = tracks.threads.entry((r, h.thread.clone())) {
+                track.insert((pid, tid));
                 names.push(h.thread.clone());
             }
         }
