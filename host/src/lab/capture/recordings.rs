@@ -189,6 +189,10 @@ mod tests {
             assert!(texts.iter().any(|t| t == row), "{row}: {texts:?}");
         }
         assert!(texts.iter().any(|t| t == "streamlab trace -- python3"), "{texts:?}");
+        // To look at it: STREAMLAB_PICTURES=dir cargo test -p streamlab --lib lab::capture
+        if let Some(dir) = std::env::var_os("STREAMLAB_PICTURES") {
+            std::fs::write(std::path::Path::new(&dir).join("trace-test.svg"), &svg).unwrap();
+        }
         let text = timeline_text(&recordings, Lang::En);
         assert!(
             text.starts_with("timeline, pid 4242 · python3 train.py --epochs 1 (one run;"),

@@ -178,14 +178,13 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, 
         }
     }
     let shown = |f: &OutputFile| f.path().display().to_string();
-    for (file, key) in [
-        (&settings.trace, "trace.wrote_trace"),
-        (&settings.svg, "trace.wrote_svg"),
-        (&settings.json, "trace.wrote_json"),
-    ] {
-        if let Some(f) = file {
-            say(&Text::message(key, vec![("path", shown(f).into())]), lang);
-        }
+    let written = [
+        settings.trace.as_ref().map(|f| t!("trace.wrote_trace", path = shown(f))),
+        settings.svg.as_ref().map(|f| t!("trace.wrote_svg", path = shown(f))),
+        settings.json.as_ref().map(|f| t!("trace.wrote_json", path = shown(f))),
+    ];
+    for line in written.iter().flatten() {
+        say(line, lang);
     }
     if !dir.remove {
         say(&t!("trace.kept", path = dir.path.display().to_string()), lang);

@@ -237,7 +237,7 @@ mod tests {
         let lines: Vec<String> =
             header(&capture, &injection(), &command).iter().map(Text::en).collect();
         let has = |want: &str| lines.iter().any(|l| l == want);
-        assert!(has("program: python3 train.py"), "{lines:#?}");
+        assert!(has("== traced: python3 train.py"), "{lines:#?}");
         // The process's own CUPTI, not the injection's.
         assert!(
             has("CUPTI: /usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13, API version 130001"),

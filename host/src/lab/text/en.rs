@@ -284,7 +284,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("run.not_run", "== {lesson}: not run: {why}"),
 
     // the trace command (lab/capture)
-    ("trace.program", "program: {command}"),
+    ("trace.program", "== traced: {command}"),
     ("trace.cupti", "CUPTI: {file}, API version {version}"),
     ("trace.flush", "records flushed every {flush} ms and at exit; at most {max} kept per process"),
     ("trace.records", "records: {kept} kept, {dropped} dropped, {skipped} lines skipped"),

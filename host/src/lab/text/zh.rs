@@ -285,7 +285,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("run.not_run", "== {lesson}：未运行：{why}"),
 
     // trace 命令（lab/capture）
-    ("trace.program", "程序：{command}"),
+    ("trace.program", "== 追踪：{command}"),
     ("trace.cupti", "CUPTI：{file}，API 版本 {version}"),
     ("trace.flush", "每 {flush} ms 及退出时写出记录；每个进程最多保留 {max} 条"),
     ("trace.records", "记录：保留 {kept} 条，丢弃 {dropped} 条，跳过 {skipped} 行"),
