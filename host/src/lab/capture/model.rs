@@ -73,6 +73,9 @@ pub struct Process {
     pub host: Vec<HostSpan>,
     /// NVTX ranges that never ended: closed at `last_ms`.
     pub unclosed: Vec<String>,
+    /// The rows (`Span::stream`) of a context's legacy default (NULL) stream that ran work,
+    /// whatever name the program gave them.
+    pub legacy_rows: Vec<String>,
     /// Records kept (device spans, calls, waits, NVTX markers).
     pub records: u64,
     pub dropped: Vec<Dropped>,
@@ -227,6 +230,7 @@ mod tests {
             ranges: Vec::new(),
             host: Vec::new(),
             unclosed: Vec::new(),
+            legacy_rows: Vec::new(),
             records: 0,
             dropped: Vec::new(),
             notes: Vec::new(),

@@ -253,6 +253,7 @@ fn empty(path: &Path, skipped: u64) -> Process {
         ranges: Vec::new(),
         host: Vec::new(),
         unclosed: Vec::new(),
+        legacy_rows: Vec::new(),
         records: 0,
         dropped: Vec::new(),
         notes: Vec::new(),
@@ -412,6 +413,13 @@ fn process(file: File, origin: u64) -> Process {
         p.unclosed.push(name.clone());
         ranges.push((thread, name, start, last_ns.max(start)));
     }
+    // The rows of the contexts' legacy default streams that ran work.
+    let mut legacy: Vec<String> =
+        names.contexts.iter().map(|(c, (_, null))| names.stream(*c, *null)).collect();
+    legacy.sort();
+    legacy.dedup();
+    legacy.retain(|row| p.spans.iter().any(|s| s.stream == *row));
+    p.legacy_rows = legacy;
     p.ranges = nest(pid, ranges, &ms);
     for r in &p.ranges {
         p.host.push(HostSpan {

@@ -50,6 +50,7 @@ fn one_process_with_every_kind_of_line() {
             (Work::Collective, "stream 15", ""),
         ]
     );
+    assert_eq!(p.legacy_rows, ["legacy default stream"]);
     let copy = &p.spans[0];
     assert!(near(copy.start_ms, 0.3) && near(copy.end_ms, 1.3), "{copy:?}");
     assert_eq!((copy.bytes, copy.label.as_str()), (4 << 20, "memcpy HtoD"));
@@ -101,6 +102,8 @@ fn two_processes_share_one_clock_in_the_order_they_started() {
     let (a, b) = (&capture.processes[0].spans[0], &capture.processes[1].spans[0]);
     assert!(near(b.start_ms, 0.0) && near(a.start_ms, 1.0), "{a:?} {b:?}");
     assert_eq!((a.device, b.device), (0, 1));
+    // Their work ran on named streams, not on a legacy default stream.
+    assert!(capture.processes.iter().all(|p| p.legacy_rows.is_empty()));
     assert_eq!(capture.records(), 2);
     assert!(capture.processes.iter().all(|p| matches!(p.ending, Ending::Exit { .. })));
 }
@@ -123,6 +126,7 @@ fn a_file_without_an_exit_line_ends_at_its_last_flush() {
     // The kernel without a time and the line of an unknown kind are skipped, and counted.
     assert_eq!((p.spans.len(), p.skipped), (1, 2));
     assert_eq!(p.spans[0].stream, "legacy default stream");
+    assert_eq!(p.legacy_rows, ["legacy default stream"]);
     assert!(matches!(p.ending, Ending::LastFlush { at_ms } if near(at_ms, 0.4)), "{:?}", p.ending);
     // The range open when the process died closes at the last record: the last flush.
     assert_eq!(p.unclosed, ["halfway"]);
