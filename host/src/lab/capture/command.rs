@@ -262,20 +262,15 @@ mod tests {
 
     #[test]
     fn each_threshold_flag_sets_its_own_threshold() {
-        let f = parse(&[
-            "--idle-gap-ms",
-            "1.5",
-            "--back-to-back-ms",
-            "0.2",
-            "--small-kernel-ms",
-            "0.05",
-            "--many-small-kernels",
-            "7",
-            "--",
-            "x",
-        ])
-        .unwrap();
-        let t = thresholds(&f);
+        let given = [
+            ("--idle-gap-ms", "1.5"),
+            ("--back-to-back-ms", "0.2"),
+            ("--small-kernel-ms", "0.05"),
+            ("--many-small-kernels", "7"),
+        ];
+        let mut args: Vec<&str> = given.iter().flat_map(|(flag, v)| [*flag, *v]).collect();
+        args.extend(["--", "x"]);
+        let t = thresholds(&parse(&args).unwrap());
         assert_eq!(
             (t.idle_gap_ms, t.back_to_back_ms, t.small_kernel_ms, t.many_small_kernels),
             (1.5, 0.2, 0.05, 7)
