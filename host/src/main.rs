@@ -1,9 +1,11 @@
-//! The `streamlab` command: device facts, the list of lessons, and running them. It parses,
-//! dispatches and exits; each command lives in `lab::harness` (`info_command`,
-//! `list_command`, `run_command`), its flags beside it.
+//! The `streamlab` command: device facts, the list of lessons, running them, and tracing any
+//! CUDA program. It parses, dispatches and exits; each command lives in its room, its flags
+//! beside it: `lab::harness` (`info_command`, `list_command`, `run_command`), `lab::ddp`
+//! (`launch`), `lab::capture` (`trace`).
 use std::process::ExitCode;
 
 use clap::{Arg, ArgMatches, Command};
+use streamlab::lab::capture::command as trace_command;
 use streamlab::lab::ddp::launcher;
 use streamlab::lab::ddp::ranks;
 use streamlab::lab::harness::cli_errors::{clap_error_line, command_path};
@@ -28,6 +30,8 @@ Examples:
   streamlab launch --gpus 2 run allreduce-overlap
                                               one process per GPU, meeting through NCCL
   streamlab run all --lang zh                 every lesson, explained in Chinese (中文)
+  streamlab trace -- python train.py          any CUDA program's streams, recorded and
+                                              reported on (see streamlab trace --help)
 
 Exit codes:
   0  success, every check passed (or honestly not asserted)
@@ -96,6 +100,7 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
         .subcommand(list_command::command())
         .subcommand(run_command::command(LESSONS))
         .subcommand(launch)
+        .subcommand(trace_command::command())
 }
 
 fn main() -> ExitCode {
@@ -117,7 +122,7 @@ fn main() -> ExitCode {
         std::process::exit(70);
     }));
     let argv: Vec<String> = std::env::args().collect();
-    let json = argv.iter().any(|a| a == "--json");
+    let json = errors_as_json(&argv);
     let matches = match cli().try_get_matches_from(&argv) {
         Ok(m) => m,
         // --help and --version are not errors: clap prints them as usual.
@@ -131,6 +136,15 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err((e, lesson)) => fail(&e, lesson, json),
     }
+}
+
+/// Whether an error is also printed as JSON on stdout: `--json` among streamlab's own
+/// arguments, but never for `trace`, whose stdout is the traced program's and whose
+/// `--json FILE` names a file (nor a `--json` of the program's, after `--`).
+fn errors_as_json(argv: &[String]) -> bool {
+    let own = argv.iter().skip(1).take_while(|a| *a != "--");
+    let command = argv.iter().skip(1).find(|a| !a.starts_with('-'));
+    command.is_none_or(|c| c != "trace") && own.into_iter().any(|a| a == "--json")
 }
 
 /// Prints `e` as streamlab's one error line (and as JSON on stdout with `--json`), and
@@ -180,6 +194,10 @@ fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
             let command: Vec<String> =
                 m.get_many::<String>("command").into_iter().flatten().cloned().collect();
             let code = launcher::launch(gpus, &command).map_err(|e| (e, None))?;
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        }
+        Some(("trace", m)) => {
+            let code = trace_command::run(m)?;
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         _ => Err((Error::Internal("no subcommand".into()), None)),

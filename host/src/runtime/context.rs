@@ -25,6 +25,12 @@ fn init_driver() -> Result<()> {
         .map_err(|status| Error::NoDevice(format!("cuInit: {}", DriverCode::from_status(status))))
 }
 
+/// Whether the driver's library (`libcuda`) can be loaded, without initialising it:
+/// `streamlab trace` asks before it starts a program, and leaves CUDA to the program.
+pub fn driver_library_present() -> bool {
+    driver::library_present()
+}
+
 /// How many CUDA devices the driver sees, or why there are none.
 pub fn device_count() -> Result<u32> {
     init_driver()?;

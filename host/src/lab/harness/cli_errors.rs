@@ -1,6 +1,6 @@
 //! A command-line error as streamlab's one error line: what clap found wrong, its tip, and
 //! the `--help` of the command where to look.
-use clap::error::ErrorKind;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::lab::harness::entry::Entry;
 
@@ -15,7 +15,11 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
         );
     }
     if e.kind() == ErrorKind::MissingSubcommand && command == "streamlab" {
-        return "a command is missing: info, list, run or launch (see streamlab --help)".into();
+        return "a command is missing: info, list, run, launch or trace (see streamlab --help)"
+            .into();
+    }
+    if let Some(line) = trace_line(e, command) {
+        return line;
     }
     let text = e.render().to_string();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
@@ -37,12 +41,39 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
     format!("{first}{tips} (see {command} --help)")
 }
 
+/// `trace`'s two mistakes that clap words for itself: no program, and a program given without
+/// `--` before it (clap then sees the program's name as an argument of its own).
+fn trace_line(e: &clap::Error, command: &str) -> Option<String> {
+    if command != "streamlab trace" {
+        return None;
+    }
+    let usage = "streamlab trace [FLAGS] -- <PROGRAM> [ARGS]... (see streamlab trace --help)";
+    let named = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => vec![s.clone()],
+        Some(ContextValue::Strings(list)) => list.clone(),
+        _ => Vec::new(),
+    };
+    match e.kind() {
+        ErrorKind::MissingRequiredArgument if named.iter().any(|n| n.contains("PROGRAM")) => {
+            Some(format!("trace: the program to run is missing: {usage}"))
+        }
+        ErrorKind::UnknownArgument => {
+            let word = named.first().filter(|w| !w.starts_with('-'))?;
+            Some(format!(
+                "trace: unexpected argument '{word}': the program comes after `--`: {usage}"
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// The words of `argv` that name a command streamlab has: `streamlab run overlap` for
 /// `streamlab run overlap --bad`, `streamlab run` for `streamlab run overlp`.
 pub fn command_path(argv: &[String], lessons: &[Entry]) -> String {
     let mut path = vec!["streamlab"];
     let mut words = argv.iter().skip(1).filter(|a| !a.starts_with('-'));
-    let top = words.next().filter(|w| ["info", "list", "run", "launch"].contains(&w.as_str()));
+    let commands = ["info", "list", "run", "launch", "trace"];
+    let top = words.next().filter(|w| commands.contains(&w.as_str()));
     if let Some(top) = top {
         path.push(top);
         let is_lesson = |w: &str| w == "all" || lessons.iter().any(|l| l.name == w);

@@ -140,7 +140,8 @@ impl OutputFile {
         &self.path
     }
 
-    fn write(&self, text: &str) -> Result<()> {
+    /// Writes `text` to the file; an error names the flag and the file.
+    pub fn write(&self, text: &str) -> Result<()> {
         std::fs::write(&self.path, text).map_err(|e| {
             let (flag, path) = (self.flag, self.path.display());
             Error::InvalidInput(format!("{flag} {path}: cannot write it: {e}"))

@@ -179,6 +179,8 @@ pub enum HostWork {
     Wait,
     /// A host function running on the driver's thread.
     HostFn,
+    /// An NVTX range the traced program marked on this thread (`streamlab trace`).
+    Range,
 }
 
 /// Host-side time, on a host thread's track.

@@ -14,13 +14,17 @@
 //! - Metadata (top-level `metadata`, and process labels): lesson, parameters, device, and
 //!   where the timeline came from.
 //!
-//! [`read`] turns such a file back into recordings: `--recorded` draws pictures from an
+//! [`write_processes`] lays out a traced program's processes instead (`streamlab trace`): all
+//! on one clock, each a Perfetto process of its own with its streams and host threads.
+//!
+//! [`read`] turns either file back into recordings: `--recorded` draws pictures from an
 //! embedded trace, and the tests check that nothing is lost on the way.
 use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
 use crate::lab::record::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
+use crate::lab::record::trace_tracks::{process_tracks, version_tracks, Layout};
 
 /// What a trace says about where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,13 +37,7 @@ pub struct Meta {
     pub provenance: String,
 }
 
-const HOST_PID: u64 = 1;
-const VERSIONS_TID: u64 = 1;
 const NS: f64 = 1e-3; // one nanosecond in µs
-
-fn device_pid(device: u32) -> u64 {
-    2 + device as u64
-}
 
 fn work_name(kind: Work) -> String {
     serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
@@ -50,6 +48,7 @@ fn host_cat(kind: HostWork) -> &'static str {
         HostWork::Issue => "host issue",
         HostWork::Wait => "host wait",
         HostWork::HostFn => "host function run",
+        HostWork::Range => "nvtx range",
     }
 }
 
@@ -71,82 +70,45 @@ pub fn offsets(recordings: &[Recording]) -> Vec<f64> {
 
 /// The trace of `recordings` (one per version, in order) as a JSON value.
 pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
-    let mut events = Vec::new();
-    let m = |name: &str, pid: u64, tid: Option<u64>, args: Value| {
-        let mut e = json!({"ph": "M", "name": name, "pid": pid, "args": args});
-        if let Some(t) = tid {
-            e["tid"] = json!(t);
-        }
-        e
-    };
+    write_in(Layout::Versions, meta, recordings)
+}
+
+/// The trace of a traced program: `recordings` are its processes, on one clock (their spans
+/// share an origin), each a Perfetto process of its own. [`read`] reads it back the same way.
+pub fn write_processes(meta: &Meta, recordings: &[Recording]) -> Value {
+    write_in(Layout::Processes, meta, recordings)
+}
+
+fn write_in(layout: Layout, meta: &Meta, recordings: &[Recording]) -> Value {
     let sources: Vec<String> = recordings.iter().map(|r| r.source.describe()).collect();
     let mut source_line = sources.first().cloned().unwrap_or_default();
     if sources.iter().any(|s| *s != source_line) {
         source_line = sources.join(" / ");
     }
-
-    // Tracks: (device, stream) and host threads, in order of first appearance.
-    let mut streams: Vec<(u32, String)> = Vec::new();
-    let mut threads: Vec<String> = Vec::new();
-    for r in recordings {
-        for s in &r.spans {
-            if !streams.iter().any(|(d, n)| *d == s.device && *n == s.stream) {
-                streams.push((s.device, s.stream.clone()));
-            }
-        }
-        for h in &r.host {
-            if !threads.contains(&h.thread) {
-                threads.push(h.thread.clone());
-            }
-        }
-    }
-    let mut devices: Vec<u32> = streams.iter().map(|(d, _)| *d).collect();
-    devices.sort_unstable();
-    devices.dedup();
-    let stream_tid = |device: u32, stream: &str| {
-        streams
-            .iter()
-            .filter(|(d, _)| *d == device)
-            .position(|(_, n)| n == stream)
-            .map_or(1, |i| i as u64 + 1)
+    let mut tracks = match layout {
+        Layout::Versions => version_tracks(&meta.device, recordings, &source_line),
+        Layout::Processes => process_tracks(recordings, &source_line),
     };
-    let thread_tid = |thread: &str| {
-        threads.iter().position(|t| t == thread).map_or(VERSIONS_TID, |i| i as u64 + 2)
+    let at = match layout {
+        Layout::Versions => offsets(recordings),
+        Layout::Processes => vec![0.0; recordings.len()],
     };
-    for (i, d) in devices.iter().enumerate() {
-        let pid = device_pid(*d);
-        let name = format!("GPU {d}: {}", meta.device);
-        events.push(m("process_name", pid, None, json!({"name": name})));
-        events.push(m("process_sort_index", pid, None, json!({"sort_index": i})));
-        events.push(m("process_labels", pid, None, json!({"labels": source_line})));
-        for (device, stream) in streams.iter().filter(|(dev, _)| dev == d) {
-            let tid = stream_tid(*device, stream);
-            events.push(m("thread_name", pid, Some(tid), json!({"name": stream})));
-            events.push(m("thread_sort_index", pid, Some(tid), json!({"sort_index": tid})));
-        }
-    }
-    events.push(m("process_name", HOST_PID, None, json!({"name": "host"})));
-    events.push(m("process_sort_index", HOST_PID, None, json!({"sort_index": devices.len() + 1})));
-    events.push(m("thread_name", HOST_PID, Some(VERSIONS_TID), json!({"name": "versions"})));
-    events.push(m(
-        "thread_sort_index",
-        HOST_PID,
-        Some(VERSIONS_TID),
-        json!({"sort_index": VERSIONS_TID}),
-    ));
-    for t in &threads {
-        let tid = thread_tid(t);
-        events.push(m("thread_name", HOST_PID, Some(tid), json!({"name": t})));
-        events.push(m("thread_sort_index", HOST_PID, Some(tid), json!({"sort_index": tid})));
-    }
+    let mut events = std::mem::take(&mut tracks.named);
 
     let us = |offset: f64, t: f64| (offset + t) * 1e3;
     let mut flow_id = 0u64;
-    for (r, offset) in recordings.iter().zip(offsets(recordings)) {
+    for (i, (r, offset)) in recordings.iter().zip(at).enumerate() {
+        let (run_pid, run_tid) = tracks.run[i];
+        // A version's slice starts at its origin; a process's where its first span starts.
+        let first = r.spans.iter().map(|s| s.start_ms).chain(r.host.iter().map(|h| h.start_ms));
+        let from = match layout {
+            Layout::Versions => 0.0,
+            Layout::Processes => first.fold(f64::INFINITY, f64::min).min(r.end_ms()),
+        };
         events.push(json!({
             "ph": "X", "cat": "version", "name": r.version,
-            "pid": HOST_PID, "tid": VERSIONS_TID,
-            "ts": us(offset, 0.0), "dur": r.end_ms() * 1e3,
+            "pid": run_pid, "tid": run_tid,
+            "ts": us(offset, from), "dur": (r.end_ms() - from) * 1e3,
             "args": {
                 "version": r.version,
                 "source": r.source,
@@ -182,16 +144,18 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
             if s.process != 0 {
                 args["process"] = json!(s.process);
             }
+            let (pid, tid) = tracks.stream(i, s.device, &s.stream);
             events.push(json!({
                 "ph": "X", "cat": work_name(s.kind), "name": s.title(),
-                "pid": device_pid(s.device), "tid": stream_tid(s.device, &s.stream),
+                "pid": pid, "tid": tid,
                 "ts": us(offset, s.start_ms), "dur": s.ms() * 1e3, "args": args,
             }));
         }
         for h in &r.host {
+            let (pid, tid) = tracks.thread(i, &h.thread);
             events.push(json!({
                 "ph": "X", "cat": host_cat(h.kind), "name": h.name,
-                "pid": HOST_PID, "tid": thread_tid(&h.thread),
+                "pid": pid, "tid": tid,
                 "ts": us(offset, h.start_ms), "dur": (h.end_ms - h.start_ms) * 1e3,
                 "args": {"version": r.version, "start_ms": h.start_ms, "end_ms": h.end_ms},
             }));
@@ -199,10 +163,8 @@ pub fn write(meta: &Meta, recordings: &[Recording]) -> Value {
         for f in &r.flows {
             flow_id += 1;
             let place = |t: &Track| match t {
-                Track::Stream { device, stream } => {
-                    (device_pid(*device), stream_tid(*device, stream))
-                }
-                Track::Host { thread } => (HOST_PID, thread_tid(thread)),
+                Track::Stream { device, stream } => tracks.stream(i, *device, stream),
+                Track::Host { thread } => tracks.thread(i, thread),
             };
             let ((fp, ft), (tp, tt)) = (place(&f.from), place(&f.to));
             // One ns inside the slice each end binds to: a stream's slice ends where the
@@ -310,6 +272,7 @@ pub fn read(trace: &Value) -> Result<(Meta, Vec<Recording>), String> {
             "host issue" => Some(HostWork::Issue),
             "host wait" => Some(HostWork::Wait),
             "host function run" => Some(HostWork::HostFn),
+            "nvtx range" => Some(HostWork::Range),
             _ => None,
         };
         if let Some(kind) = host {
@@ -513,6 +476,36 @@ mod tests {
         let text = serde_json::to_string(&trace).unwrap();
         let (meta_back, back) = read(&serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!(meta_back, meta);
+        assert_eq!(back, recordings);
+    }
+
+    /// A traced program's processes share one clock, each a Perfetto process of its own
+    /// whose tracks name their GPU, and read back as they were written.
+    #[test]
+    fn processes_share_the_clock_and_read_back() {
+        let (meta, mut recordings) = small();
+        recordings[1].spans.iter_mut().for_each(|s| s.device = 1);
+        let trace = write_processes(&meta, &recordings);
+        let events = trace["traceEvents"].as_array().unwrap();
+        let first = |name: &str| events.iter().find(|e| e["name"] == name).unwrap().clone();
+        // The second process's first copy starts at its own time, not after the first's run.
+        assert_eq!(first("chunk 0 copy-in")["ts"], 0.0);
+        let named = |what: &str| -> Vec<(u64, String)> {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "M" && e["name"] == what)
+                .map(|e| (e["pid"].as_u64().unwrap(), e["args"]["name"].to_string()))
+                .collect()
+        };
+        assert_eq!(
+            named("process_name"),
+            [(1, "\"one stream\"".to_string()), (2, "\"2 streams\"".into())]
+        );
+        let threads = named("thread_name");
+        assert!(threads.contains(&(1, "\"GPU 0 · s0\"".into())), "{threads:?}");
+        assert!(threads.contains(&(2, "\"GPU 1 · s1\"".into())), "{threads:?}");
+        assert!(threads.contains(&(2, "\"main thread\"".into())), "{threads:?}");
+        let (_, back) = read(&trace).unwrap();
         assert_eq!(back, recordings);
     }
 

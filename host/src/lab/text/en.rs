@@ -2,8 +2,8 @@
 //! lesson formats (numbers keep the decimals it chose). [`super::zh`] has the same keys with
 //! the same holes (a test checks it). Keys are `<lesson>.<what>` (the lesson's name with `_`
 //! for `-`; a lesson's helper file puts its own name first in `<what>`: `graph.sweep_grid`),
-//! or `report.`, `check.`, `recorded.`, `list.`, `run.`, `timeline.`, `host_batch_log.` for
-//! the lab's own lines.
+//! or `report.`, `check.`, `recorded.`, `list.`, `run.`, `timeline.`, `host_batch_log.`,
+//! `trace.` for the lab's own lines.
 #[rustfmt::skip]
 pub const MESSAGES: &[(&str, &str)] = &[
     // The report and the checks every lesson shares (lab).
@@ -282,6 +282,32 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // the run command (lab/harness/run_command.rs)
     ("run.not_run", "== {lesson}: not run: {why}"),
+
+    // the trace command (lab/capture)
+    ("trace.program", "== traced: {command}"),
+    ("trace.cupti", "CUPTI: {file}, API version {version}"),
+    ("trace.flush", "records flushed every {flush} ms and at exit; at most {max} kept per process"),
+    ("trace.records", "records: {kept} kept, {dropped} dropped, {skipped} lines skipped"),
+    ("trace.no_process", "no process wrote a trace file: the program did not start the CUDA driver (the recorder starts at cuInit), so there is nothing to report"),
+    ("trace.process", "{label}: {devices}; {records} records"),
+    ("trace.no_devices", "no device named"),
+    ("trace.dropped", "{label}: {count} records dropped: {why}"),
+    ("trace.skipped", "{label}: {count} lines skipped: cut short when the process was killed mid-write, of a kind this streamlab does not read, or without a time"),
+    ("trace.missing", "{label}: not recorded: {what}"),
+    ("trace.ended_exit", "{label}: recorded to its exit handlers, at {ms} ms"),
+    ("trace.ended_flush", "{label}: recorded up to the last flush at {ms} ms; the program did not reach its exit handlers"),
+    ("trace.ended_none", "{label}: no flush finished, so the file may hold only part of what was recorded"),
+    ("trace.unclosed", "{label}: the NVTX range {name} never ended: it is drawn up to the last record, {ms} ms"),
+    ("trace.note", "{label}: {text}"),
+    ("trace.exited", "the program exited {code}"),
+    ("trace.killed", "the program was killed by signal {n} ({name})"),
+    ("trace.cost", "tracing cost: {untraced} ms without the recorder, {traced} ms with it, {ratio}x (the wall time of one run each, start-up included)"),
+    ("trace.cost_ends", "the untraced run ended with exit status {untraced} and the traced run with {traced}: the two runs did not do the same work"),
+    ("trace.overlap", "== overlap, {label}"),
+    ("trace.wrote_trace", "Perfetto trace written to {path} (open it in ui.perfetto.dev)"),
+    ("trace.wrote_svg", "picture written to {path}"),
+    ("trace.wrote_json", "report (JSON) written to {path}"),
+    ("trace.kept", "the recorder's files kept in {path}"),
 
     // p2p
     ("p2p.access_on", "supported and on"),

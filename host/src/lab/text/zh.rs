@@ -284,6 +284,32 @@ pub const MESSAGES: &[(&str, &str)] = &[
     // the run command (lab/harness/run_command.rs)
     ("run.not_run", "== {lesson}：未运行：{why}"),
 
+    // trace 命令（lab/capture）
+    ("trace.program", "== 追踪：{command}"),
+    ("trace.cupti", "CUPTI：{file}，API 版本 {version}"),
+    ("trace.flush", "每 {flush} ms 及退出时写出记录；每个进程最多保留 {max} 条"),
+    ("trace.records", "记录：保留 {kept} 条，丢弃 {dropped} 条，跳过 {skipped} 行"),
+    ("trace.no_process", "没有任何进程写出追踪文件：程序没有启动 CUDA 驱动（记录器在 cuInit 时启动），因此没有可报告的内容"),
+    ("trace.process", "{label}：{devices}；{records} 条记录"),
+    ("trace.no_devices", "未记下设备"),
+    ("trace.dropped", "{label}：丢弃了 {count} 条记录：{why}"),
+    ("trace.skipped", "{label}：跳过了 {count} 行：进程在写入中途被杀而截断的行、本版 streamlab 不认识的行，或没有时间的记录"),
+    ("trace.missing", "{label}：未能记录：{what}"),
+    ("trace.ended_exit", "{label}：一直记录到退出处理函数，于 {ms} ms"),
+    ("trace.ended_flush", "{label}：只记录到最后一次写出，于 {ms} ms；程序没有走到退出处理函数"),
+    ("trace.ended_none", "{label}：没有一次写出完成，文件可能只包含已记录内容的一部分"),
+    ("trace.unclosed", "{label}：NVTX 区间 {name} 没有结束：画到最后一条记录为止，即 {ms} ms"),
+    ("trace.note", "{label}：{text}"),
+    ("trace.exited", "程序以 {code} 退出"),
+    ("trace.killed", "程序被信号 {n}（{name}）杀死"),
+    ("trace.cost", "追踪的开销：不带记录器 {untraced} ms，带记录器 {traced} ms，为 {ratio} 倍（各运行一次的墙钟时间，含启动时间）"),
+    ("trace.cost_ends", "不追踪的那次运行的退出状态为 {untraced}，追踪的那次为 {traced}：两次运行做的事不同"),
+    ("trace.overlap", "== 重叠情况，{label}"),
+    ("trace.wrote_trace", "Perfetto 追踪已写入 {path}（用 ui.perfetto.dev 打开）"),
+    ("trace.wrote_svg", "图片已写入 {path}"),
+    ("trace.wrote_json", "报告（JSON）已写入 {path}"),
+    ("trace.kept", "记录器的文件保留在 {path}"),
+
     // p2p
     ("p2p.access_on", "受支持且已开启"),
     ("p2p.no_access", "不受支持"),

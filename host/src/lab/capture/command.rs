@@ -1,0 +1,300 @@
+//! `streamlab trace [FLAGS] -- <program> [args...]`: its flags, its `--help`, and the checks
+//! made before anything runs (in this order: the flags, the files to write, `--keep`, the
+//! program, the driver), then the trace itself ([`session::trace`]).
+use std::path::PathBuf;
+
+use clap::{ArgMatches, Args as _, FromArgMatches as _};
+
+use crate::lab::capture::session::{self, check_keep, Settings};
+use crate::lab::capture::{injection, program};
+use crate::lab::harness::args::{number, whole};
+use crate::lab::harness::common::lang_or_locale;
+use crate::lab::harness::run_command::Failure;
+use crate::lab::inspect::findings::Thresholds;
+use crate::lab::record::output::OutputFile;
+use crate::runtime::context::driver_library_present;
+use crate::runtime::Error;
+
+/// How often the recorder hands CUPTI's records to its file, unless `--flush-ms` says.
+pub const FLUSH_MS: u64 = 200;
+/// The most records each process keeps, unless `--max-records` says: at some 300 bytes an
+/// event, about 75 MB of Perfetto JSON a process, which ui.perfetto.dev still opens.
+pub const MAX_RECORDS: u64 = 250_000;
+
+const ABOUT: &str = "\
+Runs PROGRAM with its arguments, unchanged, while CUPTI records what its GPU work did; then \
+reports on stderr what kept its streams from overlapping, each finding with the lesson that \
+teaches the fix. Any CUDA program: CUDA C++, PyTorch, CuPy, streamlab itself.
+
+How: the CUDA driver loads a small recorder library into the program at cuInit \
+(CUDA_INJECTION64_PATH names it), which turns CUPTI's activity records on. Child processes \
+inherit it, so a launcher's ranks are traced too, one file and one report each, on one clock.
+
+What: kernels (concurrent), copies with their host memory (pageable or pinned), memsets and \
+peer copies, each with its stream and device and its true start and end on the GPU; the \
+host's synchronizations (stream, event, context) and how long they blocked; driver and \
+runtime calls (allocations and frees among them); NVTX ranges and marks (PyTorch emits them \
+with torch.cuda.nvtx.range_push, and for every operator under \
+torch.autograd.profiler.emit_nvtx()); stream names set through NVTX. Records are flushed \
+every --flush-ms and at exit, so a program that crashes or is killed, even with SIGKILL, \
+leaves what was recorded up to its last flush; the report says how each process ended.
+
+The program keeps its stdin and stdout: streamlab writes only to stderr and to the files \
+named by --trace, --svg and --json. SIGTERM sent to streamlab is passed on to the program; \
+so is SIGINT, except Ctrl-C at a terminal, which reaches the program by itself. A program \
+that uses CUPTI itself (torch.profiler) may conflict with the recorder: the report says so \
+when the recorder notices.
+
+Exit codes: before the program starts, streamlab's own: 2 invalid arguments; 3 no CUDA \
+driver (libcuda) or no CUPTI (the line says what to install); 127 the program was not found, \
+126 it cannot be run (as shells say). After: the program's own exit code, or 128+N when \
+signal N killed it (137 for SIGKILL), said in one line; where the program succeeded but \
+streamlab could not read the records or write a file, streamlab's code for that (2 or 70).";
+
+const EXAMPLES: &str = "\
+Examples:
+  streamlab trace -- ./overlap                   a CUDA C++ program: its report on stderr
+  streamlab trace --svg t.svg --trace t.json -- python train.py
+                                                 a PyTorch script, as a picture and a
+                                                 trace for ui.perfetto.dev
+  streamlab trace --timeline -- python -c 'import torch; x = torch.ones(1 << 24).cuda()'
+                                                 ... and its streams drawn in the terminal
+  streamlab trace -- streamlab launch --gpus 2 run allreduce-overlap
+                                                 one process per rank, on one clock
+  streamlab trace --keep raw/ --json r.json -- torchrun --nproc-per-node 2 train.py
+                                                 the recorder's files kept, the report as JSON
+  streamlab trace --cost -- ./overlap            run twice, without and with the recorder
+  streamlab trace --idle-gap-ms 1 -- ./app       only idle gaps over 1 ms are findings
+  streamlab trace --lang zh -- ./app             the report in Chinese (中文)";
+
+const THRESHOLDS: &str = "Thresholds of the findings";
+
+// The flags of `trace` (`//`, not `///`: clap would make a doc comment the command's about).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceFlags {
+    #[arg(
+        long,
+        value_name = "FILE.json",
+        help = "Also write the trace for ui.perfetto.dev: one process per traced process, its streams and host threads"
+    )]
+    pub trace: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "FILE.svg",
+        help = "Also draw the streams as an SVG picture, a panel per process on one time scale"
+    )]
+    pub svg: Option<PathBuf>,
+    #[arg(long, help = "Also draw each process's streams in the terminal (on stderr)")]
+    pub timeline: bool,
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Also write the report as JSON to FILE (stdout stays the program's)"
+    )]
+    pub json: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "LANG",
+        value_parser = crate::lab::text::Lang::NAMES,
+        help = "Language of the report (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en; --json FILE stays English)"
+    )]
+    pub lang: Option<String>,
+    #[arg(
+        long,
+        value_name = "DIR",
+        help = "Keep the recorder's files (one <pid>.jsonl per process) in DIR, made if missing; otherwise a temporary folder, removed at the end"
+    )]
+    pub keep: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = FLUSH_MS,
+        value_parser = whole(10u64..=60_000),
+        help = "Hand the records to the file every N ms [10..=60000]: what a killed program leaves reaches its last flush"
+    )]
+    pub flush_ms: u64,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = MAX_RECORDS,
+        value_parser = whole(1_000u64..=100_000_000),
+        help = "Keep at most N records per process [1000..=100000000]; later ones are counted as dropped (the default keeps the trace openable in Perfetto)"
+    )]
+    pub max_records: u64,
+    #[arg(
+        long,
+        help = "Run the program twice, without and with the recorder, and report both wall times and their ratio"
+    )]
+    pub cost: bool,
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = Thresholds::DEFAULT.idle_gap_ms,
+        value_parser = number(0.0..=60_000.0),
+        help_heading = THRESHOLDS,
+        help = "An idle gap is a time longer than MS when a device ran nothing [0..=60000]"
+    )]
+    pub idle_gap_ms: f64,
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = Thresholds::DEFAULT.back_to_back_ms,
+        value_parser = number(0.0..=60_000.0),
+        help_heading = THRESHOLDS,
+        help = "A copy and a kernel on one stream are back to back when the second starts within MS of the first's end [0..=60000]"
+    )]
+    pub back_to_back_ms: f64,
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = Thresholds::DEFAULT.small_kernel_ms,
+        value_parser = number(0.0..=60_000.0),
+        help_heading = THRESHOLDS,
+        help = "A kernel of MS or less is small [0..=60000]"
+    )]
+    pub small_kernel_ms: f64,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = Thresholds::DEFAULT.many_small_kernels,
+        value_parser = whole(1usize..=1_000_000_000),
+        help_heading = THRESHOLDS,
+        help = "N small kernels in a window, or more, are many [1..=1000000000]"
+    )]
+    pub many_small_kernels: usize,
+    #[arg(
+        last = true,
+        required = true,
+        num_args = 1..,
+        value_name = "PROGRAM",
+        help = "The program to run and its arguments, after `--`"
+    )]
+    pub program: Vec<String>,
+}
+
+/// The findings' thresholds the flags set: each flag to its field, in one place.
+pub fn thresholds(f: &TraceFlags) -> Thresholds {
+    Thresholds {
+        idle_gap_ms: f.idle_gap_ms,
+        back_to_back_ms: f.back_to_back_ms,
+        small_kernel_ms: f.small_kernel_ms,
+        many_small_kernels: f.many_small_kernels,
+    }
+}
+
+/// The `trace` subcommand.
+pub fn command() -> clap::Command {
+    let trace = clap::Command::new("trace")
+        .about("Run any CUDA program with CUPTI recording its streams, and report what keeps them from overlapping")
+        .long_about(ABOUT)
+        .after_help(EXAMPLES);
+    TraceFlags::augment_args(trace)
+}
+
+fn failure(e: Error) -> Failure {
+    (e, Some("trace"))
+}
+
+/// `streamlab trace` with `matches` (the subcommand's): the exit code to use.
+pub fn run(matches: &ArgMatches) -> Result<i32, Failure> {
+    let flags = TraceFlags::from_arg_matches(matches)
+        .map_err(|e| (Error::Internal(e.to_string()), None))?;
+    let file = |flag: &'static str, path: &Option<PathBuf>| {
+        path.as_deref().map(|p| OutputFile::checked(flag, p)).transpose().map_err(failure)
+    };
+    let (trace, svg, json) =
+        (file("--trace", &flags.trace)?, file("--svg", &flags.svg)?, file("--json", &flags.json)?);
+    if let Some(dir) = &flags.keep {
+        check_keep(dir).map_err(failure)?;
+    }
+    let path = std::env::var("PATH").ok();
+    if let Err(not) = program::resolve(&flags.program[0], path.as_deref()) {
+        eprintln!("streamlab: trace: {}", not.why);
+        return Ok(not.code);
+    }
+    // Only looked for: this process must not start CUDA (the program's driver would then
+    // share nothing with it, but a driver started here costs time and GPU memory).
+    if !driver_library_present() {
+        return Err(failure(Error::NoDevice(
+            "libcuda.so.1, the NVIDIA driver's library, is not installed on this machine: \
+             nothing to trace"
+                .into(),
+        )));
+    }
+    let settings = Settings {
+        program: flags.program.clone(),
+        trace,
+        svg,
+        json,
+        timeline: flags.timeline,
+        lang: lang_or_locale(flags.lang.as_deref()),
+        keep: flags.keep.clone(),
+        flush_ms: flags.flush_ms,
+        max_records: flags.max_records,
+        cost: flags.cost,
+        thresholds: thresholds(&flags),
+    };
+    session::trace(&settings, &injection::prepare)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<TraceFlags, clap::Error> {
+        let m =
+            command().try_get_matches_from(std::iter::once("trace").chain(args.iter().copied()))?;
+        Ok(TraceFlags::from_arg_matches(&m).unwrap())
+    }
+
+    #[test]
+    fn everything_after_the_double_dash_is_the_program() {
+        let f = parse(&["--timeline", "--", "python", "-c", "print(1)", "--json", "x"]).unwrap();
+        assert_eq!(f.program, ["python", "-c", "print(1)", "--json", "x"]);
+        assert!(f.timeline && f.json.is_none());
+        assert_eq!((f.flush_ms, f.max_records), (FLUSH_MS, MAX_RECORDS));
+        assert_eq!(thresholds(&f), Thresholds::DEFAULT);
+        // Without `--`, or without a program, it is refused.
+        assert!(parse(&["python", "x.py"]).is_err());
+        assert!(parse(&["--timeline"]).is_err());
+        assert!(parse(&["--flush-ms", "5", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn each_threshold_flag_sets_its_own_threshold() {
+        let given = [
+            ("--idle-gap-ms", "1.5"),
+            ("--back-to-back-ms", "0.2"),
+            ("--small-kernel-ms", "0.05"),
+            ("--many-small-kernels", "7"),
+        ];
+        let mut args: Vec<&str> = given.iter().flat_map(|(flag, v)| [*flag, *v]).collect();
+        args.extend(["--", "x"]);
+        let t = thresholds(&parse(&args).unwrap());
+        assert_eq!(
+            (t.idle_gap_ms, t.back_to_back_ms, t.small_kernel_ms, t.many_small_kernels),
+            (1.5, 0.2, 0.05, 7)
+        );
+    }
+
+    #[test]
+    fn the_help_shows_the_defaults_and_teaches() {
+        let help = command().render_long_help().to_string();
+        for want in [
+            "[default: 200]",
+            "[default: 250000]",
+            "[default: 0.1]",
+            "[default: 0.05]",
+            "[default: 0.01]",
+            "[default: 100]",
+            "CUDA_INJECTION64_PATH",
+            "128+N",
+            "127",
+            "streamlab launch --gpus 2",
+            "emit_nvtx",
+            "python train.py",
+        ] {
+            assert!(help.contains(want), "{want}: {help}");
+        }
+    }
+}

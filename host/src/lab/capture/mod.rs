@@ -1,0 +1,20 @@
+//! `streamlab trace -- <program>`: any CUDA program run with CUPTI injected, and what its
+//! streams did. The command ([`command`]: its flags and checks) hands a trace to
+//! [`session`], which prepares the recorder ([`injection`]), runs the program as it is
+//! ([`program`]), reads the files the recorder left, one per process ([`reader`], into the
+//! [`model`]), turns them into the recordings the lessons' writers draw
+//! ([`recordings`]: a Perfetto trace, an SVG, the terminal's timeline) and reports what they
+//! say about overlap ([`summary`], from `inspect`).
+//!
+//! Named "capture" so that its files are not confused with the Perfetto writer
+//! (`record::trace`).
+pub mod command;
+pub mod injection;
+pub mod model;
+pub mod program;
+pub mod reader;
+#[cfg(test)]
+mod reader_tests;
+pub mod recordings;
+pub mod session;
+pub mod summary;

@@ -1,0 +1,318 @@
+//! The report of a traced run: its header (the program, the processes, which CUPTI, how
+//! often it flushed, what was kept, dropped and could not be recorded, how each process's
+//! recording ended), the overlap report of each process from `inspect`, and the same as
+//! JSON for `--json FILE`. Every sentence comes from the catalogs, so `--lang zh` reads it
+//! in Chinese; the JSON keeps the English.
+use serde::Serialize;
+
+use crate::lab::capture::injection::Injection;
+use crate::lab::capture::model::{Capture, Ending, Process};
+use crate::lab::inspect::findings::Thresholds;
+use crate::lab::inspect::overlap::{overlap_report, OverlapReport};
+use crate::lab::text::{fixed, Lang, Text};
+use crate::t;
+
+/// How the traced program ended, as a shell reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// It exited with this code.
+    Code(i32),
+    /// Signal N killed it.
+    Signal(i32),
+}
+
+impl Ended {
+    /// The code a shell reports: the program's own, or 128 + N for signal N.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Ended::Code(c) => c,
+            Ended::Signal(n) => 128 + n,
+        }
+    }
+
+    /// "the program exited 0", "the program was killed by signal 9 (SIGKILL)".
+    pub fn line(self) -> Text {
+        match self {
+            Ended::Code(code) => t!("trace.exited", code),
+            Ended::Signal(n) => {
+                let name = nix::sys::signal::Signal::try_from(n)
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|_| "unknown signal".into());
+                t!("trace.killed", n, name)
+            }
+        }
+    }
+}
+
+/// What tracing cost: the program's wall time run once without the recorder and once with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Cost {
+    pub untraced_ms: f64,
+    pub traced_ms: f64,
+    pub untraced: Ended,
+    pub traced: Ended,
+}
+
+impl Cost {
+    pub fn ratio(&self) -> f64 {
+        self.traced_ms / self.untraced_ms
+    }
+
+    pub fn lines(&self) -> Vec<Text> {
+        let (untraced, traced) = (fixed(self.untraced_ms, 1), fixed(self.traced_ms, 1));
+        let mut lines = vec![t!("trace.cost", untraced, traced, ratio = fixed(self.ratio(), 2))];
+        if self.untraced != self.traced {
+            let (untraced, traced) = (self.untraced.exit_code(), self.traced.exit_code());
+            lines.push(t!("trace.cost_ends", untraced, traced));
+        }
+        lines
+    }
+}
+
+/// One process's overlap report, under its label.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessOverlap {
+    pub pid: u32,
+    pub label: String,
+    pub report: OverlapReport,
+}
+
+/// The overlap report of each process, one window per device (the report's windows: one
+/// place to change when they become NVTX ranges and read the host's records).
+pub fn overlap(capture: &Capture, thresholds: &Thresholds) -> Vec<ProcessOverlap> {
+    capture
+        .processes
+        .iter()
+        .map(|p| ProcessOverlap {
+            pid: p.pid,
+            label: p.label(),
+            report: overlap_report(&p.spans, thresholds),
+        })
+        .collect()
+}
+
+/// The header's lines: the program, which CUPTI (each library once; the injection's where no
+/// process wrote a file), the flush interval and limit, the records, then each process's
+/// devices, drops, skipped lines, what it could not record, notes, and how it ended.
+pub fn header(capture: &Capture, injection: &Injection, command: &[String]) -> Vec<Text> {
+    let mut lines = vec![t!("trace.program", command = command.join(" "))];
+    let mut libraries: Vec<(String, u32)> = capture
+        .processes
+        .iter()
+        .filter(|p| !p.cupti.is_empty())
+        .map(|p| (p.cupti.clone(), p.cupti_version))
+        .collect();
+    libraries.dedup();
+    if libraries.is_empty() {
+        libraries.push((injection.cupti.display().to_string(), injection.cupti_version));
+    }
+    for (file, version) in libraries {
+        lines.push(t!("trace.cupti", file, version));
+    }
+    // What the recorders were told (the same for every process: the injection's variables).
+    let told = capture.processes.first();
+    let flush = told.map_or(0, |p| p.flush_ms);
+    let max = told.map_or(0, |p| p.max_records);
+    if told.is_some() {
+        lines.push(t!("trace.flush", flush, max));
+    }
+    let (kept, dropped, skipped) = (capture.records(), capture.dropped(), capture.skipped());
+    lines.push(t!("trace.records", kept, dropped, skipped));
+    if capture.processes.is_empty() {
+        lines.push(t!("trace.no_process"));
+    }
+    for p in &capture.processes {
+        lines.extend(process_lines(p));
+    }
+    lines
+}
+
+fn process_lines(p: &Process) -> Vec<Text> {
+    let label = p.label();
+    let devices: Vec<String> =
+        p.devices.iter().map(|d| format!("GPU {} {}", d.id, d.name)).collect();
+    let devices =
+        if devices.is_empty() { t!("trace.no_devices") } else { devices.join(", ").into() };
+    let mut lines = vec![t!("trace.process", label, devices, records = p.records)];
+    for d in &p.dropped {
+        lines.push(t!("trace.dropped", label, count = d.count, why = d.why.clone()));
+    }
+    if p.skipped > 0 {
+        lines.push(t!("trace.skipped", label, count = p.skipped));
+    }
+    for what in &p.missing {
+        lines.push(t!("trace.missing", label, what = what.clone()));
+    }
+    for text in &p.notes {
+        lines.push(t!("trace.note", label, text = text.clone()));
+    }
+    for name in &p.unclosed {
+        let ms = fixed(p.last_ms, 3);
+        lines.push(t!("trace.unclosed", label, name = format!("\"{name}\""), ms));
+    }
+    lines.push(match p.ending {
+        Ending::Exit { at_ms } => t!("trace.ended_exit", label, ms = fixed(at_ms, 3)),
+        Ending::LastFlush { at_ms } => t!("trace.ended_flush", label, ms = fixed(at_ms, 3)),
+        Ending::NoFlush => t!("trace.ended_none", label),
+    });
+    lines
+}
+
+/// The overlap reports as text, each under its process's label.
+pub fn overlap_text(reports: &[ProcessOverlap], lang: Lang) -> String {
+    let mut text = String::new();
+    for r in reports {
+        text += &t!("trace.overlap", label = r.label.clone()).render(lang);
+        text.push('\n');
+        text += &r.report.to_text();
+    }
+    text
+}
+
+/// What `--json FILE` holds.
+#[derive(Debug, Serialize)]
+pub struct TraceReport<'a> {
+    pub command: &'a [String],
+    pub ended: Ended,
+    pub exit_code: i32,
+    /// The header's lines, in English.
+    pub header: Vec<String>,
+    pub records: u64,
+    pub dropped: u64,
+    pub skipped: u64,
+    /// CUPTI's clock at time 0 of every `_ms` below.
+    pub origin_ns: u64,
+    pub processes: &'a [Process],
+    pub overlap: &'a [ProcessOverlap],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+}
+
+impl<'a> TraceReport<'a> {
+    pub fn new(
+        command: &'a [String],
+        ended: Ended,
+        header: &[Text],
+        capture: &'a Capture,
+        overlap: &'a [ProcessOverlap],
+        cost: Option<Cost>,
+    ) -> TraceReport<'a> {
+        TraceReport {
+            command,
+            ended,
+            exit_code: ended.exit_code(),
+            header: header.iter().map(Text::en).collect(),
+            records: capture.records(),
+            dropped: capture.dropped(),
+            skipped: capture.skipped(),
+            origin_ns: capture.origin_ns,
+            processes: &capture.processes,
+            overlap,
+            cost,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::capture::reader_tests::read;
+    use crate::lab::inspect::findings::Rule;
+    use crate::lab::text::{english_sentence, has_chinese};
+
+    fn injection() -> Injection {
+        Injection {
+            library: "/cache/libstreamlab_inject.so".into(),
+            cupti: "/usr/lib/libcupti.so.13".into(),
+            cupti_version: 130001,
+            env: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_header_says_what_was_kept_lost_and_how_it_ended() {
+        let capture = read("one-process");
+        let command = vec!["python3".to_string(), "train.py".into()];
+        let lines: Vec<String> =
+            header(&capture, &injection(), &command).iter().map(Text::en).collect();
+        let has = |want: &str| lines.iter().any(|l| l == want);
+        assert!(has("== traced: python3 train.py"), "{lines:#?}");
+        // The process's own CUPTI, not the injection's.
+        assert!(
+            has("CUPTI: /usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13, API version 130001"),
+            "{lines:#?}"
+        );
+        assert!(has("records flushed every 200 ms and at exit; at most 250000 kept per process"));
+        assert!(has("records: 16 kept, 8 dropped, 0 lines skipped"), "{lines:#?}");
+        let label = "pid 4242 · python3 train.py --epochs 1";
+        assert!(has(&format!("{label}: GPU 0 NVIDIA H200; 16 records")), "{lines:#?}");
+        assert!(has(&format!("{label}: 7 records dropped: past max_records")), "{lines:#?}");
+        assert!(has(&format!(
+            "{label}: not recorded: NVTX markers of other domains: not requested"
+        )));
+        assert!(has(&format!("{label}: another CUPTI subscriber was found")));
+        assert!(has(&format!(
+            "{label}: the NVTX range \"eval\" never ended: it is drawn up to the last record, 5.900 ms"
+        )));
+        assert!(has(&format!("{label}: recorded to its exit handlers, at 5.900 ms")), "{lines:#?}");
+        // In Chinese, every line is Chinese (names, paths and numbers aside).
+        for line in header(&capture, &injection(), &command) {
+            let zh = line.render(Lang::Zh);
+            assert!(has_chinese(&zh) || zh.starts_with("CUPTI"), "{zh}");
+            let prose = zh.replace(label, "").replace("past max_records", "");
+            let prose = prose.replace("NVTX markers of other domains: not requested", "");
+            let prose = prose.replace("another CUPTI subscriber was found", "");
+            assert_eq!(english_sentence(&prose), None, "{zh}");
+        }
+    }
+
+    #[test]
+    fn a_killed_process_is_said_to_end_at_its_last_flush() {
+        let capture = read("killed");
+        let lines: Vec<String> =
+            header(&capture, &injection(), &["./overlap".into()]).iter().map(Text::en).collect();
+        assert!(
+            lines.contains(&"pid 777 · overlap: recorded up to the last flush at 0.500 ms; the program did not reach its exit handlers".to_string()),
+            "{lines:#?}"
+        );
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("pid 777 · overlap: 1 lines skipped: cut short")));
+        // Without any process, the injection's CUPTI is named and the report says why.
+        let empty = Capture { processes: Vec::new(), origin_ns: 0 };
+        let lines: Vec<String> =
+            header(&empty, &injection(), &["true".into()]).iter().map(Text::en).collect();
+        assert!(lines.contains(&"CUPTI: /usr/lib/libcupti.so.13, API version 130001".to_string()));
+        assert!(lines.iter().any(|l| l.starts_with("no process wrote a trace file")), "{lines:#?}");
+    }
+
+    #[test]
+    fn each_process_gets_its_overlap_report_and_endings_their_lines() {
+        let capture = read("one-process");
+        let reports = overlap(&capture, &Thresholds::DEFAULT);
+        assert_eq!(reports.len(), 1);
+        let rules: Vec<Rule> =
+            reports[0].report.windows[0].findings.iter().map(|f| f.rule).collect();
+        assert!(rules.contains(&Rule::PageableCopy), "{rules:?}");
+        let text = overlap_text(&reports, Lang::En);
+        assert!(text.starts_with("== overlap, pid 4242 · python3 train.py --epochs 1\n"), "{text}");
+        assert_eq!(Ended::Signal(9).exit_code(), 137);
+        assert_eq!(Ended::Signal(9).line().en(), "the program was killed by signal 9 (SIGKILL)");
+        assert_eq!(Ended::Code(7).line().en(), "the program exited 7");
+        let cost = Cost {
+            untraced_ms: 100.0,
+            traced_ms: 112.0,
+            untraced: Ended::Code(0),
+            traced: Ended::Code(0),
+        };
+        let lines: Vec<String> = cost.lines().iter().map(Text::en).collect();
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("100.0 ms without the recorder, 112.0 ms with it, 1.12x"),
+            "{lines:?}"
+        );
+        let differ = Cost { traced: Ended::Signal(9), ..cost };
+        assert_eq!(differ.lines().len(), 2);
+    }
+}
