@@ -138,6 +138,15 @@ pub struct TraceFlags {
     #[arg(
         long,
         value_name = "MS",
+        default_value_t = Thresholds::DEFAULT.launch_gap_ms,
+        value_parser = number(0.0..=60_000.0),
+        help_heading = THRESHOLDS,
+        help = "Between two small kernels of one stream, the device idle longer than MS (and not longer than --idle-gap-ms) is a launch gap [0..=60000]"
+    )]
+    pub launch_gap_ms: f64,
+    #[arg(
+        long,
+        value_name = "MS",
         default_value_t = Thresholds::DEFAULT.back_to_back_ms,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
@@ -163,6 +172,15 @@ pub struct TraceFlags {
     )]
     pub many_small_kernels: usize,
     #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = Thresholds::DEFAULT.late_rank_ms,
+        value_parser = number(0.0..=60_000.0),
+        help_heading = THRESHOLDS,
+        help = "A collective whose ranks started it further apart than MS waited for a late rank [0..=60000]"
+    )]
+    pub late_rank_ms: f64,
+    #[arg(
         last = true,
         required = true,
         num_args = 1..,
@@ -176,9 +194,11 @@ pub struct TraceFlags {
 pub fn thresholds(f: &TraceFlags) -> Thresholds {
     Thresholds {
         idle_gap_ms: f.idle_gap_ms,
+        launch_gap_ms: f.launch_gap_ms,
         back_to_back_ms: f.back_to_back_ms,
         small_kernel_ms: f.small_kernel_ms,
         many_small_kernels: f.many_small_kernels,
+        late_rank_ms: f.late_rank_ms,
     }
 }
 
@@ -267,6 +287,8 @@ mod tests {
             ("--back-to-back-ms", "0.2"),
             ("--small-kernel-ms", "0.05"),
             ("--many-small-kernels", "7"),
+            ("--launch-gap-ms", "0.003"),
+            ("--late-rank-ms", "0.5"),
         ];
         let mut args: Vec<&str> = given.iter().flat_map(|(flag, v)| [*flag, *v]).collect();
         args.extend(["--", "x"]);
@@ -275,6 +297,7 @@ mod tests {
             (t.idle_gap_ms, t.back_to_back_ms, t.small_kernel_ms, t.many_small_kernels),
             (1.5, 0.2, 0.05, 7)
         );
+        assert_eq!((t.launch_gap_ms, t.late_rank_ms), (0.003, 0.5));
     }
 
     #[test]
@@ -287,6 +310,7 @@ mod tests {
             "[default: 0.05]",
             "[default: 0.01]",
             "[default: 100]",
+            "[default: 0.002]",
             "CUDA_INJECTION64_PATH",
             "128+N",
             "127",

@@ -438,6 +438,10 @@ fn process(file: File, origin: u64) -> Process {
     if first_ns != u64::MAX {
         (p.first_ms, p.last_ms) = (ms(first_ns), ms(last_ns));
     }
+    // Every span says whose it is: the report's windows are per process and device.
+    p.spans.iter_mut().for_each(|s| s.process = pid);
+    // Every span says whose it is: the report's windows are per process and device.
+    p.spans.iter_mut().for_each(|s| s.process = pid);
     let by_start = |a: f64, b: f64| a.total_cmp(&b);
     p.spans.sort_by(|a, b| by_start(a.start_ms, b.start_ms));
     p.host.sort_by(|a, b| by_start(a.start_ms, b.start_ms));

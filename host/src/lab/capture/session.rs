@@ -157,8 +157,8 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, 
     if settings.timeline {
         eprint!("{}", timeline_text(&recordings::recordings(&capture), lang));
     }
-    let reports = overlap(&capture, &settings.thresholds);
-    eprint!("{}", overlap_text(&reports, lang));
+    let report = overlap(&capture, &settings.thresholds);
+    eprint!("{}", overlap_text(&report, lang));
     let written = recordings::write(
         &capture,
         &settings.program,
@@ -169,9 +169,8 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, 
         return Ok(after(e));
     }
     if let Some(file) = &settings.json {
-        let report =
-            TraceReport::new(&settings.program, ran.ended, &lines, &capture, &reports, cost);
-        let text = serde_json::to_string_pretty(&report)
+        let json = TraceReport::new(&settings.program, ran.ended, &lines, &capture, &report, cost);
+        let text = serde_json::to_string_pretty(&json)
             .map_err(|e| Error::Internal(format!("report JSON: {e}")));
         if let Err(e) = text.and_then(|t| file.write(&t)) {
             return Ok(after(e));
@@ -252,10 +251,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(out.join("r.json")).unwrap()).unwrap();
         assert_eq!(report["exit_code"], 7);
         assert_eq!(report["processes"][0]["pid"], 4242);
-        assert_eq!(
-            report["overlap"][0]["report"]["windows"][0]["findings"][0]["rule"],
-            "pageable_copy"
-        );
+        assert_eq!(report["overlap"]["windows"][0]["findings"][0]["rule"], "pageable_copy");
         assert!(report["cost"]["traced_ms"].as_f64().unwrap() > 0.0, "{report}");
         let header: Vec<&str> =
             report["header"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();

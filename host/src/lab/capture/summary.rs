@@ -8,7 +8,10 @@ use serde::Serialize;
 use crate::lab::capture::injection::Injection;
 use crate::lab::capture::model::{Capture, Ending, Process};
 use crate::lab::inspect::findings::Thresholds;
+use crate::lab::inspect::host::{HostCall, HostWait, Range};
 use crate::lab::inspect::overlap::{overlap_report, OverlapReport};
+use crate::lab::inspect::windows::Records;
+use crate::lab::record::span::Span;
 use crate::lab::text::{fixed, Lang, Text};
 use crate::t;
 
@@ -70,26 +73,27 @@ impl Cost {
     }
 }
 
-/// One process's overlap report, under its label.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProcessOverlap {
-    pub pid: u32,
-    pub label: String,
-    pub report: OverlapReport,
-}
-
-/// The overlap report of each process, one window per device (the report's windows: one
-/// place to change when they become NVTX ranges and read the host's records).
-pub fn overlap(capture: &Capture, thresholds: &Thresholds) -> Vec<ProcessOverlap> {
-    capture
-        .processes
-        .iter()
-        .map(|p| ProcessOverlap {
-            pid: p.pid,
-            label: p.label(),
-            report: overlap_report(&p.spans, thresholds),
-        })
-        .collect()
+/// The overlap report of the capture: every process's records together (its spans, host
+/// calls, waits, NVTX ranges and legacy default rows), one window per process and device and
+/// per NVTX range, and the findings across them (a late rank).
+pub fn overlap(capture: &Capture, thresholds: &Thresholds) -> OverlapReport {
+    fn all<T: Clone>(capture: &Capture, part: impl Fn(&Process) -> &[T]) -> Vec<T> {
+        capture.processes.iter().flat_map(|p| part(p).iter().cloned()).collect()
+    }
+    let spans: Vec<Span> = all(capture, |p| &p.spans);
+    let calls: Vec<HostCall> = all(capture, |p| &p.calls);
+    let waits: Vec<HostWait> = all(capture, |p| &p.waits);
+    let ranges: Vec<Range> = all(capture, |p| &p.ranges);
+    let legacy_rows: Vec<String> = all(capture, |p| &p.legacy_rows);
+    let records = Records {
+        spans: &spans,
+        calls: &calls,
+        waits: &waits,
+        ranges: &ranges,
+        legacy_rows: &legacy_rows,
+        host_calls_recorded: !calls.is_empty(),
+    };
+    overlap_report(&records, thresholds)
 }
 
 /// The header's lines: the program, which CUPTI (each library once; the injection's where no
@@ -159,15 +163,9 @@ fn process_lines(p: &Process) -> Vec<Text> {
     lines
 }
 
-/// The overlap reports as text, each under its process's label.
-pub fn overlap_text(reports: &[ProcessOverlap], lang: Lang) -> String {
-    let mut text = String::new();
-    for r in reports {
-        text += &t!("trace.overlap", label = r.label.clone()).render(lang);
-        text.push('\n');
-        text += &r.report.to_text();
-    }
-    text
+/// The overlap report as text.
+pub fn overlap_text(report: &OverlapReport, lang: Lang) -> String {
+    report.to_text(lang)
 }
 
 /// What `--json FILE` holds.
@@ -184,7 +182,7 @@ pub struct TraceReport<'a> {
     /// CUPTI's clock at time 0 of every `_ms` below.
     pub origin_ns: u64,
     pub processes: &'a [Process],
-    pub overlap: &'a [ProcessOverlap],
+    pub overlap: &'a OverlapReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
 }
@@ -195,7 +193,7 @@ impl<'a> TraceReport<'a> {
         ended: Ended,
         header: &[Text],
         capture: &'a Capture,
-        overlap: &'a [ProcessOverlap],
+        overlap: &'a OverlapReport,
         cost: Option<Cost>,
     ) -> TraceReport<'a> {
         TraceReport {
@@ -290,13 +288,18 @@ mod tests {
     #[test]
     fn each_process_gets_its_overlap_report_and_endings_their_lines() {
         let capture = read("one-process");
-        let reports = overlap(&capture, &Thresholds::DEFAULT);
-        assert_eq!(reports.len(), 1);
-        let rules: Vec<Rule> =
-            reports[0].report.windows[0].findings.iter().map(|f| f.rule).collect();
+        let report = overlap(&capture, &Thresholds::DEFAULT);
+        let windows: Vec<(u32, u32, Option<&str>)> = report
+            .windows
+            .iter()
+            .map(|w| (w.window.process, w.window.device, w.window.range.as_deref()))
+            .collect();
+        assert!(windows.contains(&(4242, 0, None)), "{windows:?}");
+        let rules: Vec<Rule> = report.windows[0].findings.iter().map(|f| f.rule).collect();
         assert!(rules.contains(&Rule::PageableCopy), "{rules:?}");
-        let text = overlap_text(&reports, Lang::En);
-        assert!(text.starts_with("== overlap, pid 4242 · python3 train.py --epochs 1\n"), "{text}");
+        assert!(report.host_calls_recorded);
+        let text = overlap_text(&report, Lang::En);
+        assert!(text.contains("pinned-vs-pageable"), "{text}");
         assert_eq!(Ended::Signal(9).exit_code(), 137);
         assert_eq!(Ended::Signal(9).line().en(), "the program was killed by signal 9 (SIGKILL)");
         assert_eq!(Ended::Code(7).line().en(), "the program exited 7");
