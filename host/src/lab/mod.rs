@@ -14,6 +14,8 @@
 //!
 //! The lab has rooms, declared below from the top down. A room imports only the rooms
 //! below it (`tests/layers.rs` checks it, in this order):
+//! - [`capture`]: another program recorded: the recorder injected into it and its
+//!   environment (`streamlab trace`);
 //! - [`ddp`]: one process per GPU: the ranks, their rendezvous, the launcher;
 //! - [`kit`]: what several lessons share: the stream pipeline, the host's batch log, sleep
 //!   kernels, batches, the other GPUs;
@@ -28,6 +30,8 @@
 //!   or writes a run reads it);
 //! - [`text`]: the catalogs and the `t!` macro.
 // The rooms, top down: `tests/layers.rs` reads this order (rustfmt keeps it, one per group).
+pub mod capture;
+// -
 pub mod ddp;
 // -
 pub mod kit;
