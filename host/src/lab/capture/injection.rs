@@ -20,6 +20,7 @@ use crate::runtime::cupti;
 static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libstreamlab_inject.so"));
 
 /// What the trace command needs to run a program under the recorder.
+#[derive(Debug, Clone)]
 pub struct Injection {
     /// The recorder's library file (`CUDA_INJECTION64_PATH`).
     pub library: PathBuf,
