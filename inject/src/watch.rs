@@ -156,7 +156,8 @@ fn flush_cycle(recorder: &Recorder) -> bool {
     }
     let time = cupti.now_ns();
     let mut text = String::new();
-    if let Err(e) = cupti.flush_all(false) {
+    let flushed = cupti.flush_all(false);
+    if let Err(e) = &flushed {
         let why = format!("{e}: the periodic flush failed (first at CUPTI time {time} ns)");
         cycle.note_once("flush", why, &mut text);
     }
@@ -165,7 +166,10 @@ fn flush_cycle(recorder: &Recorder) -> bool {
         cycle.note_once("probe", silence, &mut text);
     }
     text.push_str(&recorder.budget.dropped_lines());
-    text.push_str(&Line::Flushed { time }.to_json_line());
+    // `Flushed` promises every record completed before `time` is above: only after a flush.
+    if flushed.is_ok() {
+        text.push_str(&Line::Flushed { time }.to_json_line());
+    }
     lock(&recorder.writer).append(&text);
     true
 }
