@@ -223,11 +223,8 @@ fn upward(
 fn arrows_point_down_between_the_rooms_of_lab() {
     let t = tree();
     let order = rooms(&t.files["lab"]);
-    assert_eq!(
-        order,
-        ["capture", "ddp", "kit", "harness", "inspect", "record", "text"],
-        "lab/mod.rs's rooms"
-    );
+    let expected = ["capture", "ddp", "kit", "harness", "inspect", "record", "text"];
+    assert_eq!(order, expected, "lab/mod.rs's rooms");
     // Every file of lab lives in a room.
     for m in t.files.keys().filter(|m| m.starts_with("lab::")) {
         let r = room(m).unwrap();
@@ -456,9 +453,16 @@ fn unsafe_outside(files: &[(String, String)]) -> Vec<String> {
 fn unsafe_lives_only_in_the_runtime_the_kernels_and_the_ffi_crates() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in
-        ["host/src", "host/tests", "tests", "benches", "kernels-build", "kernels-gpu", "cupti"]
-    {
+    for dir in [
+        "host/src",
+        "host/tests",
+        "tests",
+        "benches",
+        "kernels-build",
+        "kernels-gpu",
+        "cupti",
+        "inject",
+    ] {
         let mut paths = Vec::new();
         sources(&root.join(dir), &mut paths);
         for p in paths {
@@ -470,6 +474,7 @@ fn unsafe_lives_only_in_the_runtime_the_kernels_and_the_ffi_crates() {
         }
     }
     assert!(files.iter().any(|(p, _)| p.starts_with("cupti/")), "the CUPTI crate has moved");
+    assert!(files.iter().any(|(p, _)| p.starts_with("inject/")), "the injected recorder has moved");
     let found = unsafe_outside(&files);
     assert!(
         found.is_empty(),

@@ -13,8 +13,14 @@ pub(super) const CUPTI_SUCCESS: u32 = 0;
 pub const OLDEST_API_VERSION: u32 = 18;
 
 pub(super) type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
-pub(super) type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
-pub(super) type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+/// `CUpti_BuffersCallbackRequestFunc`: CUPTI asks for an empty buffer (`buffer`, `size`,
+/// `maxNumRecords` out).
+pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+/// `CUpti_BuffersCallbackCompleteFunc`: CUPTI hands a buffer back (`context`, `streamId`,
+/// `buffer`, `size`, `validSize`).
+pub type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+/// `cuptiActivityEnableDriverApi` and `cuptiActivityEnableRuntimeApi` (CUPTI 12.x and later).
+pub(super) type EnableCallFn = unsafe extern "C" fn(u32, u8) -> u32;
 
 /// The CUPTI entry points streamlab calls, copied out of the library (which stays loaded
 /// for the life of the process: it is kept in a static beside them).
@@ -31,6 +37,11 @@ pub(super) struct Api {
     pub(super) activity_dropped: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> u32,
     pub(super) subscribe: unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> u32,
     pub(super) enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32,
+    pub(super) get_callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32,
+    /// Absent from older CUPTIs: the injected recorder then records every call of the
+    /// domain and keeps the ones it wants.
+    pub(super) activity_enable_driver_api: Option<EnableCallFn>,
+    pub(super) activity_enable_runtime_api: Option<EnableCallFn>,
 }
 
 /// A loaded CUPTI library.
@@ -172,6 +183,13 @@ pub fn load() -> std::result::Result<&'static Cupti, String> {
     CUPTI.get_or_init(open_first).as_ref().map_err(Clone::clone)
 }
 
+/// CUPTI from exactly `path`, with no search: the injected recorder loads the file the trace
+/// command chose (the one NVTX is injected with too). Like [`load`], once per process: a
+/// library already loaded stays the one returned.
+pub fn load_file(path: &Path) -> std::result::Result<&'static Cupti, String> {
+    CUPTI.get_or_init(|| open(path)).as_ref().map_err(Clone::clone)
+}
+
 fn open_first() -> std::result::Result<Cupti, String> {
     let mut reasons = Vec::new();
     for path in candidates() {
@@ -213,6 +231,15 @@ fn open(path: &Path) -> std::result::Result<Cupti, String> {
         activity_dropped: symbol!("cuptiActivityGetNumDroppedRecords"),
         subscribe: symbol!("cuptiSubscribe"),
         enable_callback: symbol!("cuptiEnableCallback"),
+        get_callback_name: symbol!("cuptiGetCallbackName"),
+        // SAFETY: as in `symbol!`; a missing symbol is `None`.
+        activity_enable_driver_api: unsafe { library.get(b"cuptiActivityEnableDriverApi\0") }
+            .ok()
+            .map(|f| *f),
+        // SAFETY: as above.
+        activity_enable_runtime_api: unsafe { library.get(b"cuptiActivityEnableRuntimeApi\0") }
+            .ok()
+            .map(|f| *f),
     };
     let mut version = 0;
     // SAFETY: valid out-pointer; cuptiGetVersion needs no initialisation.

@@ -37,8 +37,15 @@
 //! `activity` hands CUPTI its buffers and reads the records; `callback` notes the traced driver
 //! calls. This file is the safe API over them: [`Cupti::enable`], [`Enabled::start`],
 //! [`Session::finish`].
+//!
+//! The recorder `streamlab trace` injects into other programs (the `streamlab-inject` crate)
+//! uses the same library through `direct` (its own buffer callbacks, kinds, flushes), decodes
+//! more kinds ([`decode`]: synchronizations, NVTX markers, driver and runtime calls, names,
+//! contexts, streams, devices) and writes them as [`trace_file`] lines.
 mod activity;
 mod callback;
+pub mod decode;
+mod direct;
 mod find;
 pub mod layout;
 pub mod trace_file;
@@ -56,7 +63,8 @@ use crate::find::CUPTI_SUCCESS;
 pub use crate::activity::{parse_record, Activity, CopyKind, MemoryKind, Work};
 pub use crate::callback::{with_op_tag, ApiCall};
 pub use crate::find::python_sites;
-pub use crate::find::{candidates, candidates_in, load, Cupti, OLDEST_API_VERSION};
+pub use crate::find::{candidates, candidates_in, load, load_file, Cupti, OLDEST_API_VERSION};
+pub use crate::find::{CompleteFn, RequestFn};
 
 /// What a session collected.
 #[derive(Debug, Default)]

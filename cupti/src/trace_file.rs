@@ -46,7 +46,7 @@ pub enum SyncKind {
 }
 
 /// Which API a call record is from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApiDomain {
     Driver,

@@ -1,35 +1,242 @@
-//! STAND-IN, for building and testing `streamlab trace` before the real file lands: the lead
-//! replaces this file at merge with the real one (branch `inject`), which writes the
-//! embedded recorder library to a cache folder, finds libcupti and returns the variables to
-//! set on the traced program. This stand-in has no recorder: it looks for libcupti the way
-//! the real one does (without loading it) and then refuses, so `streamlab trace` exits 3
-//! before starting the program, saying what to install where libcupti is missing.
+//! What a traced program needs to be recorded: the injected recorder (`inject/`, whose bytes
+//! `host/build.rs` builds and this binary embeds) written out to a cache folder, the libcupti
+//! to load, and the environment that makes the CUDA driver load the one and NVTX the other.
+//!
+//! The library is embedded so that an installed `streamlab` needs nothing beside it: one
+//! binary, and CUPTI from the CUDA toolkit or a pip wheel. It is written at first use to
+//! `$XDG_CACHE_HOME/streamlab` (else `~/.cache/streamlab`, else a folder of the user's in the
+//! temp folder), under a name that carries a hash of its bytes, through a temp file renamed
+//! into place: two first uses at once both succeed, and a binary of another version never
+//! loads this one's library.
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::runtime::cupti;
 
-/// What the traced program needs to load the recorder.
-#[derive(Debug, Clone, PartialEq)]
+/// The recorder, as `host/build.rs` built it.
+static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libstreamlab_inject.so"));
+
+/// What the trace command needs to run a program under the recorder.
+#[derive(Debug, Clone)]
 pub struct Injection {
-    /// The recorder library (`CUDA_INJECTION64_PATH`).
+    /// The recorder's library file (`CUDA_INJECTION64_PATH`).
     pub library: PathBuf,
-    /// The libcupti file the recorder will load, and its API version.
+    /// The libcupti file the recorder and NVTX load, and its API version.
     pub cupti: PathBuf,
     pub cupti_version: u32,
-    /// The variables to set on the traced program (and, through it, its children).
+    /// The variables to set in the program's environment.
     pub env: Vec<(String, String)>,
 }
 
-/// The stand-in of the real `prepare`: the recorder would write `<trace_dir>/<pid>.jsonl`,
-/// flushing every `flush_ms` and keeping at most `max_records` records a process.
+/// Writes the recorder out (once per version of it), finds CUPTI, and returns the
+/// environment that records the program into `trace_dir` (one `<pid>.jsonl` per process),
+/// flushing every `flush_ms` and keeping at most `max_records` records per process.
 pub fn prepare(trace_dir: &Path, flush_ms: u64, max_records: u64) -> Result<Injection, String> {
-    let _ = (trace_dir, flush_ms, max_records);
-    let found = cupti::candidates().into_iter().find(|p| p.is_absolute() && p.is_file());
-    match found {
-        None => Err("libcupti not found: install CUPTI (the CUDA toolkit's libcupti.so, or `pip install nvidia-cuda-cupti-cu12`), or name the file in STREAMLAB_CUPTI".into()),
-        Some(path) => Err(format!(
-            "found {} but this build has no recorder to inject (host/src/lab/capture/injection.rs is a stand-in)",
-            path.display()
-        )),
+    let found = cupti::load().map_err(|e| no_cupti(&e))?;
+    let library = library_file()?;
+    let trace_dir = std::path::absolute(trace_dir)
+        .map_err(|e| format!("trace folder {}: {e}", trace_dir.display()))?;
+    let cupti = found.path().to_path_buf();
+    let env = environment(&library, &cupti, &trace_dir, flush_ms, max_records)?;
+    Ok(Injection { library, cupti, cupti_version: found.version(), env })
+}
+
+/// The one line said when no CUPTI loads: why, and what to install.
+fn no_cupti(why: &str) -> String {
+    format!(
+        "no usable CUPTI ({why}): install `libcupti` from the CUDA toolkit, or the `nvidia-cuda-cupti` pip wheel (pip install nvidia-cuda-cupti-cu12), or name the file with STREAMLAB_CUPTI"
+    )
+}
+
+fn environment(
+    library: &Path,
+    cupti: &Path,
+    trace_dir: &Path,
+    flush_ms: u64,
+    max_records: u64,
+) -> Result<Vec<(String, String)>, String> {
+    let text = |p: &Path| {
+        p.to_str().map(str::to_string).ok_or_else(|| format!("{} is not UTF-8", p.display()))
+    };
+    Ok(vec![
+        ("CUDA_INJECTION64_PATH".into(), text(library)?),
+        // NVTX calls reach CUPTI only through its own injection variable.
+        ("NVTX_INJECTION64_PATH".into(), text(cupti)?),
+        ("STREAMLAB_CUPTI".into(), text(cupti)?),
+        ("STREAMLAB_TRACE_DIR".into(), text(trace_dir)?),
+        ("STREAMLAB_TRACE_FLUSH_MS".into(), flush_ms.to_string()),
+        ("STREAMLAB_TRACE_MAX_RECORDS".into(), max_records.to_string()),
+    ])
+}
+
+/// FNV-1a, 64 bits: a name for these bytes, the same in every run of this binary.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// The user's id, as the owner of this process's `/proc` entry.
+fn own_uid() -> Option<u32> {
+    fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// Where the library may be written, best first.
+fn cache_dirs(
+    xdg_cache: Option<PathBuf>,
+    home: Option<PathBuf>,
+    temp: PathBuf,
+    uid: Option<u32>,
+) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    // The XDG rule: a relative value is ignored.
+    if let Some(xdg) = xdg_cache.filter(|p| p.is_absolute()) {
+        dirs.push(xdg.join("streamlab"));
+    }
+    if let Some(home) = home.filter(|p| p.is_absolute()) {
+        dirs.push(home.join(".cache/streamlab"));
+    }
+    dirs.push(temp.join(format!("streamlab-{}", uid.map_or("user".into(), |u| u.to_string()))));
+    dirs
+}
+
+/// The library's file in the first cache folder that takes it.
+fn library_file() -> Result<PathBuf, String> {
+    let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
+    let dirs = cache_dirs(env("XDG_CACHE_HOME"), env("HOME"), std::env::temp_dir(), own_uid());
+    let mut reasons = Vec::new();
+    for dir in dirs {
+        match write_into(&dir, LIBRARY) {
+            Ok(file) => return Ok(file),
+            Err(e) => reasons.push(format!("{}: {e}", dir.display())),
+        }
+    }
+    Err(format!("could not write the recorder library ({})", reasons.join("; ")))
+}
+
+/// Writes `bytes` as `dir/libstreamlab_inject-<hash>.so` unless that file already holds
+/// them. The folder must be the user's own: a library another user could replace would run
+/// inside every traced program.
+fn write_into(dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let meta = fs::metadata(dir)?;
+    if own_uid().is_some_and(|uid| meta.uid() != uid) || meta.mode() & 0o022 != 0 {
+        let why = "the folder is not the user's own, or others may write in it";
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
+    }
+    let file = dir.join(format!("libstreamlab_inject-{:016x}.so", fnv1a(bytes)));
+    if fs::read(&file).is_ok_and(|existing| existing == bytes) {
+        return Ok(file);
+    }
+    // A temp name no other writer uses: other processes have other ids, other threads of
+    // this one other counts.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let count = WRITES.fetch_add(1, Ordering::Relaxed);
+    let temp = dir.join(format!(".libstreamlab_inject.{}.{count}.tmp", std::process::id()));
+    let written = (|| {
+        let mut out = fs::File::create(&temp)?;
+        out.write_all(bytes)?;
+        out.set_permissions(fs::Permissions::from_mode(0o755))?;
+        out.sync_all()?;
+        fs::rename(&temp, &file)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written.map(|()| file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("streamlab-injection-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn the_embedded_library_is_a_shared_object_with_the_entry_point() {
+        assert!(LIBRARY.starts_with(b"\x7fELF"), "not an ELF file");
+        // e_type at 16: 3 is ET_DYN, a shared object.
+        assert_eq!(u16::from_le_bytes([LIBRARY[16], LIBRARY[17]]), 3);
+        let entry = b"InitializeInjection\0";
+        assert!(LIBRARY.windows(entry.len()).any(|w| w == entry), "no InitializeInjection");
+    }
+
+    #[test]
+    fn the_library_is_written_once_by_concurrent_first_uses_and_mended_when_changed() {
+        let dir = folder("write");
+        let bytes: &'static [u8] = b"\x7fELF made up";
+        let written: Vec<PathBuf> = (0..4)
+            .map(|_| {
+                let dir = dir.clone();
+                std::thread::spawn(move || write_into(&dir, bytes))
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap().unwrap())
+            .collect();
+        let name = format!("libstreamlab_inject-{:016x}.so", fnv1a(bytes));
+        assert!(written.iter().all(|f| *f == dir.join(&name)), "{written:?}");
+        // One file, no temp file left, executable, the bytes.
+        let files: Vec<_> = fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(files, [std::ffi::OsString::from(&name)]);
+        assert_eq!(fs::read(&written[0]).unwrap(), bytes);
+        assert_eq!(fs::metadata(&written[0]).unwrap().mode() & 0o777, 0o755);
+        // A file of that name with other bytes is replaced.
+        fs::write(&written[0], b"not it").unwrap();
+        assert_eq!(write_into(&dir, bytes).unwrap(), written[0]);
+        assert_eq!(fs::read(&written[0]).unwrap(), bytes);
+        // Other bytes, another name.
+        assert_ne!(write_into(&dir, b"\x7fELF other").unwrap(), written[0]);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_others_may_write_in_is_refused() {
+        let dir = folder("shared");
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(write_into(&dir, b"x").is_err());
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_cache_folder_follows_xdg_then_home_then_the_temp_folder() {
+        let temp = PathBuf::from("/tmp");
+        let all =
+            cache_dirs(Some("/x/cache".into()), Some("/home/u".into()), temp.clone(), Some(7));
+        let expected = ["/x/cache/streamlab", "/home/u/.cache/streamlab", "/tmp/streamlab-7"];
+        assert_eq!(all, expected.map(PathBuf::from));
+        let relative = cache_dirs(Some("cache".into()), None, temp, None);
+        assert_eq!(relative, [PathBuf::from("/tmp/streamlab-user")]);
+    }
+
+    #[test]
+    fn the_environment_names_the_library_cupti_twice_and_the_folder() {
+        let env = environment(
+            Path::new("/c/libstreamlab_inject-1.so"),
+            Path::new("/cuda/lib/libcupti.so.13"),
+            Path::new("/t/trace"),
+            200,
+            500_000,
+        )
+        .unwrap();
+        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("CUDA_INJECTION64_PATH"), Some("/c/libstreamlab_inject-1.so"));
+        assert_eq!(get("NVTX_INJECTION64_PATH"), Some("/cuda/lib/libcupti.so.13"));
+        assert_eq!(get("STREAMLAB_CUPTI"), Some("/cuda/lib/libcupti.so.13"));
+        assert_eq!(get("STREAMLAB_TRACE_DIR"), Some("/t/trace"));
+        assert_eq!(get("STREAMLAB_TRACE_FLUSH_MS"), Some("200"));
+        assert_eq!(get("STREAMLAB_TRACE_MAX_RECORDS"), Some("500000"));
+        assert_eq!(env.len(), 6);
+        let said = no_cupti("libcupti not found");
+        assert!(said.contains("libcupti") && said.contains("nvidia-cuda-cupti"), "{said}");
     }
 }
