@@ -3,6 +3,7 @@
 use crate::lab::harness::common::Settings;
 use crate::lab::harness::lesson::Lesson;
 use crate::lab::harness::{check_matches, command, run_matches};
+use crate::lab::record::drawing::Drawing;
 use crate::lab::record::report::Report;
 use crate::runtime::{Gpu, Result};
 
@@ -16,6 +17,8 @@ pub struct Entry {
     pub check: fn(&clap::ArgMatches) -> Result<()>,
     /// Parses the flags and runs the lesson.
     pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<Report>,
+    /// How its pictures draw a run ([`Lesson::DRAWING`]): `--recorded` draws with it too.
+    pub drawing: Drawing,
 }
 
 /// The registry entry of lesson `L`.
@@ -26,5 +29,6 @@ pub const fn entry<L: Lesson>() -> Entry {
         command: command::<L>,
         check: check_matches::<L>,
         run: run_matches::<L>,
+        drawing: L::DRAWING,
     }
 }

@@ -32,7 +32,9 @@ use crate::lab::harness::budget::WorkModel;
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::lesson::Lesson;
 use crate::lab::harness::stats::Stats;
+use crate::lab::record::drawing::Origin;
 use crate::lab::record::output::{self, Cost};
+use crate::lab::record::picture::command_line;
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Check, Report};
 use crate::lab::record::span::{Recording, Span};
@@ -149,16 +151,17 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     }
     output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
     report.checks = checks.items.clone();
-    let provenance =
-        format!("measured {} with streamlab {}", output::today(), env!("CARGO_PKG_VERSION"));
-    output::write(
-        &report,
-        &recordings,
-        plot.as_ref(),
-        settings.trace.as_ref(),
-        settings.svg.as_ref(),
-        &provenance,
-    )?;
+    let origin = Origin {
+        command: command_line(&report),
+        provenance: format!(
+            "measured on {} on {} with streamlab {}",
+            report.device,
+            output::today(),
+            env!("CARGO_PKG_VERSION")
+        ),
+    };
+    let files = (settings.trace.as_ref(), settings.svg.as_ref());
+    output::write(&report, &recordings, plot.as_ref(), &L::DRAWING, files, &origin)?;
     Ok(Outcome { lesson, measured, checks: checks.items, timeline, recordings, cost, report })
 }
 

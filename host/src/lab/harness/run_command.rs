@@ -197,9 +197,9 @@ fn show_recorded(
         let settings = resolved.settings_for(entry.name);
         // JSON stays English whatever the language: scripts read the same fields.
         let shown = if json { Lang::En } else { lang };
-        let (trace, svg) = (settings.trace.as_ref(), settings.svg.as_ref());
-        let report =
-            recorded_runs::show_in(&run, shown, trace, svg).map_err(|e| (e, Some(entry.name)))?;
+        let files = (settings.trace.as_ref(), settings.svg.as_ref());
+        let report = recorded_runs::show_in(&run, shown, &entry.drawing, files)
+            .map_err(|e| (e, Some(entry.name)))?;
         if !json {
             println!("{}", run.header(lang));
             println!("{}", report.to_text_in(lang));
