@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Arg, ArgMatches, Command};
 use streamlab::lab::ddp::launcher;
 use streamlab::lab::ddp::ranks;
-use streamlab::lab::harness::cli_errors::{clap_error_line, command_path};
+use streamlab::lab::harness::cli_errors::{clap_error_line, command_path, lesson_named};
 use streamlab::lab::harness::common::Rank;
 use streamlab::lab::harness::info_command::{self, InfoFlags};
 use streamlab::lab::harness::list_command::{self, ListFlags};
@@ -124,7 +124,7 @@ fn main() -> ExitCode {
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
             let line = clap_error_line(&e, &command_path(&argv, LESSONS), LESSONS);
-            return fail(&Error::InvalidInput(line), None, json);
+            return fail(&Error::InvalidInput(line), lesson_named(&argv, LESSONS), json);
         }
     };
     match execute(&matches, json) {

@@ -15,8 +15,8 @@ pub struct Entry {
     pub command: fn() -> clap::Command,
     /// Parses the flags and checks them against the budget, without a GPU.
     pub check: fn(&clap::ArgMatches) -> Result<()>,
-    /// Parses the flags and runs the lesson.
-    pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<Report>,
+    /// Parses the flags and runs the lesson: its report, and what `--trace`/`--svg` wrote.
+    pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<(Report, Vec<String>)>,
     /// How its pictures draw a run ([`Lesson::DRAWING`]): `--recorded` draws with it too.
     pub drawing: Drawing,
 }

@@ -57,6 +57,8 @@ pub struct Outcome<L> {
     /// What recording cost, when the runs were recorded.
     pub cost: Option<Cost>,
     pub report: Report,
+    /// What `--trace` and `--svg` wrote, a note per flag ("--svg wrote o.svg").
+    pub wrote: Vec<String>,
 }
 
 impl<L> Outcome<L> {
@@ -161,8 +163,17 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
         ),
     };
     let files = (settings.trace.as_ref(), settings.svg.as_ref());
-    output::write(&report, &recordings, plot.as_ref(), &L::DRAWING, files, &origin)?;
-    Ok(Outcome { lesson, measured, checks: checks.items, timeline, recordings, cost, report })
+    let wrote = output::write(&report, &recordings, plot.as_ref(), &L::DRAWING, files, &origin)?;
+    Ok(Outcome {
+        lesson,
+        measured,
+        checks: checks.items,
+        timeline,
+        recordings,
+        cost,
+        report,
+        wrote,
+    })
 }
 
 /// The `streamlab run <lesson>` subcommand: the lesson's own flags under its name.
@@ -186,14 +197,16 @@ pub fn check_matches<L: Lesson>(matches: &clap::ArgMatches) -> Result<()> {
     L::plan(&args, &WorkModel::H100)?.admit(None)
 }
 
-/// Parses the flags and runs the lesson; the report is what the CLI prints.
+/// Parses the flags and runs the lesson: the report the CLI prints, and what `--trace` and
+/// `--svg` wrote.
 pub fn run_matches<L: Lesson>(
     gpu: &Gpu,
     matches: &clap::ArgMatches,
     settings: &Settings,
-) -> Result<Report> {
+) -> Result<(Report, Vec<String>)> {
     let args = parse::<L>(matches)?;
-    Ok(run::<L>(gpu, &args, settings)?.report)
+    let outcome = run::<L>(gpu, &args, settings)?;
+    Ok((outcome.report, outcome.wrote))
 }
 
 /// Lesson `L`'s flags as given on a command line (without the lesson's name), or the

@@ -151,7 +151,9 @@ impl OutputFile {
 
 /// Writes the trace and the picture (and `plot` beside it) that were asked for, the
 /// picture as the lesson's `drawing` says. `origin` is the command that made the run and
-/// where and when ("measured on NVIDIA H200 on 2026-11-23 with streamlab 0.1.0").
+/// where and when ("measured on NVIDIA H200 on 2026-11-23 with streamlab 0.1.0"). Returns
+/// what it wrote, a note per flag ("--svg wrote o.svg and o-plot.svg"), for the command
+/// line to say.
 pub fn write(
     report: &Report,
     recordings: &[Recording],
@@ -159,7 +161,8 @@ pub fn write(
     drawing: &Drawing,
     (trace_to, svg_to): (Option<&OutputFile>, Option<&OutputFile>),
     origin: &Origin,
-) -> Result<()> {
+) -> Result<Vec<String>> {
+    let mut wrote = Vec::new();
     if let Some(file) = trace_to {
         let meta = Meta {
             lesson: report.lesson.clone(),
@@ -172,18 +175,23 @@ pub fn write(
         let text = serde_json::to_string(&value)
             .map_err(|e| Error::Internal(format!("trace JSON: {e}")))?;
         file.write(&text)?;
+        wrote.push(format!("{} wrote {}", file.flag, file.path.display()));
     }
     if let Some(file) = svg_to {
         let c = caption(report, recordings, drawing, origin);
         let svg = timeline_svg(&c, &panels(recordings, drawing, report), drawing)
             .map_err(Error::Internal)?;
         file.write(&svg)?;
+        let mut note = format!("{} wrote {}", file.flag, file.path.display());
         if let Some(p) = plot {
             let svg = plot::svg(p, &c.footer).map_err(Error::Internal)?;
-            file.tagged("plot").write(&svg)?;
+            let beside = file.tagged("plot");
+            beside.write(&svg)?;
+            note.push_str(&format!(" and {}", beside.path.display()));
         }
+        wrote.push(note);
     }
-    Ok(())
+    Ok(wrote)
 }
 
 /// Today's date, UTC, as YYYY-MM-DD.
@@ -315,8 +323,19 @@ mod tests {
         let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
         let origin = Origin { command: "streamlab run overlap".into(), provenance: "test".into() };
         let files = (Some(&t), Some(&s));
-        write(&rep, std::slice::from_ref(&r), Some(&plot), &Drawing::PLAIN, files, &origin)
-            .unwrap();
+        let wrote =
+            write(&rep, std::slice::from_ref(&r), Some(&plot), &Drawing::PLAIN, files, &origin)
+                .unwrap();
+        let (t_path, s_path) = (t.path().display(), s.path().display());
+        let plot_path = dir.join("s-plot.svg");
+        assert_eq!(
+            wrote,
+            [
+                format!("--trace wrote {t_path}"),
+                format!("--svg wrote {s_path} and {}", plot_path.display())
+            ],
+            "one note per flag, naming every file"
+        );
         let trace: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(t.path()).unwrap()).unwrap();
         assert_eq!(trace["metadata"]["provenance"], "test; command: streamlab run overlap");

@@ -132,8 +132,12 @@ pub type Files<'a> = (Option<&'a OutputFile>, Option<&'a OutputFile>);
 /// The report of `run` as `--recorded` prints it: labelled as recorded in its device line
 /// and in `details.recorded`, with the timeline drawn when the run had none in its text.
 /// Writes `--trace` and `--svg` from the recorded trace, the picture as `drawing` (the
-/// lesson's) says.
-pub fn show(run: &RecordedRun, drawing: &Drawing, files: Files<'_>) -> Result<Report> {
+/// lesson's) says, and returns what it wrote beside the report ([`output::write`]).
+pub fn show(
+    run: &RecordedRun,
+    drawing: &Drawing,
+    files: Files<'_>,
+) -> Result<(Report, Vec<String>)> {
     show_in(run, Lang::En, drawing, files)
 }
 
@@ -144,7 +148,7 @@ pub fn show_in(
     lang: Lang,
     drawing: &Drawing,
     files: Files<'_>,
-) -> Result<Report> {
+) -> Result<(Report, Vec<String>)> {
     let mut report = run.report.clone();
     let recordings = run.recordings();
     if report.timeline.is_none() && !recordings.is_empty() {
@@ -167,8 +171,8 @@ pub fn show_in(
     drawn.device = run.gpu.clone();
     // The run holds its plot only as its report's JSON.
     let plot = output::plot_of(&run.report);
-    output::write(&drawn, &recordings, plot.as_ref(), drawing, files, &origin)?;
-    Ok(report)
+    let wrote = output::write(&drawn, &recordings, plot.as_ref(), drawing, files, &origin)?;
+    Ok((report, wrote))
 }
 
 #[cfg(test)]
@@ -222,7 +226,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let t = OutputFile::checked("--trace", &dir.join("t.json")).unwrap();
         let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
-        let report = show(&run, &Drawing::PLAIN, (Some(&t), Some(&s))).unwrap();
+        let (report, wrote) = show(&run, &Drawing::PLAIN, (Some(&t), Some(&s))).unwrap();
+        assert_eq!(wrote.len(), 2, "{wrote:?}");
         let text = report.to_text();
         assert!(
             text.contains("device: NVIDIA H200 (a run recorded on NVIDIA H200 on 2026-11-23, embedded in streamlab: not measured on this machine)"),
@@ -251,7 +256,7 @@ mod tests {
         assert_eq!(header.lines().count(), 1, "{header}");
         assert!(!header.contains("kernels"), "{header}");
         assert!(!same.header(Lang::Zh).contains("核函数"), "{}", same.header(Lang::Zh));
-        let report = show(&same, &Drawing::PLAIN, (None, None)).unwrap();
+        let (report, _) = show(&same, &Drawing::PLAIN, (None, None)).unwrap();
         assert_eq!(report.details["recorded"]["same_kernels"], true);
 
         let unknown = parse(&recorded_with(None)).unwrap();
@@ -260,7 +265,7 @@ mod tests {
         assert_eq!(header.lines().count(), 2, "{header}");
         assert!(header.lines().nth(1).unwrap().contains(earlier), "{header}");
         assert!(unknown.header(Lang::Zh).contains(earlier_zh), "{}", unknown.header(Lang::Zh));
-        let report = show(&unknown, &Drawing::PLAIN, (None, None)).unwrap();
+        let (report, _) = show(&unknown, &Drawing::PLAIN, (None, None)).unwrap();
         assert_eq!(report.details["recorded"]["same_kernels"], false);
         assert_eq!(report.details["recorded"]["kernels"], serde_json::Value::Null);
 
@@ -281,7 +286,7 @@ mod tests {
         assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
         for (lesson, text) in RECORDED {
             let run = parse(text).unwrap();
-            let report = show_in(&run, Lang::Zh, &Drawing::PLAIN, (None, None)).unwrap();
+            let (report, _) = show_in(&run, Lang::Zh, &Drawing::PLAIN, (None, None)).unwrap();
             let names = std::iter::once(&report.title)
                 .chain(report.figures.iter().map(|f| &f.name))
                 .chain(report.checks.iter().map(|c| &c.name));
