@@ -1,5 +1,5 @@
-//! The [`Lesson`] trait every lesson implements, and the registry [`Entry`] the command
-//! line reads each lesson through.
+//! The [`Lesson`] trait every lesson implements, and the registry
+//! [`Entry`](crate::lab::harness::entry::Entry) the command line reads each lesson through.
 use serde::Serialize;
 
 use crate::lab::harness::budget::{Plan, WorkModel};

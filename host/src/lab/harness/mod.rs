@@ -6,8 +6,8 @@
 //!    the figures), then `--reps` rounds that run every version once each, interleaved, so
 //!    clock or thermal drift affects them all alike. Every figure is a median over the rounds.
 //! 4. With `--timeline`, `--trace` or `--svg`, one more run of the first two versions,
-//!    recorded stream by stream ([`record`]: CUPTI's activity records, else events), each
-//!    after a recorded warm-up run that is thrown away (CUPTI is turned on once for these
+//!    recorded stream by stream ([`record`](crate::lab::record): CUPTI's activity records,
+//!    else events), each after a recorded warm-up run that is thrown away (CUPTI is turned on once for these
 //!    runs), then the second version with the recorder off and on, interleaved: what
 //!    recording costs.
 //! 5. The lesson's checks, then its figures and interpretation; the report; the trace and

@@ -103,7 +103,7 @@ pub fn tagged(path: &Path, tag: &str) -> PathBuf {
 }
 
 /// A file that `--trace` or `--svg` names, for one lesson and one rank. Only
-/// [`OutputFile::checked`] makes one, so a file that reaches [`write`] had its folder found
+/// [`OutputFile::checked`] makes one, so a file that reaches [`write()`] had its folder found
 /// before the run; tagging it keeps it in that folder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputFile {
