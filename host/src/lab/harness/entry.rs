@@ -7,6 +7,10 @@ use crate::lab::record::drawing::Drawing;
 use crate::lab::record::report::Report;
 use crate::runtime::{Gpu, Result};
 
+/// A lesson's run as the command line sees it: its report, and what `--trace` and `--svg`
+/// wrote, a note per flag.
+pub type Ran = (Report, Vec<String>);
+
 /// A lesson as the command line sees it: its name, its flags, and how to run it.
 pub struct Entry {
     pub name: &'static str,
@@ -15,8 +19,8 @@ pub struct Entry {
     pub command: fn() -> clap::Command,
     /// Parses the flags and checks them against the budget, without a GPU.
     pub check: fn(&clap::ArgMatches) -> Result<()>,
-    /// Parses the flags and runs the lesson: its report, and what `--trace`/`--svg` wrote.
-    pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<(Report, Vec<String>)>,
+    /// Parses the flags and runs the lesson.
+    pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<Ran>,
     /// How its pictures draw a run ([`Lesson::DRAWING`]): `--recorded` draws with it too.
     pub drawing: Drawing,
 }

@@ -203,7 +203,7 @@ pub fn run_matches<L: Lesson>(
     gpu: &Gpu,
     matches: &clap::ArgMatches,
     settings: &Settings,
-) -> Result<(Report, Vec<String>)> {
+) -> Result<entry::Ran> {
     let args = parse::<L>(matches)?;
     let outcome = run::<L>(gpu, &args, settings)?;
     Ok((outcome.report, outcome.wrote))
