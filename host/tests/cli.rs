@@ -232,3 +232,84 @@ fn a_recorder_that_does_not_exist_is_refused_before_the_gpu() {
     let o = streamlab_in(&[("STREAMLAB_RECORDER", "events")], &["run", "overlap", "--reps", "1"]);
     assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// An argument error of a lesson named on the command line names it, as its other errors
+/// do; one that belongs to no lesson (`run all`, `info`, `list`) names none.
+#[test]
+fn argument_errors_name_their_lesson_where_there_is_one() {
+    for (args, start) in [
+        (&["run", "overlap", "--streams", "0"][..], "streamlab: overlap: invalid value '0'"),
+        (&["run", "--reps", "0", "overlap"], "streamlab: overlap: invalid value '0'"),
+        (&["run", "all", "--reps", "0"], "streamlab: invalid value '0'"),
+        (&["info", "--no-such-flag"], "streamlab: unexpected argument '--no-such-flag'"),
+        (&["list", "--lang", "fr"], "streamlab: invalid value 'fr'"),
+    ] {
+        let o = streamlab(args);
+        let err = stderr(&o);
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{args:?}: {err}");
+        assert!(err.starts_with(start), "{args:?}: {err}");
+    }
+    let o = streamlab(&["run", "overlap", "--streams", "0", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["lesson"], "overlap", "{v}");
+}
+
+/// `--trace` and `--svg` say where they wrote, a line each on stderr (a plot beside the
+/// picture on the same line); `run all` writes each lesson's files and says so per lesson.
+#[test]
+fn trace_and_svg_say_where_they_wrote() {
+    let dir = scratch("wrote");
+    let (svg, trace) = (dir.join("s.svg"), dir.join("t.json"));
+    let (svg_s, trace_s) = (svg.to_str().unwrap(), trace.to_str().unwrap());
+    let o = streamlab(&["run", "stream-sweep", "--recorded", "--svg", svg_s, "--trace", trace_s]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plot = dir.join("s-plot.svg");
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "streamlab: stream-sweep: --trace wrote {trace_s}\nstreamlab: stream-sweep: --svg wrote {svg_s} and {}\n",
+            plot.display()
+        )
+    );
+    assert!(svg.is_file() && trace.is_file() && plot.is_file());
+    let o = streamlab(&["run", "all", "--recorded", "--svg", svg_s]);
+    let err = stderr(&o);
+    let shown = streamlab::lab::record::recorded_runs::lessons();
+    assert_eq!(err.lines().count(), shown.len(), "{err}");
+    for lesson in shown {
+        let file = dir.join(format!("s-{lesson}.svg"));
+        let line = format!("streamlab: {lesson}: --svg wrote {}", file.display());
+        assert!(err.lines().any(|l| l.starts_with(&line)), "{line} missing: {err}");
+        assert!(file.is_file(), "{}", file.display());
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `run all --recorded` ends with one line of totals, after every lesson's report.
+#[test]
+fn run_all_recorded_ends_with_its_totals() {
+    let o = streamlab(&["run", "all", "--recorded"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let n = streamlab::lessons::LESSONS.len();
+    let last = out.lines().last().unwrap_or_default();
+    let shown = streamlab::lab::record::recorded_runs::lessons().len();
+    let start = format!(
+        "== all: {shown} of {n} recorded runs shown, {} not shown; their checks as recorded: ",
+        n - shown
+    );
+    assert!(last.starts_with(&start), "{last}");
+    // The checks it counts are the ones printed above it.
+    let count = |tag: &str| out.lines().filter(|l| l.starts_with(tag)).count();
+    let ends = format!(
+        "{} passed, {} not asserted, {} failed",
+        count("  [ok  ]"),
+        count("  [--  ]"),
+        count("  [FAIL]")
+    );
+    assert!(last.ends_with(&ends), "{last} (counted: {ends})");
+    // JSON stays one array: no totals line in it.
+    let o = streamlab(&["run", "all", "--recorded", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(shown));
+}

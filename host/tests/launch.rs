@@ -28,6 +28,11 @@ fn launch_refuses_what_it_cannot_run_in_one_line() {
             "launch sets --device",
         ),
         (&["launch", "--gpus", "2", "allreduce-overlap"], "launch takes `run LESSON [flags]`"),
+        // Refused before any rank starts: not "no CUDA device" (3) on a machine without one.
+        (
+            &["launch", "--gpus", "2", "run", "allreduce-overlap", "--recorded"],
+            "--recorded shows a run recorded on a real GPU, which needs no launch",
+        ),
     ] {
         let o = streamlab(args);
         let err = text(&o.stderr);
@@ -327,7 +332,9 @@ fn real_ranks_that_refuse_the_same_flag_say_it_once() {
     assert_eq!(said.len(), 2, "{said:?}");
     assert!(
         said[0].starts_with("streamlab launch: rank ")
-            && said[0].contains(" exited 2: invalid value '0' for '--buckets <BUCKETS>'"),
+            && said[0].contains(
+                " exited 2: allreduce-overlap: invalid value '0' for '--buckets <BUCKETS>'"
+            ),
         "{said:?}"
     );
     assert!(

@@ -58,11 +58,17 @@ fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
             assert!(t["metadata"]["provenance"].as_str().unwrap().starts_with("recorded on "));
             let picture = std::fs::read_to_string(&svg).unwrap();
             assert!(picture.contains(&run.label()), "the caption names the run");
+            // Where each file went, a line each.
+            let wrote = [
+                format!("streamlab: overlap: --trace wrote {}", trace.display()),
+                format!("streamlab: overlap: --svg wrote {}", svg.display()),
+            ];
+            assert_eq!(err.lines().collect::<Vec<_>>(), wrote, "{err}");
         }
         None => {
-            assert_eq!(o.status.code(), Some(2), "{err}");
+            assert_eq!(o.status.code(), Some(3), "{err}");
             assert_eq!(err.lines().count(), 1, "{err}");
-            assert!(err.contains("overlap: no recorded run embedded for this lesson"), "{err}");
+            assert!(err.contains("overlap: this build embeds no recorded run of it"), "{err}");
             assert!(out.is_empty() && !trace.exists() && !svg.exists());
         }
     }

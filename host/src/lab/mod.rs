@@ -53,5 +53,6 @@ pub use harness::checks::Checks;
 pub use harness::entry::{entry, Entry};
 pub use harness::lesson::Lesson;
 pub use harness::{Measured, Outcome, Sample, Settings, VersionStats};
+pub use record::drawing::Drawing;
 pub use record::report::Report;
 pub use text::{fixed, Lang, Text};

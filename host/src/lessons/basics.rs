@@ -39,7 +39,9 @@ use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::random_inputs;
 use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::host_batch_log::ms_since;
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
+};
 use crate::runtime::memory::{copy_to_device_sync, copy_to_host_sync};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
@@ -159,6 +161,11 @@ impl Basics {
 impl Lesson for Basics {
     const NAME: &'static str = "basics";
     const SUMMARY: &'static str = "blocking copies + kernel vs the same on one stream with async copies from pinned memory; host work done meanwhile";
+    const DRAWING: Drawing = Drawing {
+        host_row: true,
+        note: "The host row holds its driver calls. With async copies they return at once; the host's own work after them is no driver call, so its row stays empty.",
+        ..Drawing::PLAIN
+    };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

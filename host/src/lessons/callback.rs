@@ -41,7 +41,9 @@ use crate::lab::kit::host_batch_log::{
     batch_value, batches_prepared_ahead, check_event_order, ms_since, order_line, prepare_batch,
     HostEvent,
 };
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, WorkModel,
+};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -167,6 +169,10 @@ impl Lesson for Callback {
     const NAME: &'static str = "callback";
     const SUMMARY: &'static str =
         "host functions (cuLaunchHostFunc) wake the host to prepare the next batch: a pipeline";
+    const DRAWING: Drawing = Drawing {
+        note: "Between the batches the host prepares the next one: no driver call, so not drawn.",
+        ..Drawing::PLAIN
+    };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

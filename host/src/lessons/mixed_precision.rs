@@ -41,7 +41,10 @@ use crate::lab::harness::budget::{CLEAR_SPEEDUP, MAX_ELEMENTS};
 use crate::lab::harness::data::{random_inputs, sample_indices};
 use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::batches::{pipeline_estimate, total_elements};
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::record::span::Work;
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, WorkModel,
+};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HalfFormat, HostBuffer, Result, Stream};
 
 /// The learning rate, 2^-12: a power of two, so `lr * g` is exact and GPU and CPU agree.
@@ -186,6 +189,16 @@ impl MixedPrecision {
 impl Lesson for MixedPrecision {
     const NAME: &'static str = "mixed-precision";
     const SUMMARY: &'static str = "16-bit layer steps on one stream; the FP32 master update and the cast on another, hidden behind the next step";
+    const DRAWING: Drawing = Drawing {
+        kernels: &[
+            ("half_layer_kernel", "layer step (16-bit)"),
+            ("master_update_kernel", "FP32 master update"),
+            ("cast_to_half_kernel", "cast to 16 bits"),
+        ],
+        untimed: Some(Work::CopyToHost),
+        note: "Not drawn: the copy of the results to the host after the timed steps. Untimed: the master copy's reset and first cast, first on the compute row.",
+        ..Drawing::PLAIN
+    };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

@@ -31,7 +31,9 @@ use serde::Serialize;
 use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::{ensure_bitwise_equal, random_inputs};
 use crate::lab::record::plot::{Bar, Plot};
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
+};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -129,6 +131,7 @@ impl Lesson for PinnedVsPageable {
     const NAME: &'static str = "pinned-vs-pageable";
     const SUMMARY: &'static str =
         "copy bandwidth from pinned and pageable memory, and how long an async copy holds the host";
+    const DRAWING: Drawing = Drawing { host_row: true, ..Drawing::PLAIN };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

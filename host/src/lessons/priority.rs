@@ -30,7 +30,9 @@ use serde::Serialize;
 
 use crate::lab::harness::lesson::no_such_version;
 use crate::lab::kit::sleep::{serial_ms, OUTLASTS_A_LAUNCH_US};
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
+};
 use crate::runtime::{DeviceInfo, Error, Event, Gpu, LaunchConfig, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -126,6 +128,22 @@ impl Lesson for Priority {
     const NAME: &'static str = "priority";
     const SUMMARY: &'static str =
         "a high-priority kernel launched after a long low-priority one finishes first";
+    const DRAWING: Drawing = Drawing {
+        rows: &[
+            ("equal priority 1", "long kernel"),
+            ("equal priority 2", "short kernel"),
+            ("low priority", "long kernel, low priority"),
+            ("high priority", "short kernel, high priority"),
+        ],
+        measure: Some((
+            "short kernel done at",
+            &[
+                ("equal priority: short kernel done at", "equal priority"),
+                ("high priority: short kernel done at", "high priority"),
+            ],
+        )),
+        ..Drawing::PLAIN
+    };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

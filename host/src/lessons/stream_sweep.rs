@@ -392,7 +392,7 @@ mod tests {
         for want in ["stream-sweep: time and bound against K", "measured", "bound T(K)", "footer"] {
             assert!(texts.contains(&want), "{want} missing in {texts:?}");
         }
-        // A marker per measured K, none on the bound.
-        assert_eq!(svg.matches("<circle").count(), 4);
+        // A marker per measured K and the legend's measured line, none on the bound.
+        assert_eq!(svg.matches("<circle").count(), 4 + 1);
     }
 }

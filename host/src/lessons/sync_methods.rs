@@ -31,7 +31,9 @@ use serde::Serialize;
 use crate::lab::harness::lesson::no_such_version;
 use crate::lab::harness::stats::host_ms;
 use crate::lab::kit::sleep::serial_ms;
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
+};
 use crate::runtime::{Error, Event, Gpu, LaunchConfig, Result, Stream};
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
@@ -172,6 +174,12 @@ impl Lesson for SyncMethods {
     const NAME: &'static str = "sync-methods";
     const SUMMARY: &'static str =
         "device vs stream vs event synchronize vs polling: what each waits for, and for how long";
+    const DRAWING: Drawing = Drawing {
+        host_row: true,
+        host_timed: true,
+        note: "Each run's last wait, a device synchronize that leaves the GPU idle for the next run, is untimed.",
+        ..Drawing::PLAIN
+    };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

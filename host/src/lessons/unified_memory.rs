@@ -47,7 +47,9 @@ use crate::lab::harness::data::random_inputs;
 use crate::lab::kit::batches::MAX_TOTAL_ELEMENTS;
 use crate::lab::kit::host_batch_log::ms_since;
 use crate::lab::kit::stream_pipeline::Bracket;
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
+};
 use crate::runtime::{Advice, DeviceBuffer, Error, Gpu, HostBuffer, Location};
 use crate::runtime::{ManagedBuffer, Result, Stream};
 
@@ -182,6 +184,12 @@ pub fn check_prefetch_won(m: &Measured) -> Result<Text> {
 impl Lesson for UnifiedMemory {
     const NAME: &'static str = "unified-memory";
     const SUMMARY: &'static str = "managed memory migrated by page faults, prefetched on the streams, or advised to stay on the host, against explicit pinned copies";
+    const DRAWING: Drawing = Drawing {
+        host_row: true,
+        host_timed: true,
+        note: "Before the shaded run the host wrote the inputs into managed memory: untimed, and no driver call. The run ends when the host has read the results; reading them faults the pages back (no driver call) after the last span.",
+        ..Drawing::PLAIN
+    };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

@@ -1,7 +1,7 @@
 //! One error type for the whole crate, and the exit codes the CLI maps it to.
 //!
 //! Every failed driver call is named with the operation and, where there is one, the stream
-//! it was issued on ([`check`], or [`Named`] on what the driver layer returns), so an error
+//! it was issued on ([`check`], or `Named` on what the driver layer returns), so an error
 //! reads
 //! `cuMemcpyHtoDAsync on stream "overlap-3": CUDA_ERROR_INVALID_VALUE (1): invalid argument`.
 use std::fmt;

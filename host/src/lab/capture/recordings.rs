@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Map};
 
 use crate::lab::capture::model::{Capture, Process};
+use crate::lab::record::drawing::{plain_panels, Drawing};
 use crate::lab::record::output::{today, OutputFile};
 use crate::lab::record::picture::{timeline_svg, Caption};
 use crate::lab::record::span::{Recording, Source};
@@ -78,6 +79,7 @@ pub fn caption(capture: &Capture, recordings: &[Recording], command: &[String]) 
     Caption {
         title: format!("streamlab trace -- {}", command.join(" ")),
         subtitle: format!("{processes} on {}; {source}", device_names(capture)),
+        note: String::new(),
         footer: provenance(),
     }
 }
@@ -116,7 +118,10 @@ pub fn write(
     }
     if let Some(file) = svg_to {
         let c = caption(capture, &recordings, command);
-        file.write(&timeline_svg(&c, &recordings).map_err(Error::Internal)?)?;
+        file.write(
+            &timeline_svg(&c, &plain_panels(&recordings), &Drawing::PLAIN)
+                .map_err(Error::Internal)?,
+        )?;
     }
     Ok(())
 }
@@ -182,8 +187,12 @@ mod tests {
     fn the_picture_and_the_timeline_show_every_stream_of_every_process() {
         let capture = read("one-process");
         let recordings = recordings(&capture);
-        let svg = timeline_svg(&caption(&capture, &recordings, &["python3".into()]), &recordings)
-            .unwrap();
+        let svg = timeline_svg(
+            &caption(&capture, &recordings, &["python3".into()]),
+            &plain_panels(&recordings),
+            &Drawing::PLAIN,
+        )
+        .unwrap();
         let texts = crate::lab::record::picture::tests::texts(&svg);
         for row in ["legacy default stream", "stream 14", "copy stream", "stream 15"] {
             assert!(texts.iter().any(|t| t == row), "{row}: {texts:?}");

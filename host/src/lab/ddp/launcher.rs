@@ -53,6 +53,10 @@ pub const RANK_PROGRAM: &str = "STREAMLAB_LAUNCH_RANK_PROGRAM";
 /// Checks `run_args` (what follows `launch --gpus N`) and returns the lesson's name.
 pub fn check_args(run_args: &[String]) -> Result<&str> {
     let bad = |why: String| Err(Error::InvalidInput(why));
+    // A recorded run is shown, not measured: nothing for a process per GPU to do.
+    if run_args.iter().any(|a| a == "--recorded") {
+        return bad("launch measures, one process per GPU; --recorded shows a run recorded on a real GPU, which needs no launch: `streamlab run allreduce-overlap --recorded`".into());
+    }
     match run_args {
         [run, lesson, rest @ ..] if run == "run" => {
             if !LESSONS.contains(&lesson.as_str()) {
@@ -193,6 +197,8 @@ mod tests {
             vec!["run", "overlap"],
             vec!["run", "allreduce-overlap", "--device", "1"],
             vec!["run", "allreduce-overlap", "--device=1"],
+            vec!["run", "allreduce-overlap", "--recorded"],
+            vec!["run", "--recorded", "allreduce-overlap"],
         ] {
             let e = check_args(&args(&bad)).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");

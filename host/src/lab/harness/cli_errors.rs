@@ -33,12 +33,23 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
     } else {
         (first.to_string(), lines.collect())
     };
-    let tips: String = rest
-        .into_iter()
-        .filter(|l| l.starts_with("tip:") || l.starts_with("[possible values:"))
-        .map(|t| format!("; {t}"))
+    // "[possible values: en, zh]" reads ": one of en, zh" on the line.
+    let values: String = rest
+        .iter()
+        .filter_map(|l| l.strip_prefix("[possible values: ")?.strip_suffix(']'))
+        .map(|v| format!(": one of {v}"))
         .collect();
-    format!("{first}{tips} (see {command} --help)")
+    let tips: String =
+        rest.iter().filter(|l| l.starts_with("tip:")).map(|t| format!("; {t}")).collect();
+    format!("{first}{values}{tips} (see {command} --help)")
+}
+
+/// The lesson `argv` runs (`streamlab run overlap --bad`: overlap), which an error line
+/// names; none for `run all`, for the other commands, or before a lesson is named.
+pub fn lesson_named(argv: &[String], lessons: &'static [Entry]) -> Option<&'static str> {
+    let path = command_path(argv, lessons);
+    let name = path.strip_prefix("streamlab run ")?;
+    lessons.iter().find(|l| l.name == name).map(|l| l.name)
 }
 
 /// `trace`'s two mistakes that clap words for itself: no program, and a program given without

@@ -71,7 +71,7 @@ pub struct Common {
         value_name = "FILE.json",
         global = true,
         help_heading = HEADING,
-        help = "Also write one recorded run of each version as a Chrome trace (ui.perfetto.dev); with `all`, FILE-<lesson>.json; rank i > 0 of a multi-process run writes FILE-rank<i>.json"
+        help = "Also write one recorded run of each version as a Chrome trace (ui.perfetto.dev); with `all`, FILE-<lesson>.json; rank i > 0 of a multi-process run writes FILE-rank<i>.json; stderr says where it wrote"
     )]
     pub trace: Option<PathBuf>,
     #[arg(
@@ -79,14 +79,14 @@ pub struct Common {
         value_name = "FILE.svg",
         global = true,
         help_heading = HEADING,
-        help = "Also draw one recorded run of each version as an SVG picture (a sweep's plot goes to FILE-plot.svg); with `all`, FILE-<lesson>.svg; rank i > 0 writes FILE-rank<i>.svg"
+        help = "Also draw one recorded run of each version as an SVG picture (a sweep's plot goes to FILE-plot.svg); with `all`, FILE-<lesson>.svg; rank i > 0 writes FILE-rank<i>.svg; stderr says where it wrote"
     )]
     pub svg: Option<PathBuf>,
     #[arg(
         long,
         global = true,
         help_heading = HEADING,
-        help = "Show the run recorded on a real GPU that this binary embeds, instead of running (no GPU needed)"
+        help = "Show the run recorded on a real GPU that this binary embeds, instead of running (no GPU needed); a lesson it embeds none of exits 3, and `all` skips it, saying so"
     )]
     pub recorded: bool,
     #[arg(

@@ -3,8 +3,13 @@
 use crate::lab::harness::common::Settings;
 use crate::lab::harness::lesson::Lesson;
 use crate::lab::harness::{check_matches, command, run_matches};
+use crate::lab::record::drawing::Drawing;
 use crate::lab::record::report::Report;
 use crate::runtime::{Gpu, Result};
+
+/// A lesson's run as the command line sees it: its report, and what `--trace` and `--svg`
+/// wrote, a note per flag.
+pub type Ran = (Report, Vec<String>);
 
 /// A lesson as the command line sees it: its name, its flags, and how to run it.
 pub struct Entry {
@@ -15,7 +20,9 @@ pub struct Entry {
     /// Parses the flags and checks them against the budget, without a GPU.
     pub check: fn(&clap::ArgMatches) -> Result<()>,
     /// Parses the flags and runs the lesson.
-    pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<Report>,
+    pub run: fn(&Gpu, &clap::ArgMatches, &Settings) -> Result<Ran>,
+    /// How its pictures draw a run ([`Lesson::DRAWING`]): `--recorded` draws with it too.
+    pub drawing: Drawing,
 }
 
 /// The registry entry of lesson `L`.
@@ -26,5 +33,6 @@ pub const fn entry<L: Lesson>() -> Entry {
         command: command::<L>,
         check: check_matches::<L>,
         run: run_matches::<L>,
+        drawing: L::DRAWING,
     }
 }

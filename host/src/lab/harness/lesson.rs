@@ -1,10 +1,11 @@
-//! The [`Lesson`] trait every lesson implements, and the registry [`Entry`] the command
-//! line reads each lesson through.
+//! The [`Lesson`] trait every lesson implements, and the registry
+//! [`Entry`](crate::lab::harness::entry::Entry) the command line reads each lesson through.
 use serde::Serialize;
 
 use crate::lab::harness::budget::{Plan, WorkModel};
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::measured::{Measured, Sample};
+use crate::lab::record::drawing::Drawing;
 use crate::lab::record::plot;
 use crate::lab::record::report::Report;
 use crate::runtime::{Gpu, Result, Stream};
@@ -19,6 +20,9 @@ pub trait Lesson: Sized {
     /// their times is a speed-up the report should print. Not so where the first version is
     /// wrong on purpose (the events lesson's race).
     const SPEEDUP: bool = true;
+    /// How its pictures draw a run (`--svg`, live or `--recorded`): the host's row, kernels
+    /// told apart, rows and versions named for the picture, what ran untimed.
+    const DRAWING: Drawing = Drawing::PLAIN;
     /// The lesson's own flags, with their defaults and ranges.
     type Args: clap::Args + clap::FromArgMatches + Clone + std::fmt::Debug + Serialize;
 

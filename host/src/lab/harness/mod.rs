@@ -6,8 +6,8 @@
 //!    the figures), then `--reps` rounds that run every version once each, interleaved, so
 //!    clock or thermal drift affects them all alike. Every figure is a median over the rounds.
 //! 4. With `--timeline`, `--trace` or `--svg`, one more run of the first two versions,
-//!    recorded stream by stream ([`record`]: CUPTI's activity records, else events), each
-//!    after a recorded warm-up run that is thrown away (CUPTI is turned on once for these
+//!    recorded stream by stream ([`record`](crate::lab::record): CUPTI's activity records,
+//!    else events), each after a recorded warm-up run that is thrown away (CUPTI is turned on once for these
 //!    runs), then the second version with the recorder off and on, interleaved: what
 //!    recording costs.
 //! 5. The lesson's checks, then its figures and interpretation; the report; the trace and
@@ -32,7 +32,9 @@ use crate::lab::harness::budget::WorkModel;
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::lesson::Lesson;
 use crate::lab::harness::stats::Stats;
+use crate::lab::record::drawing::Origin;
 use crate::lab::record::output::{self, Cost};
+use crate::lab::record::picture::command_line;
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Check, Report};
 use crate::lab::record::span::{Recording, Span};
@@ -55,6 +57,8 @@ pub struct Outcome<L> {
     /// What recording cost, when the runs were recorded.
     pub cost: Option<Cost>,
     pub report: Report,
+    /// What `--trace` and `--svg` wrote, a note per flag ("--svg wrote o.svg").
+    pub wrote: Vec<String>,
 }
 
 impl<L> Outcome<L> {
@@ -149,17 +153,27 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     }
     output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
     report.checks = checks.items.clone();
-    let provenance =
-        format!("measured {} with streamlab {}", output::today(), env!("CARGO_PKG_VERSION"));
-    output::write(
-        &report,
-        &recordings,
-        plot.as_ref(),
-        settings.trace.as_ref(),
-        settings.svg.as_ref(),
-        &provenance,
-    )?;
-    Ok(Outcome { lesson, measured, checks: checks.items, timeline, recordings, cost, report })
+    let origin = Origin {
+        command: command_line(&report),
+        provenance: format!(
+            "measured on {} on {} with streamlab {}",
+            report.device,
+            output::today(),
+            env!("CARGO_PKG_VERSION")
+        ),
+    };
+    let files = (settings.trace.as_ref(), settings.svg.as_ref());
+    let wrote = output::write(&report, &recordings, plot.as_ref(), &L::DRAWING, files, &origin)?;
+    Ok(Outcome {
+        lesson,
+        measured,
+        checks: checks.items,
+        timeline,
+        recordings,
+        cost,
+        report,
+        wrote,
+    })
 }
 
 /// The `streamlab run <lesson>` subcommand: the lesson's own flags under its name.
@@ -183,14 +197,16 @@ pub fn check_matches<L: Lesson>(matches: &clap::ArgMatches) -> Result<()> {
     L::plan(&args, &WorkModel::H100)?.admit(None)
 }
 
-/// Parses the flags and runs the lesson; the report is what the CLI prints.
+/// Parses the flags and runs the lesson: the report the CLI prints, and what `--trace` and
+/// `--svg` wrote.
 pub fn run_matches<L: Lesson>(
     gpu: &Gpu,
     matches: &clap::ArgMatches,
     settings: &Settings,
-) -> Result<Report> {
+) -> Result<entry::Ran> {
     let args = parse::<L>(matches)?;
-    Ok(run::<L>(gpu, &args, settings)?.report)
+    let outcome = run::<L>(gpu, &args, settings)?;
+    Ok((outcome.report, outcome.wrote))
 }
 
 /// Lesson `L`'s flags as given on a command line (without the lesson's name), or the

@@ -8,6 +8,7 @@
 //! [`Recording`]: crate::lab::record::span::Recording
 use std::collections::HashMap;
 
+use crate::lab::record::drawing::{LEGACY_STREAM, SYNCHRONOUS_CALLS};
 use crate::lab::record::nccl_groups::{group_of, grouped};
 use crate::lab::record::span::{Flow, HostSpan, HostWork, Span, Track, Work};
 use crate::lab::record::timeline::OpNote;
@@ -71,6 +72,14 @@ pub fn resolve(
     for a in &collected.activities {
         if let Some(n) = note(tag_of(a)) {
             stream_names.entry(a.stream).or_insert_with(|| n.stream.clone());
+        }
+    }
+    // A stream no operation named, on which a synchronous copy or memset ran, is the
+    // legacy default stream (only it runs them).
+    for a in &collected.activities {
+        let call = by_correlation.get(&a.correlation).map(|c| c.function);
+        if call.is_some_and(|f| SYNCHRONOUS_CALLS.contains(&f)) {
+            stream_names.entry(a.stream).or_insert_with(|| LEGACY_STREAM.into());
         }
     }
 
@@ -381,6 +390,20 @@ mod tests {
             host.iter().filter(|h| h.kind == HostWork::Wait).map(|h| h.name.as_str()).collect();
         assert_eq!(waits, ["cuEventSynchronize"]);
         assert!(host.iter().any(|h| h.name == "cuLaunchKernel (chunk 0 kernel)"));
+    }
+
+    /// launch-order's synchronous copies ran on a stream no operation named: the legacy
+    /// default stream, named so instead of "stream 7".
+    #[test]
+    fn a_synchronous_copy_names_the_legacy_stream() {
+        let (mut collected, ops, handles) = scene();
+        collected.calls.push(call("cuMemcpyDtoH_v2", 20, 880_000, None));
+        collected.calls.push(call("cuMemcpyDtoHAsync_v2", 21, 890_000, None));
+        collected.activities.push(copy(CopyKind::DeviceToHost, 20, 7, 881_000, 882_000));
+        collected.activities.push(copy(CopyKind::DeviceToHost, 21, 9, 891_000, 892_000));
+        let (spans, _, _) = resolve(&collected, &ops, &[], &[], &handles);
+        let streams: Vec<&str> = spans.iter().map(|s| s.stream.as_str()).collect();
+        assert_eq!(streams[4..], [LEGACY_STREAM, "stream 9"], "{streams:?}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::lab::record::drawing::{panels, Drawing, Origin};
 use crate::lab::record::picture::{caption, timeline_svg};
 use crate::lab::record::plot::{self, Plot};
 use crate::lab::record::report::Report;
@@ -102,7 +103,7 @@ pub fn tagged(path: &Path, tag: &str) -> PathBuf {
 }
 
 /// A file that `--trace` or `--svg` names, for one lesson and one rank. Only
-/// [`OutputFile::checked`] makes one, so a file that reaches [`write`] had its folder found
+/// [`OutputFile::checked`] makes one, so a file that reaches [`write()`] had its folder found
 /// before the run; tagging it keeps it in that folder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputFile {
@@ -149,39 +150,49 @@ impl OutputFile {
     }
 }
 
-/// Writes the trace and the picture (and `plot` beside it) that were asked for.
-/// `provenance` says where the data came from ("measured 2026-11-23 with streamlab 0.1.0").
+/// Writes the trace and the picture (and `plot` beside it) that were asked for, the
+/// picture as the lesson's `drawing` says. `origin` is the command that made the run and
+/// where and when ("measured on NVIDIA H200 on 2026-11-23 with streamlab 0.1.0"). Returns
+/// what it wrote, a note per flag ("--svg wrote o.svg and o-plot.svg"), for the command
+/// line to say.
 pub fn write(
     report: &Report,
     recordings: &[Recording],
     plot: Option<&Plot>,
-    trace_to: Option<&OutputFile>,
-    svg_to: Option<&OutputFile>,
-    provenance: &str,
-) -> Result<()> {
+    drawing: &Drawing,
+    (trace_to, svg_to): (Option<&OutputFile>, Option<&OutputFile>),
+    origin: &Origin,
+) -> Result<Vec<String>> {
+    let mut wrote = Vec::new();
     if let Some(file) = trace_to {
         let meta = Meta {
             lesson: report.lesson.clone(),
             title: report.title.clone(),
             device: report.device.clone(),
             parameters: report.parameters.clone(),
-            provenance: provenance.into(),
+            provenance: format!("{}; command: {}", origin.provenance, origin.command),
         };
         let value = trace::write(&meta, recordings);
         let text = serde_json::to_string(&value)
             .map_err(|e| Error::Internal(format!("trace JSON: {e}")))?;
         file.write(&text)?;
+        wrote.push(format!("{} wrote {}", file.flag, file.path.display()));
     }
     if let Some(file) = svg_to {
-        let c = caption(report, recordings, provenance);
-        let svg = timeline_svg(&c, recordings).map_err(Error::Internal)?;
+        let c = caption(report, recordings, drawing, origin);
+        let svg = timeline_svg(&c, &panels(recordings, drawing, report), drawing)
+            .map_err(Error::Internal)?;
         file.write(&svg)?;
+        let mut note = format!("{} wrote {}", file.flag, file.path.display());
         if let Some(p) = plot {
             let svg = plot::svg(p, &c.footer).map_err(Error::Internal)?;
-            file.tagged("plot").write(&svg)?;
+            let beside = file.tagged("plot");
+            beside.write(&svg)?;
+            note.push_str(&format!(" and {}", beside.path.display()));
         }
+        wrote.push(note);
     }
-    Ok(())
+    Ok(wrote)
 }
 
 /// Today's date, UTC, as YYYY-MM-DD.
@@ -311,10 +322,24 @@ mod tests {
         let plot = Plot::Bars { title: "b".into(), y_label: "GB/s".into(), bars: Vec::new() };
         let t = OutputFile::checked("--trace", &dir.join("t.json")).unwrap();
         let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
-        write(&rep, std::slice::from_ref(&r), Some(&plot), Some(&t), Some(&s), "test").unwrap();
+        let origin = Origin { command: "streamlab run overlap".into(), provenance: "test".into() };
+        let files = (Some(&t), Some(&s));
+        let wrote =
+            write(&rep, std::slice::from_ref(&r), Some(&plot), &Drawing::PLAIN, files, &origin)
+                .unwrap();
+        let (t_path, s_path) = (t.path().display(), s.path().display());
+        let plot_path = dir.join("s-plot.svg");
+        assert_eq!(
+            wrote,
+            [
+                format!("--trace wrote {t_path}"),
+                format!("--svg wrote {s_path} and {}", plot_path.display())
+            ],
+            "one note per flag, naming every file"
+        );
         let trace: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(t.path()).unwrap()).unwrap();
-        assert_eq!(trace["metadata"]["provenance"], "test");
+        assert_eq!(trace["metadata"]["provenance"], "test; command: streamlab run overlap");
         assert!(std::fs::read_to_string(s.path()).unwrap().starts_with("<svg"));
         assert!(dir.join("s-plot.svg").is_file());
         // A folder that was there when the file was checked and is gone when it is written.
@@ -322,7 +347,7 @@ mod tests {
         std::fs::create_dir_all(&gone).unwrap();
         let late = OutputFile::checked("--trace", &gone.join("t.json")).unwrap();
         std::fs::remove_dir_all(&gone).unwrap();
-        let e = write(&rep, &[r], None, Some(&late), None, "test").unwrap_err();
+        let e = write(&rep, &[r], None, &Drawing::PLAIN, (Some(&late), None), &origin).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("--trace "), "{e}");
         std::fs::remove_dir_all(dir).unwrap();

@@ -1,8 +1,10 @@
 //! `--svg FILE.svg`: the recorded versions as a picture for documents. One panel per version
 //! (the version without the technique above the version with it) on the same time scale,
-//! one row per stream (per device where there are several), each operation a bar coloured
-//! by its kind, a legend, a time axis in ms; the title carries both medians, the speed-up
-//! and the lesson's bound, the footer which GPU and run produced it.
+//! one row per stream (per device where there are several), and the host's row where the
+//! lesson's story is the host's; each operation a bar coloured by its kind, a legend, a
+//! time axis in ms; the title carries the medians, the speed-up and the lesson's bound, the
+//! footer the one command that made the run, on which GPU and when. What each panel holds
+//! is decided in [`crate::lab::record::drawing`]; this file renders it.
 //!
 //! Drawn with plotters' SVG backend: text stays SVG text (no font files are read), rows and
 //! bars are plain rectangles.
@@ -10,14 +12,17 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::lab::record::drawing::{repeats, short_name, Drawing, Key, Origin, Panel};
 use crate::lab::record::report::Report;
-use crate::lab::record::span::{rows, Recording, Work};
+use crate::lab::record::span::{Recording, Work};
 
 /// The words around a picture.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Caption {
     pub title: String,
     pub subtitle: String,
+    /// The drawing's note, under the subtitle (empty for none).
+    pub note: String,
     pub footer: String,
 }
 
@@ -86,21 +91,84 @@ fn err(e: impl std::fmt::Display) -> String {
     format!("drawing the SVG: {e}")
 }
 
+/// The colour of a bar of kind `key`.
+pub fn key_colour(key: Key) -> RGBColor {
+    match key {
+        Key::Work(w) => colour(w),
+        Key::Kernel(i) => KERNEL_COLOURS[i % KERNEL_COLOURS.len()],
+        Key::HostCall => RGBColor(0x4d, 0x4d, 0x4d),
+        Key::HostWait => RGBColor(0xcf, 0xcf, 0xcf),
+    }
+}
+
+/// The kernels a drawing tells apart, in order: the first in the kernel's usual green.
+const KERNEL_COLOURS: [RGBColor; 4] = [
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
+];
+/// The host row's shading of the timed window.
+const TIMED_SHADE: RGBColor = RGBColor(0xff, 0xec, 0xb3);
+/// How much of its colour an untimed bar keeps.
+const FADED: f64 = 0.3;
+
 /// The median of a version, read back from the report's figures.
 fn median(report: &Report, version: &str) -> Option<f64> {
     report.value(&format!("{version}, median"))
 }
 
+/// The command that runs `report`'s lesson with the flags it was given: only the lesson's
+/// own flags (the harness lists them; derived parameters such as bytes are no flags), a
+/// switch by its name alone, and nothing for a flag left at "none".
+pub fn command_line(report: &Report) -> String {
+    let flags: Vec<&str> = report
+        .details
+        .get("flags")
+        .and_then(|f| f.as_array())
+        .map(|f| f.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let mut line = format!("streamlab run {}", report.lesson);
+    for (k, v) in report.parameters.iter().filter(|(k, _)| flags.contains(&k.as_str())) {
+        let flag = format!("--{}", k.replace('_', "-"));
+        match v {
+            serde_json::Value::Null | serde_json::Value::Bool(false) => continue,
+            serde_json::Value::Bool(true) => line.push_str(&format!(" {flag}")),
+            serde_json::Value::String(s) if !s.contains(' ') => {
+                line.push_str(&format!(" {flag} {s}"))
+            }
+            v => line.push_str(&format!(" {flag} {v}")),
+        }
+    }
+    line
+}
+
 /// A caption from a report: "overlap on NVIDIA H200: one stream 5.010 ms, 8 streams
-/// 2.901 ms, 1.73x faster; bound T(K) 2.884 ms". `provenance` ends the footer.
-pub fn caption(report: &Report, recordings: &[Recording], provenance: &str) -> Caption {
+/// 2.901 ms (medians), speed-up 1.73x; bound T(K) 2.884 ms", the recorder, the drawing's
+/// note, and the one command that made the run with where and when (`origin`).
+pub fn caption(
+    report: &Report,
+    recordings: &[Recording],
+    drawing: &Drawing,
+    origin: &Origin,
+) -> Caption {
     let mut title = format!("{} on {}", report.lesson, report.device);
+    if let Some((what, _)) = drawing.measure {
+        title.push_str(&format!(", {what}"));
+    }
     let times: Vec<String> = recordings
         .iter()
-        .filter_map(|r| median(report, &r.version).map(|m| format!("{} {m:.3} ms", r.version)))
+        .filter_map(|r| {
+            let name = short_name(drawing, &r.version);
+            median(report, &r.version).map(|m| format!("{name} {m:.3} ms"))
+        })
         .collect();
     if !times.is_empty() {
-        title.push_str(&format!(": {} (medians)", times.join(", ")));
+        let per = match repeats(drawing, report) {
+            Some((_, what)) => format!(", per {what}"),
+            None => String::new(),
+        };
+        title.push_str(&format!(": {} (medians{per})", times.join(", ")));
     }
     if let Some(s) = report.value("speed-up (first / second)") {
         title.push_str(&format!(", speed-up {s:.2}x"));
@@ -114,30 +182,11 @@ pub fn caption(report: &Report, recordings: &[Recording], provenance: &str) -> C
         .first()
         .map(|r| format!("one run of each version; {}", r.source.describe()))
         .unwrap_or_default();
-    // Only the lesson's own flags (the harness lists them): a lesson's derived parameters
-    // (bytes, cycles, ...) are no flags. A report without the list prints none.
-    let flags: Vec<&str> = report
-        .details
-        .get("flags")
-        .and_then(|f| f.as_array())
-        .map(|f| f.iter().filter_map(|v| v.as_str()).collect())
-        .unwrap_or_default();
-    let params: Vec<String> = report
-        .parameters
-        .iter()
-        // A flag left to its default of "none" (an Option) was not on the command line.
-        .filter(|(k, v)| flags.contains(&k.as_str()) && !v.is_null())
-        .map(|(k, v)| format!("--{} {v}", k.replace('_', "-")))
-        .collect();
     Caption {
         title,
         subtitle,
-        footer: format!(
-            "streamlab run {} {} on {}; {provenance}",
-            report.lesson,
-            params.join(" "),
-            report.device
-        ),
+        note: drawing.note.to_string(),
+        footer: format!("{}; {}", origin.command, origin.provenance),
     }
 }
 
@@ -156,33 +205,89 @@ fn write_lines(
     Ok(())
 }
 
-/// The timeline picture of `recordings` (each a panel, same time scale) as SVG text.
-pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<String, String> {
-    let x_max = recordings.iter().map(Recording::end_ms).fold(0.0, f64::max).max(1e-3) * 1.02;
-    let devices = recordings.iter().flat_map(|r| r.spans.iter().map(|s| s.device)).any(|d| d != 0);
-    // The widest row name as drawn ("GPU 1 · " and all), about 8 pixels a character.
-    let label_width = recordings
+/// One legend entry: its swatch and its words.
+enum Swatch {
+    Key(Key),
+    Faded,
+    Timed,
+}
+
+/// The legend's entries for `panels`: each kind of bar drawn, then the faded bars and the
+/// timed window where there are any.
+fn legend(panels: &[Panel], drawing: &Drawing) -> Vec<(Swatch, String)> {
+    let present = |k: Key| panels.iter().any(|p| p.keys().any(|x| x == k));
+    let kernels = (0..drawing.kernels.len()).map(Key::Kernel);
+    let keys = Work::ALL.into_iter().map(Key::Work).chain(kernels);
+    let mut out: Vec<(Swatch, String)> = keys
+        .chain([Key::HostCall, Key::HostWait])
+        .filter(|k| present(*k))
+        .map(|k| (Swatch::Key(k), k.describe(drawing)))
+        .collect();
+    if panels.iter().any(|p| p.timed.is_some()) {
+        out.push((
+            Swatch::Timed,
+            "shaded: the timed run (host clock, from its first driver call)".into(),
+        ));
+    }
+    if panels.iter().any(Panel::has_untimed) {
+        out.push((Swatch::Faded, "faded: outside the timed run (untimed)".into()));
+    }
+    out
+}
+
+/// Where each legend entry goes, given its words after a swatch `swatch` pixels wide: left
+/// to right from `left`, in lines across a picture `width` pixels wide: (x, line). The
+/// plots lay theirs out the same way.
+pub fn legend_layout<'a>(
+    words: impl IntoIterator<Item = &'a str>,
+    swatch: i32,
+    (left, width): (i32, u32),
+) -> Vec<(i32, i32)> {
+    let (mut x, mut line, mut out) = (left, 0, Vec::new());
+    for words in words {
+        let entry = swatch + words.chars().count() as i32 * 7 + 24;
+        if x > left && x + entry > width as i32 - 14 {
+            (x, line) = (left, line + 1);
+        }
+        out.push((x, line));
+        x += entry;
+    }
+    out
+}
+
+/// The timeline picture: the caption, one panel per version (same time scale), the
+/// legend, the footer, as SVG text.
+pub fn timeline_svg(
+    caption: &Caption,
+    panels: &[Panel],
+    drawing: &Drawing,
+) -> Result<String, String> {
+    let x_max = panels.iter().map(Panel::end_ms).fold(0.0, f64::max).max(1e-3) * 1.02;
+    // The widest row name, about 8 pixels a character.
+    let label_width = panels
         .iter()
-        .flat_map(|r| rows(&r.spans))
-        .map(|(d, s)| {
-            crate::lab::record::span::row_name(d, &s, devices).chars().count() as u32 * 8 + 40
-        })
+        .flat_map(|p| p.rows.iter().map(|r| r.name.chars().count() as u32 * 8 + 40))
         .max()
         .unwrap_or(80)
         .clamp(80, 440);
     let heights: Vec<u32> =
-        recordings.iter().map(|r| PANEL + ROW * rows(&r.spans).len().max(1) as u32).collect();
-    let [title, subtitle, footer] = [
+        panels.iter().map(|p| PANEL + ROW * p.rows.len().max(1) as u32).collect();
+    let [title, subtitle, note, footer] = [
         (&caption.title, TITLE_FONT),
         (&caption.subtitle, SUBTITLE_FONT),
+        (&caption.note, SUBTITLE_FONT),
         (&caption.footer, FOOTER_FONT),
     ]
     .map(|(text, (size, _))| wrapped(text, fits(WIDTH, size)));
+    let entries = legend(panels, drawing);
+    let places = legend_layout(entries.iter().map(|e| e.1.as_str()), 22, (14, WIDTH));
+    let legend_height = LEGEND + 24 * places.last().map_or(0, |p| p.1) as u32;
     let lines = |l: &[String], (_, step): (u32, u32)| l.len().max(1) as u32 * step;
     let top = 10 + lines(&title, TITLE_FONT) + 4;
-    let title_height = top + lines(&subtitle, SUBTITLE_FONT) + 7;
+    let note_top = top + lines(&subtitle, SUBTITLE_FONT);
+    let title_height = note_top + note.len() as u32 * SUBTITLE_FONT.1 + 7;
     let footer_height = 4 + lines(&footer, FOOTER_FONT) + 2;
-    let height = title_height + heights.iter().sum::<u32>() + LEGEND + footer_height;
+    let height = title_height + heights.iter().sum::<u32>() + legend_height + footer_height;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
@@ -191,13 +296,13 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
         let grey = RGBColor(80, 80, 80);
         write_lines(&root, &title, TITLE_FONT, &BLACK, 10)?;
         write_lines(&root, &subtitle, SUBTITLE_FONT, &grey, top as i32)?;
+        write_lines(&root, &note, SUBTITLE_FONT, &grey, note_top as i32)?;
         let (_, mut rest) = root.split_vertically(title_height);
-        for (r, h) in recordings.iter().zip(&heights) {
+        for (p, h) in panels.iter().zip(&heights) {
             let (area, below) = rest.split_vertically(*h);
-            let rows = rows(&r.spans);
-            let n = rows.len().max(1) as f64;
+            let n = p.rows.len().max(1) as f64;
             let mut chart = ChartBuilder::on(&area)
-                .caption(format!("{}: this run {:.3} ms", r.version, r.ms), ("sans-serif", 17))
+                .caption(&p.heading, ("sans-serif", 17))
                 .margin_left(8)
                 .margin_right(28)
                 .margin_top(6)
@@ -214,35 +319,62 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
                 .label_style(("sans-serif", 14))
                 .draw()
                 .map_err(err)?;
+            // The timed run, shaded behind every row.
+            if let Some((from, to)) = p.timed {
+                let (x0, top) = chart.backend_coord(&(from, n));
+                let (x1, bottom) = chart.backend_coord(&(to.min(x_max), 0.0));
+                root.draw(&Rectangle::new([(x0, top), (x1, bottom)], TIMED_SHADE.filled()))
+                    .map_err(err)?;
+            }
             let names = font(15).pos(Pos::new(HPos::Right, VPos::Center));
-            for (i, (device, stream)) in rows.iter().enumerate() {
+            for (i, row) in p.rows.iter().enumerate() {
                 let band = n - 1.0 - i as f64;
                 let (x, y) = chart.backend_coord(&(0.0, band + 0.5));
-                let name = crate::lab::record::span::row_name(*device, stream, devices);
-                root.draw_text(&name, &names, (x - 8, y)).map_err(err)?;
-                for s in r.spans.iter().filter(|s| s.device == *device && s.stream == *stream) {
-                    let (x0, top) = chart.backend_coord(&(s.start_ms, band + 1.0));
-                    let (x1, bottom) = chart.backend_coord(&(s.end_ms, band));
-                    let bar = Rectangle::new(
-                        [(x0, top + 4), (x1.max(x0 + 1), bottom - 4)],
-                        colour(s.kind).filled(),
-                    );
-                    root.draw(&bar).map_err(err)?;
+                root.draw_text(&row.name, &names, (x - 8, y)).map_err(err)?;
+                for b in &row.bars {
+                    let (x0, top) = chart.backend_coord(&(b.start_ms, band + 1.0));
+                    let (x1, bottom) = chart.backend_coord(&(b.end_ms, band));
+                    // A pixel's gap after a wide bar keeps back-to-back bars apart.
+                    let x1 = if x1 - x0 > 3 { x1 - 1 } else { x1.max(x0 + 1) };
+                    let c = key_colour(b.key);
+                    let fill = if b.untimed { c.mix(FADED) } else { c.mix(1.0) };
+                    let corners = [(x0, top + 4), (x1, bottom - 4)];
+                    root.draw(&Rectangle::new(corners, fill.filled())).map_err(err)?;
+                    // A wait is pale: an outline keeps it apart from the background.
+                    if b.key == Key::HostWait {
+                        let edge =
+                            RGBColor(0x80, 0x80, 0x80).mix(if b.untimed { 0.5 } else { 1.0 });
+                        root.draw(&Rectangle::new(corners, edge.stroke_width(1))).map_err(err)?;
+                    }
+                    // A call's name where it fits on its bar.
+                    let text = match b.untimed {
+                        true if !b.text.is_empty() => format!("{} (untimed)", b.text),
+                        _ => b.text.clone(),
+                    };
+                    let fits_on_bar = (text.chars().count() as f64 * 6.2) as i32 + 8 < x1 - x0;
+                    if !text.is_empty() && fits_on_bar {
+                        let ink = if b.key == Key::HostCall && !b.untimed { WHITE } else { BLACK };
+                        let style = TextStyle::from(("sans-serif", 12).into_font())
+                            .color(&ink)
+                            .pos(Pos::new(HPos::Left, VPos::Center));
+                        root.draw_text(&text, &style, (x0 + 4, (top + bottom) / 2)).map_err(err)?;
+                    }
                 }
             }
             rest = below;
         }
-        let (legend, footer_area) = rest.split_vertically(LEGEND);
-        let mut x = 14;
-        for kind in Work::ALL {
-            if !recordings.iter().any(|r| r.spans.iter().any(|s| s.kind == kind)) {
-                continue;
+        let (legend_area, footer_area) = rest.split_vertically(legend_height);
+        for ((swatch, words), &(x, line)) in entries.iter().zip(&places) {
+            let y = 8 + 24 * line;
+            let rect = [(x, y), (x + 16, y + 14)];
+            let grey = RGBColor(0x7f, 0x7f, 0x7f);
+            match swatch {
+                Swatch::Key(k) => legend_area.draw(&Rectangle::new(rect, key_colour(*k).filled())),
+                Swatch::Timed => legend_area.draw(&Rectangle::new(rect, TIMED_SHADE.filled())),
+                Swatch::Faded => legend_area.draw(&Rectangle::new(rect, grey.mix(FADED).filled())),
             }
-            legend
-                .draw(&Rectangle::new([(x, 8), (x + 16, 22)], colour(kind).filled()))
-                .map_err(err)?;
-            legend.draw_text(kind.describe(), &font(15), (x + 22, 8)).map_err(err)?;
-            x += 22 + kind.describe().len() as i32 * 7 + 24;
+            .map_err(err)?;
+            legend_area.draw_text(words, &font(15), (x + 22, y)).map_err(err)?;
         }
         write_lines(&footer_area, &footer, FOOTER_FONT, &grey, 4)?;
         root.present().map_err(err)?;
@@ -253,7 +385,21 @@ pub fn timeline_svg(caption: &Caption, recordings: &[Recording]) -> Result<Strin
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::lab::record::drawing::panels;
     use crate::lab::record::span::{Source, Span};
+
+    fn origin(provenance: &str) -> Origin {
+        Origin {
+            command: "streamlab run overlap --streams 8".into(),
+            provenance: provenance.into(),
+        }
+    }
+
+    /// The picture of `recordings`, drawn plainly.
+    fn svg_of(c: &Caption, report: &Report, recordings: &[Recording]) -> String {
+        let plain = Drawing::PLAIN;
+        timeline_svg(c, &panels(recordings, &plain, report), &plain).unwrap()
+    }
 
     /// The text of every `<text>` element of `svg`, trimmed.
     pub(crate) fn texts(svg: &str) -> Vec<String> {
@@ -308,16 +454,51 @@ pub(crate) mod tests {
     #[test]
     fn the_caption_carries_times_speedup_and_bound() {
         let (report, recordings) = overlap_pair();
-        let c = caption(&report, &recordings, "measured 2026-11-23");
+        let c = caption(&report, &recordings, &Drawing::PLAIN, &origin("measured 2026-11-23"));
         assert_eq!(
             c.title,
             "overlap on NVIDIA H200: one stream 5.010 ms, 8 streams 2.901 ms (medians), speed-up 1.73x; bound T(K) 2.884 ms"
         );
         assert!(c.subtitle.contains("timeline from events"), "{}", c.subtitle);
+        assert_eq!(c.footer, "streamlab run overlap --streams 8; measured 2026-11-23");
+        assert_eq!(c.footer.matches("streamlab run").count(), 1, "one command");
+    }
+
+    /// The footer's command for a live run: the lesson's own flags as they are typed.
+    #[test]
+    fn the_command_line_is_the_flags_as_typed() {
+        let (mut report, _) = overlap_pair();
+        report
+            .param("sweep", true)
+            .param("quiet", false)
+            .param("format", "bf16")
+            .param("gpus", serde_json::Value::Null)
+            .detail("flags", ["streams", "sweep", "quiet", "format", "gpus"]);
+        let line = command_line(&report);
+        assert_eq!(line, "streamlab run overlap --format bf16 --streams 8 --sweep");
+    }
+
+    /// events: both versions' times measure when the consumer finished, said once.
+    #[test]
+    fn a_drawing_names_what_the_times_measure_once() {
+        const DRAWING: Drawing = Drawing {
+            measure: Some((
+                "consumer (stream B) finished at",
+                &[("consumer finished at, without wait_event", "without wait_event")],
+            )),
+            ..Drawing::PLAIN
+        };
+        let mut report = Report::new("events", "t", "NVIDIA H200");
+        report.figure("consumer finished at, without wait_event, median", 2.663, "ms");
+        let mut r = recording("consumer finished at, without wait_event", 1, 1.0);
+        r.ms = 4.255;
+        let c = caption(&report, std::slice::from_ref(&r), &DRAWING, &origin("test"));
         assert_eq!(
-            c.footer,
-            "streamlab run overlap --streams 8 on NVIDIA H200; measured 2026-11-23"
+            c.title,
+            "events on NVIDIA H200, consumer (stream B) finished at: without wait_event 2.663 ms (medians)"
         );
+        let panel = &panels(&[r], &DRAWING, &report)[0];
+        assert_eq!(panel.heading, "without wait_event: this run 4.255 ms");
     }
 
     /// The titles of 12 of the 17 pictures of 2026-11-23 ran past the right edge, hiding the
@@ -325,11 +506,11 @@ pub(crate) mod tests {
     #[test]
     fn a_long_caption_wraps_between_figures_and_the_picture_grows() {
         let (report, recordings) = overlap_pair();
-        let mut c = caption(&report, &recordings, "test");
-        let short = timeline_svg(&c, &recordings).unwrap();
+        let mut c = caption(&report, &recordings, &Drawing::PLAIN, &origin("test"));
+        let short = svg_of(&c, &report, &recordings);
         let title = "unified-memory on NVIDIA H200: managed, migrated on demand (page faults) 6.185 ms, managed + cuMemPrefetchAsync on the streams 3.178 ms (medians), speed-up 1.95x; bound 3.001 ms";
         c.title = title.into();
-        let svg = timeline_svg(&c, &recordings).unwrap();
+        let svg = svg_of(&c, &report, &recordings);
         let texts = texts(&svg);
         let lines = wrapped(title, fits(WIDTH, TITLE_FONT.0));
         assert_eq!(lines.len(), 2, "{lines:?}");
@@ -361,7 +542,8 @@ pub(crate) mod tests {
     #[test]
     fn the_svg_is_xml_with_one_row_per_stream() {
         let (report, recordings) = overlap_pair();
-        let svg = timeline_svg(&caption(&report, &recordings, "test"), &recordings).unwrap();
+        let c = caption(&report, &recordings, &Drawing::PLAIN, &origin("test"));
+        let svg = svg_of(&c, &report, &recordings);
         let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
         assert_eq!(doc.root_element().tag_name().name(), "svg");
         let texts = texts(&svg);

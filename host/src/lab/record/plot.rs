@@ -8,7 +8,7 @@
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::lab::record::picture::{fits, wrapped};
+use crate::lab::record::picture::{fits, legend_layout, wrapped};
 
 /// One line of a line plot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,6 +139,12 @@ pub fn svg(plot: &Plot, footer: &str) -> Result<String, String> {
         for (i, line) in footer.iter().enumerate() {
             bottom.draw_text(line, &style, (14, 6 + 18 * i as i32)).map_err(err)?;
         }
+        // The legend goes under the axes, never over the data.
+        let entries = legend(plot);
+        let places = legend_layout(entries.iter().map(|e| e.1.as_str()), 32, (LEGEND_LEFT, SIZE.0));
+        let legend_height = 12 + 24 * (places.last().map_or(0, |p| p.1) as u32 + 1);
+        let (area, legend_area) = area.split_vertically(area.dim_in_pixel().1 - legend_height);
+        draw_legend(&legend_area, &entries, &places)?;
         match plot {
             Plot::Lines { title, x_label, y_label, log_x, log_y, series } => {
                 lines(&area, title, x_label, y_label, (*log_x, *log_y), series)?
@@ -151,6 +157,89 @@ pub fn svg(plot: &Plot, footer: &str) -> Result<String, String> {
 }
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// How a legend entry shows its series or bars.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Swatch {
+    /// A measured line with its markers.
+    Line(RGBColor),
+    /// A bound or model: dashed, as it is drawn.
+    Dashed(RGBColor),
+    /// Marked points.
+    Marks,
+    Bar(RGBColor),
+}
+
+/// The legend's entries: each series (or each bar name) in its colour and its style.
+fn legend(plot: &Plot) -> Vec<(Swatch, String)> {
+    match plot {
+        Plot::Lines { series, .. } => series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let colour = PALETTE[i % PALETTE.len()];
+                let swatch = match (s.marks, s.model) {
+                    (true, _) => Swatch::Marks,
+                    (false, true) => Swatch::Dashed(colour),
+                    (false, false) => Swatch::Line(colour),
+                };
+                (swatch, s.name.clone())
+            })
+            .collect(),
+        Plot::Bars { bars, .. } => {
+            let mut names: Vec<&str> = Vec::new();
+            for b in bars {
+                if !names.contains(&b.name.as_str()) {
+                    names.push(&b.name);
+                }
+            }
+            let bar = |(n, name): (usize, &&str)| {
+                (Swatch::Bar(PALETTE[n % PALETTE.len()]), name.to_string())
+            };
+            names.iter().enumerate().map(bar).collect()
+        }
+    }
+}
+
+/// Where the legend starts: under the plot's y axis.
+const LEGEND_LEFT: i32 = 84;
+
+fn draw_legend(
+    area: &Area<'_>,
+    entries: &[(Swatch, String)],
+    places: &[(i32, i32)],
+) -> Result<(), String> {
+    let font = TextStyle::from(("sans-serif", 14).into_font()).color(&BLACK).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Left,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    for ((swatch, words), &(x, line)) in entries.iter().zip(places) {
+        let y = 14 + 24 * line;
+        match *swatch {
+            Swatch::Line(c) => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(2)))
+                    .map_err(err)?;
+                area.draw(&Circle::new((x + 12, y), 4, c.filled())).map_err(err)?;
+            }
+            Swatch::Dashed(c) => {
+                for dash in [x, x + 10, x + 20] {
+                    let piece = PathElement::new(vec![(dash, y), (dash + 5, y)], c.stroke_width(2));
+                    area.draw(&piece).map_err(err)?;
+                }
+            }
+            Swatch::Marks => {
+                area.draw(&TriangleMarker::new((x + 12, y), 7, BLACK.filled())).map_err(err)?
+            }
+            Swatch::Bar(c) => area
+                .draw(&Rectangle::new([(x + 5, y - 7), (x + 19, y + 7)], c.filled()))
+                .map_err(err)?,
+        }
+        area.draw_text(words, &font, (x + 32, y)).map_err(err)?;
+    }
+    Ok(())
+}
 
 /// Tick values for an axis over `lo..hi`: 1-2-5 steps (per decade on a log axis, with
 /// every multiple where that gives fewer than three), or `exact` (a log x axis ticks at the
@@ -204,43 +293,6 @@ fn tick_text(v: &f64) -> String {
     }
 }
 
-/// The corner of a line plot whose quarter holds the fewest points (the upper right on a
-/// tie), where the legend hides the least.
-fn legend_corner(
-    series: &[Series],
-    xs: (f64, f64),
-    ys: (f64, f64),
-    (log_x, log_y): (bool, bool),
-) -> SeriesLabelPosition {
-    // Where `v` lies between `lo` and `hi`, 0 to 1, on the axis's scale.
-    let at = |v: f64, (lo, hi): (f64, f64), log: bool| {
-        if log {
-            (v.ln() - lo.ln()) / (hi.ln() - lo.ln())
-        } else {
-            (v - lo) / (hi - lo)
-        }
-    };
-    let points: Vec<(f64, f64)> = series
-        .iter()
-        .flat_map(|s| s.points.iter())
-        .map(|&(x, y)| (at(x, xs, log_x), at(y, ys, log_y)))
-        .collect();
-    let corners = [
-        (SeriesLabelPosition::UpperRight, true, true),
-        (SeriesLabelPosition::LowerRight, true, false),
-        (SeriesLabelPosition::UpperLeft, false, true),
-        (SeriesLabelPosition::LowerLeft, false, false),
-    ];
-    let inside = |right: bool, upper: bool| {
-        let near = |v: f64, high: bool| if high { v >= 0.5 } else { v <= 0.5 };
-        points.iter().filter(|(x, y)| near(*x, right) && near(*y, upper)).count()
-    };
-    corners
-        .into_iter()
-        .min_by_key(|&(_, right, upper)| inside(right, upper))
-        .map_or(SeriesLabelPosition::UpperRight, |(corner, _, _)| corner)
-}
-
 fn lines(
     area: &Area<'_>,
     title: &str,
@@ -291,11 +343,7 @@ fn lines(
                     // Black, whatever its place: marks sit on the other lines.
                     let colour = BLACK;
                     let mark = |p: &(f64, f64)| TriangleMarker::new(*p, 9, colour.filled());
-                    chart
-                        .draw_series(points.iter().map(mark))
-                        .map_err(err)?
-                        .label(s.name.as_str())
-                        .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 7, colour.filled()));
+                    chart.draw_series(points.iter().map(mark)).map_err(err)?;
                     continue;
                 }
                 let drawn = if s.model {
@@ -303,23 +351,13 @@ fn lines(
                 } else {
                     chart.draw_series(LineSeries::new(points.clone(), style))
                 };
-                drawn.map_err(err)?.label(s.name.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
+                drawn.map_err(err)?;
                 if !s.model {
                     chart
                         .draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))
                         .map_err(err)?;
                 }
             }
-            chart
-                .configure_series_labels()
-                .position(legend_corner(series, xs, ys, (log_x, log_y)))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .label_font(("sans-serif", 14))
-                .draw()
-                .map_err(err)?;
         }};
     }
     match (log_x, log_y) {
@@ -380,11 +418,7 @@ fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Re
                 Some(Rectangle::new([(x0, 0.0), (x0 + width * 0.92, b.value)], colour.filled()))
             })
             .collect();
-        chart
-            .draw_series(rects)
-            .map_err(err)?
-            .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], colour.filled()));
+        chart.draw_series(rects).map_err(err)?;
         let values = bars.iter().filter(|b| b.name == *name).filter_map(|b| {
             let g = groups.iter().position(|g| *g == b.group)? as f64;
             let x = g + 0.1 + (n as f64 + 0.46) * width;
@@ -401,13 +435,6 @@ fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Re
         });
         chart.draw_series(values).map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(err)?;
     Ok(())
 }
 
@@ -460,8 +487,45 @@ mod tests {
         ] {
             assert!(t.iter().any(|x| x == want), "{want} missing in {t:?}");
         }
-        // A marker per measured point.
-        assert_eq!(svg.matches("<circle").count(), 7);
+        // A marker per measured point, and the legend's.
+        assert_eq!(svg.matches("<circle").count(), 7 + 1);
+    }
+
+    /// The y of the first `<text>` reading `want`.
+    fn text_y(svg: &str, want: &str) -> f64 {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        let node = doc
+            .descendants()
+            .find(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some(want));
+        node.and_then(|n| n.attribute("y")).unwrap_or_else(|| panic!("{want}")).parse().unwrap()
+    }
+
+    /// The legend covered data in two of the pictures of 2026-11-23 (a bar, the graph's
+    /// lines) and showed a dashed bound as a solid line: it now sits under the axes, each
+    /// entry drawn the way its series is.
+    #[test]
+    fn the_legend_sits_under_the_axes_and_draws_a_bound_dashed() {
+        let plot = Plot::lines(
+            "stream-sweep",
+            "streams K",
+            "ms",
+            true,
+            vec![
+                Series::measured("measured", vec![(1.0, 4.0), (2.0, 2.7)]),
+                Series::model("bound T(K)", vec![(1.0, 3.9), (2.0, 2.6)]),
+                Series::marks("best K", vec![(2.0, 2.7)]),
+            ],
+        );
+        let kinds: Vec<Swatch> = legend(&plot).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(kinds, [Swatch::Line(PALETTE[0]), Swatch::Dashed(PALETTE[1]), Swatch::Marks]);
+        let svg = svg(&plot, "footer").unwrap();
+        let axis = text_y(&svg, "streams K");
+        for entry in ["measured", "bound T(K)", "best K"] {
+            assert!(text_y(&svg, entry) > axis, "{entry} is above the x axis's label");
+        }
+        let bars = Plot::bars("b", "GB/s", vec![Bar::new("host to device", "pinned", 55.0)]);
+        let svg = super::svg(&bars, "footer").unwrap();
+        assert!(text_y(&svg, "pinned") > text_y(&svg, "host to device"), "under the axis");
     }
 
     #[test]

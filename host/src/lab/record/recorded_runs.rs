@@ -15,6 +15,7 @@
 //! compute kernel went from sinf*cosf to sincosf and became 1.76x faster).
 use serde::Deserialize;
 
+use crate::lab::record::drawing::{name_the_legacy_stream, Drawing, Origin};
 use crate::lab::record::output::{self, OutputFile};
 use crate::lab::record::report::{kernels_id, Report};
 use crate::lab::record::span::Recording;
@@ -78,11 +79,14 @@ impl RecordedRun {
     }
 
     /// The recorded versions, from the trace (or the report where the trace has none).
+    /// The legacy default stream is named where the run predates the recorder naming it.
     pub fn recordings(&self) -> Vec<Recording> {
-        match trace::read(&self.trace) {
+        let mut recordings = match trace::read(&self.trace) {
             Ok((_, r)) if !r.is_empty() => r,
             _ => output::recordings_of(&self.report),
-        }
+        };
+        recordings.iter_mut().for_each(name_the_legacy_stream);
+        recordings
     }
 }
 
@@ -122,15 +126,19 @@ pub fn hint(lesson: &str) -> String {
     }
 }
 
+/// The files `--recorded` writes from a recorded run: `--trace`, `--svg`.
+pub type Files<'a> = (Option<&'a OutputFile>, Option<&'a OutputFile>);
+
 /// The report of `run` as `--recorded` prints it: labelled as recorded in its device line
 /// and in `details.recorded`, with the timeline drawn when the run had none in its text.
-/// Writes `--trace` and `--svg` from the recorded trace.
+/// Writes `--trace` and `--svg` from the recorded trace, the picture as `drawing` (the
+/// lesson's) says, and returns what it wrote beside the report ([`output::write`]).
 pub fn show(
     run: &RecordedRun,
-    trace_to: Option<&OutputFile>,
-    svg_to: Option<&OutputFile>,
-) -> Result<Report> {
-    show_in(run, Lang::En, trace_to, svg_to)
+    drawing: &Drawing,
+    files: Files<'_>,
+) -> Result<(Report, Vec<String>)> {
+    show_in(run, Lang::En, drawing, files)
 }
 
 /// [`show`], with the device line in `lang` (the rest of the report is rendered in a
@@ -138,9 +146,9 @@ pub fn show(
 pub fn show_in(
     run: &RecordedRun,
     lang: Lang,
-    trace_to: Option<&OutputFile>,
-    svg_to: Option<&OutputFile>,
-) -> Result<Report> {
+    drawing: &Drawing,
+    files: Files<'_>,
+) -> Result<(Report, Vec<String>)> {
     let mut report = run.report.clone();
     let recordings = run.recordings();
     if report.timeline.is_none() && !recordings.is_empty() {
@@ -158,13 +166,13 @@ pub fn show_in(
             "same_kernels": run.same_kernels(),
         }),
     );
-    let provenance = format!("{}; command: {}", run.label(), run.command);
+    let origin = Origin { command: run.command.clone(), provenance: run.label() };
     let mut drawn = run.report.clone();
     drawn.device = run.gpu.clone();
     // The run holds its plot only as its report's JSON.
     let plot = output::plot_of(&run.report);
-    output::write(&drawn, &recordings, plot.as_ref(), trace_to, svg_to, &provenance)?;
-    Ok(report)
+    let wrote = output::write(&drawn, &recordings, plot.as_ref(), drawing, files, &origin)?;
+    Ok((report, wrote))
 }
 
 #[cfg(test)]
@@ -218,7 +226,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let t = OutputFile::checked("--trace", &dir.join("t.json")).unwrap();
         let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
-        let report = show(&run, Some(&t), Some(&s)).unwrap();
+        let (report, wrote) = show(&run, &Drawing::PLAIN, (Some(&t), Some(&s))).unwrap();
+        assert_eq!(wrote.len(), 2, "{wrote:?}");
         let text = report.to_text();
         assert!(
             text.contains("device: NVIDIA H200 (a run recorded on NVIDIA H200 on 2026-11-23, embedded in streamlab: not measured on this machine)"),
@@ -247,7 +256,7 @@ mod tests {
         assert_eq!(header.lines().count(), 1, "{header}");
         assert!(!header.contains("kernels"), "{header}");
         assert!(!same.header(Lang::Zh).contains("核函数"), "{}", same.header(Lang::Zh));
-        let report = show(&same, None, None).unwrap();
+        let (report, _) = show(&same, &Drawing::PLAIN, (None, None)).unwrap();
         assert_eq!(report.details["recorded"]["same_kernels"], true);
 
         let unknown = parse(&recorded_with(None)).unwrap();
@@ -256,7 +265,7 @@ mod tests {
         assert_eq!(header.lines().count(), 2, "{header}");
         assert!(header.lines().nth(1).unwrap().contains(earlier), "{header}");
         assert!(unknown.header(Lang::Zh).contains(earlier_zh), "{}", unknown.header(Lang::Zh));
-        let report = show(&unknown, None, None).unwrap();
+        let (report, _) = show(&unknown, &Drawing::PLAIN, (None, None)).unwrap();
         assert_eq!(report.details["recorded"]["same_kernels"], false);
         assert_eq!(report.details["recorded"]["kernels"], serde_json::Value::Null);
 
@@ -277,7 +286,7 @@ mod tests {
         assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
         for (lesson, text) in RECORDED {
             let run = parse(text).unwrap();
-            let report = show_in(&run, Lang::Zh, None, None).unwrap();
+            let (report, _) = show_in(&run, Lang::Zh, &Drawing::PLAIN, (None, None)).unwrap();
             let names = std::iter::once(&report.title)
                 .chain(report.figures.iter().map(|f| &f.name))
                 .chain(report.checks.iter().map(|c| &c.name));

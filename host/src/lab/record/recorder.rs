@@ -145,7 +145,7 @@ impl Default for Recorder {
 /// A version's run as the harness sees it: its time in ms and its named parts.
 pub type Timed = (f64, Vec<(String, f64)>);
 
-/// Records one run of each version in `drawn` (the lesson's [`Lesson::drawn`]: the first
+/// Records one run of each version in `drawn` (the lesson's `Lesson::drawn`: the first
 /// two, unless it names more; `run(v)` runs version `v`), each after an untimed warm-up run under the same recorder (CUPTI is turned on once for all
 /// of them), then measures what recording costs: the second version `rounds` times with
 /// the recorder off and on, interleaved (at least 3, at most 10 rounds). Each round turns

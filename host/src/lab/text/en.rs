@@ -18,7 +18,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.header", "(a run {label}, embedded in streamlab: not measured on this machine; it ran `{command}`)"),
     ("recorded.kernels_earlier", "(recorded with an earlier build of the kernels, not the one this binary carries: figures measured with this build may differ)"),
     ("recorded.kernels_other", "(recorded with other kernels, {kernels}, than the ones this binary carries, {ours}: figures measured with this build may differ)"),
-    ("recorded.none", "== {lesson}: no recorded run embedded for this lesson"),
+    ("recorded.none", "== {lesson}: not shown: this build embeds no recorded run of it"),
     ("list.more", "streamlab run <LESSON> --help shows a lesson's flags, with defaults and ranges."),
 
     // overlap
@@ -282,6 +282,8 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // the run command (lab/harness/run_command.rs)
     ("run.not_run", "== {lesson}: not run: {why}"),
+    ("run.summary", "== all: {done} of {lessons} lessons run, {skipped} not run; checks: {passed} passed, {not_asserted} not asserted, {failed} failed"),
+    ("run.summary_recorded", "== all: {done} of {lessons} recorded runs shown, {skipped} not shown; their checks as recorded: {passed} passed, {not_asserted} not asserted, {failed} failed"),
 
     // the trace command (lab/capture)
     ("trace.program", "== traced: {command}"),

@@ -19,7 +19,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.header", "（一次{label}的运行，内嵌于 streamlab：并非在本机测得；当时运行的是 `{command}`）"),
     ("recorded.kernels_earlier", "（录制时用的是较早一次构建的核函数，而不是本程序内嵌的这一版：用本版本测得的数字可能不同）"),
     ("recorded.kernels_other", "（录制时用的核函数 {kernels} 与本程序内嵌的 {ours} 不同：用本版本测得的数字可能不同）"),
-    ("recorded.none", "== {lesson}：本课没有内嵌的录制运行"),
+    ("recorded.none", "== {lesson}：未显示：本构建没有内嵌这一课的录制运行"),
     ("list.more", "streamlab run <LESSON> --help 列出一课的参数及其默认值和取值范围。"),
 
     // overlap
@@ -283,6 +283,8 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // the run command (lab/harness/run_command.rs)
     ("run.not_run", "== {lesson}：未运行：{why}"),
+    ("run.summary", "== all：{lessons} 课中运行了 {done} 课，{skipped} 课未运行；检查：{passed} 项通过，{not_asserted} 项不作断言，{failed} 项失败"),
+    ("run.summary_recorded", "== all：{lessons} 课中显示了 {done} 次录制运行，{skipped} 课未显示；录制时的检查：{passed} 项通过，{not_asserted} 项不作断言，{failed} 项失败"),
 
     // trace 命令（lab/capture）
     ("trace.program", "== 追踪：{command}"),

@@ -33,7 +33,9 @@ use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::random_inputs;
 use crate::lab::harness::lesson::no_such_version;
 use crate::lab::harness::stats::host_ms;
-use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, Text, WorkModel};
+use crate::lab::{
+    args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, Text, WorkModel,
+};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
 use race::{
     check_ordering, check_overtook, check_producer_timing, check_race_observed, check_right,
@@ -126,6 +128,16 @@ impl Lesson for Events {
         "event timing of a kernel; a cross-stream dependency with wait_event, and the race without it";
     // Without the wait the consumer races the producer: its time is no baseline.
     const SPEEDUP: bool = false;
+    const DRAWING: Drawing = Drawing {
+        measure: Some((
+            "consumer (stream B) finished at",
+            &[
+                ("consumer finished at, without wait_event", "without wait_event"),
+                ("consumer (stream B) finished at, with wait_event", "with wait_event"),
+            ],
+        )),
+        ..Drawing::PLAIN
+    };
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {

@@ -42,7 +42,7 @@ use crate::lab::harness::budget::MAX_ELEMENTS;
 use crate::lab::harness::data::{ensure_bitwise_equal, random_inputs};
 use crate::lab::harness::stats::host_ms;
 use crate::lab::record::plot::Plot;
-use crate::lab::{args, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
+use crate::lab::{args, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::graph::Instantiate::Plain;
 use crate::runtime::graph::{capture, CaptureMode, CaptureMode::Global, Graph, GraphExec};
 use crate::runtime::memory::copy_to_host_sync;
@@ -278,6 +278,7 @@ impl GraphDag {
 impl Lesson for GraphDag {
     const NAME: &'static str = "graph";
     const SUMMARY: &'static str = "a multi-stream DAG replayed with streams+events vs a captured CUDA graph; update in place; launch overhead";
+    const DRAWING: Drawing = Drawing { repeats: Some(("iters", "replay")), ..Drawing::PLAIN };
     type Args = Args;
 
     fn versions(a: &Args) -> Vec<String> {

@@ -90,7 +90,7 @@ impl Shape {
         copies + (2 * self.chain + 1) as f64 * model.elementwise_ms(n)
     }
 
-    /// Replays per timed sample: about [`SAMPLE_MS`] of work, at most `iters`.
+    /// Replays per timed sample: about `SAMPLE_MS` (1 ms) of work, at most `iters`.
     pub fn replays(&self, model: &WorkModel, iters: u32) -> u32 {
         let fit = (SAMPLE_MS / self.estimate_ms(model).max(1e-6)).ceil();
         (fit.min(f64::from(iters)) as u32).max(1)
