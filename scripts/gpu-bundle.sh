@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/tests .gpu/benches
 cargo build --release --bin streamlab
 cp target/release/streamlab .gpu/
+# The recorder `streamlab trace` injects (embedded in streamlab too), for inject-check.sh.
+cargo build --release -p streamlab-inject
+cp target/release/libstreamlab_inject.so .gpu/
 # Test and bench executables, named by cargo's JSON messages: tests/<kind>-<name>, benches/<name>.
 pick() { python3 -c '
 import json, sys
@@ -30,6 +33,7 @@ done
 cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench | while read -r name exe; do
   cp "$exe" ".gpu/benches/$name"
 done
-cp -r cuda-reference scripts/gpu-run.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt .gpu/
+cp -r cuda-reference scripts/gpu-run.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt \
+  scripts/trace-check.sh scripts/trace_compare.py scripts/trace-examples scripts/inject-check.sh scripts/inject_check.py .gpu/
 du -sh .gpu
 ls .gpu .gpu/tests .gpu/benches
