@@ -17,6 +17,10 @@ pub fn kernels_id() -> &'static str {
     ID.get_or_init(|| set_id(crate::runtime::ptx::embedded().iter().map(|p| p.text)))
 }
 
+/// The key of `Report::details` that names the PTX the run's GPU loaded (`{arch, choice}`),
+/// kept since PTX per architecture.
+pub const LOADED_PTX: &str = "ptx";
+
 /// `ptx-<FNV-1a 64 of the texts, one after the other>`.
 fn set_id<'a>(texts: impl Iterator<Item = &'a str>) -> String {
     format!("ptx-{:016x}", fnv1a(texts.flat_map(str::bytes)))
