@@ -20,8 +20,17 @@ impl Gpu {
     /// the embedded PTX for it: the newest architecture not newer than the device, or the
     /// one `STREAMLAB_GPU_ARCH` names ([`ptx::choose`]).
     pub fn new(ordinal: u32) -> Result<Gpu> {
+        Self::with_ptx(ordinal, std::env::var(ptx::ARCH_ENV).ok().as_deref())
+    }
+
+    /// Like [`Gpu::new`], with `forced` in place of `STREAMLAB_GPU_ARCH` (`None`: the newest
+    /// embedded PTX the device runs): benches put the embedded architectures side by side.
+    pub fn with_ptx(ordinal: u32, forced: Option<&str>) -> Result<Gpu> {
+        let set = ptx::embedded();
+        // A name this build does not carry is refused before the driver is touched.
+        ptx::forced(&set, forced)?;
         let context = Context::new(ordinal)?;
-        let choice = ptx::choose_from_env(context.compute_capability()?)?;
+        let choice = ptx::choose(&set, context.compute_capability()?, forced)?;
         let kernels = Kernels::from_ptx(&context, choice.ptx)?;
         let source = KernelSource { arch: choice.ptx.arch.to_string(), why: choice.to_string() };
         Self::assemble(context, kernels, source)

@@ -45,7 +45,17 @@ fn sm_of(arch: &str) -> Option<(u32, bool)> {
     Some((digits.parse().ok()?, specific))
 }
 
-/// Whether a device of compute capability `cc` can run PTX for `arch`.
+/// Whether a device of compute capability `cc` (major, minor) can run PTX for `arch`.
+pub fn device_runs(arch: &str, cc: (i32, i32)) -> bool {
+    runs_on(arch, capability(cc))
+}
+
+/// (major, minor) as one number: 90 for 9.0, 86 for 8.6.
+fn capability(cc: (i32, i32)) -> u32 {
+    (cc.0.max(0) * 10 + cc.1.max(0)) as u32
+}
+
+/// Whether a device of compute capability `cc` (as [`capability`]) can run PTX for `arch`.
 fn runs_on(arch: &str, cc: u32) -> bool {
     match sm_of(arch) {
         Some((n, false)) => n <= cc,
@@ -94,42 +104,55 @@ impl fmt::Display for Choice {
     }
 }
 
-/// The module of `set` (oldest first) that a device of compute capability `cc` (major,
-/// minor) loads: the one `forced` names (the value of `STREAMLAB_GPU_ARCH`; empty counts as
-/// unset), which must be embedded and not newer than the device; else the newest that the
-/// device runs.
-pub fn choose(set: &[Ptx], cc: (i32, i32), forced: Option<&str>) -> Result<Choice> {
-    let cc = (cc.0.max(0) * 10 + cc.1.max(0)) as u32;
-    let listed = set.iter().map(|p| p.arch).collect::<Vec<_>>().join(", ");
-    let device = format!("compute capability {}.{}", cc / 10, cc % 10);
-    match forced.map(str::trim).filter(|f| !f.is_empty()) {
-        Some(name) => {
-            let Some(&ptx) = set.iter().find(|p| p.arch == name) else {
-                let what = if sm_of(name).is_some() { "is not embedded in" } else { "is not an architecture of" };
-                return Err(Error::InvalidInput(format!(
-                    "{ARCH_ENV}={name} {what} this build, which carries {listed} (unset it to let streamlab choose)"
-                )));
+/// The module of `set` that `forced` (the value of `STREAMLAB_GPU_ARCH`; empty counts as
+/// unset) names, if it names one; an error where it names none of them. Needs no device, so
+/// a wrong name is refused before the driver is touched.
+pub fn forced(set: &[Ptx], forced: Option<&str>) -> Result<Option<Ptx>> {
+    let Some(name) = forced.map(str::trim).filter(|f| !f.is_empty()) else {
+        return Ok(None);
+    };
+    match set.iter().find(|p| p.arch == name) {
+        Some(&ptx) => Ok(Some(ptx)),
+        None => {
+            let what = if sm_of(name).is_some() {
+                "is not embedded in"
+            } else {
+                "is not an architecture of"
             };
-            if !runs_on(name, cc) {
-                return Err(Error::InvalidInput(format!(
-                    "{ARCH_ENV}={name} is newer than this GPU ({device}), which cannot run its PTX: name one of {listed} up to it, or unset it"
-                )));
-            }
-            Ok(Choice { ptx, why: Why::Forced, cc, embedded: listed })
+            Err(Error::InvalidInput(format!(
+                "{ARCH_ENV}={name} {what} this build, which carries {} (unset it to let streamlab choose)",
+                listed(set)
+            )))
         }
-        None => match set.iter().rev().find(|p| runs_on(p.arch, cc)) {
-            Some(&ptx) => Ok(Choice { ptx, why: Why::Newest, cc, embedded: listed }),
-            None => Err(Error::NoDevice(format!(
-                "this GPU ({device}) is older than every PTX this build carries ({listed}): streamlab needs compute capability 7.5 or newer"
-            ))),
-        },
     }
 }
 
-/// [`choose`] with `STREAMLAB_GPU_ARCH` read from the environment.
-pub fn choose_from_env(cc: (i32, i32)) -> Result<Choice> {
-    let forced = std::env::var(ARCH_ENV).ok();
-    choose(&embedded(), cc, forced.as_deref())
+fn listed(set: &[Ptx]) -> String {
+    set.iter().map(|p| p.arch).collect::<Vec<_>>().join(", ")
+}
+
+/// The module of `set` (oldest first) that a device of compute capability `cc` (major,
+/// minor) loads: the one `forced` names ([`forced`]), which must not be newer than the
+/// device; else the newest that the device runs.
+pub fn choose(set: &[Ptx], cc: (i32, i32), forced_arch: Option<&str>) -> Result<Choice> {
+    let cc = capability(cc);
+    let listed = listed(set);
+    let device = format!("compute capability {}.{}", cc / 10, cc % 10);
+    if let Some(ptx) = forced(set, forced_arch)? {
+        if !runs_on(ptx.arch, cc) {
+            return Err(Error::InvalidInput(format!(
+                "{ARCH_ENV}={} is newer than this GPU ({device}), which cannot run its PTX: name one of {listed} up to it, or unset it",
+                ptx.arch
+            )));
+        }
+        return Ok(Choice { ptx, why: Why::Forced, cc, embedded: listed });
+    }
+    match set.iter().rev().find(|p| runs_on(p.arch, cc)) {
+        Some(&ptx) => Ok(Choice { ptx, why: Why::Newest, cc, embedded: listed }),
+        None => Err(Error::NoDevice(format!(
+            "this GPU ({device}) is older than every PTX this build carries ({listed}): streamlab needs compute capability 7.5 or newer"
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -195,6 +218,8 @@ mod tests {
         assert_eq!(choose(&set, (9, 0), None).unwrap().ptx.arch, "sm_90a");
         assert_eq!(choose(&set, (10, 0), None).unwrap().ptx.arch, "sm_75");
         assert_eq!(sm_of("sm_100a"), Some((100, true)));
+        assert!(device_runs("sm_90a", (9, 0)) && !device_runs("sm_90a", (10, 0)));
+        assert!(device_runs("sm_80", (8, 6)) && !device_runs("sm_90", (8, 9)));
         assert_eq!(sm_of("sm_9x"), None);
     }
 
