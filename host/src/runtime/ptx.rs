@@ -86,20 +86,13 @@ pub struct Choice {
 }
 
 impl fmt::Display for Choice {
-    /// "sm_90: the newest of the embedded sm_75, sm_80, sm_90 that this GPU (compute
-    /// capability 9.0) runs", or "sm_75: forced by STREAMLAB_GPU_ARCH=sm_75 ...".
+    /// "sm_90 (of sm_75, sm_80, sm_90: the newest this GPU runs)", or "sm_75 (of sm_75,
+    /// sm_80, sm_90: forced by STREAMLAB_GPU_ARCH=sm_75)".
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (arch, set) = (self.ptx.arch, &self.embedded);
-        let cc = format!("{}.{}", self.cc / 10, self.cc % 10);
         match self.why {
-            Why::Newest => write!(
-                f,
-                "{arch}: the newest of the embedded {set} that this GPU (compute capability {cc}) runs"
-            ),
-            Why::Forced => write!(
-                f,
-                "{arch}: forced by {ARCH_ENV}={arch} (embedded: {set}; this GPU: compute capability {cc})"
-            ),
+            Why::Newest => write!(f, "{arch} (of {set}: the newest this GPU runs)"),
+            Why::Forced => write!(f, "{arch} (of {set}: forced by {ARCH_ENV}={arch})"),
         }
     }
 }
@@ -226,15 +219,9 @@ mod tests {
     #[test]
     fn the_choice_says_why() {
         let newest = choose(&SET, (8, 6), None).unwrap().to_string();
-        assert_eq!(
-            newest,
-            "sm_80: the newest of the embedded sm_75, sm_80, sm_90 that this GPU (compute capability 8.6) runs"
-        );
+        assert_eq!(newest, "sm_80 (of sm_75, sm_80, sm_90: the newest this GPU runs)");
         let forced = choose(&SET, (9, 0), Some("sm_75")).unwrap().to_string();
-        assert_eq!(
-            forced,
-            "sm_75: forced by STREAMLAB_GPU_ARCH=sm_75 (embedded: sm_75, sm_80, sm_90; this GPU: compute capability 9.0)"
-        );
+        assert_eq!(forced, "sm_75 (of sm_75, sm_80, sm_90: forced by STREAMLAB_GPU_ARCH=sm_75)");
     }
 
     /// What build.rs embedded: the architectures it announced, oldest first, each PTX

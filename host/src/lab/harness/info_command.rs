@@ -64,6 +64,6 @@ pub fn print(flags: &InfoFlags) -> Result<()> {
         i.driver_version / 1000,
         i.driver_version % 1000 / 10
     );
-    println!("  PTX loaded             {}; the driver JIT-compiles it for this GPU", i.ptx_choice);
+    println!("  PTX loaded             {}, JIT-compiled for it by the driver", i.ptx_choice);
     Ok(())
 }
