@@ -250,7 +250,9 @@ impl PtxBuilder {
         match &self.archs {
             ArchSource::Fixed(archs) => arch::parse_list(archs, ""),
             ArchSource::Env { var, default } => match env::var(var) {
-                Ok(value) => arch::parse_list(&[value.clone()], &format!("{var}={value:?}: ")),
+                Ok(value) => {
+                    arch::parse_list(std::slice::from_ref(&value), &format!("{var}={value:?}: "))
+                }
                 Err(_) => arch::parse_list(default, "default "),
             },
         }
