@@ -147,7 +147,7 @@ impl PtxBuilder {
     /// site directories and in `/opt/torch/.venv`. Where it is in none of them, it is fetched
     /// from PyPI (`nvidia-cuda-nvcc-cu12`, with `pip download`, no install) into
     /// `.deps/cuda/nvvm/libdevice/`, `ptxas` beside it in `.deps/cuda/bin/`, and a cargo
-    /// warning says so.
+    /// warning says so, in that build only.
     pub fn build(&self) -> Result<Built, BuildError> {
         let kernels_dir = self.kernels_dir()?;
         if self.cargo_instructions {
