@@ -1,8 +1,10 @@
 //! The compute kernel alone: 4,194,304 floats x 100 iterations of `x = sin(x) * cos(x)`.
 //!
-//! Group `compute_kernel` times streamlab's Rust kernel, and, when `STREAMLAB_NVCC_KERNELS`
-//! names a cubin built from `cuda-reference/kernels.cu`, nvcc's build of the same kernel,
-//! through the same host code, in the same process. GPU time comes from CUDA events around
+//! Group `compute_kernel` times streamlab's Rust kernel (from the PTX the GPU loads, and from
+//! the other embedded architectures' PTX it can run, `rust-sm_75`, ...), and, when
+//! `STREAMLAB_NVCC_KERNELS` names a cubin built from `cuda-reference/kernels.cu`, nvcc's build
+//! of the same kernel (both unrolled 16 times), through the same host code, in the same
+//! process. GPU time comes from CUDA events around
 //! each launch; the input is restored before every launch (outside the timed span), so each
 //! one starts from the same random values. Afterwards every build's output is compared with
 //! the Rust kernel's bit for bit (libdevice's sinf/cosf are nvcc's), and with the CPU; so is
@@ -13,12 +15,18 @@ use streamlab::lab::harness::data::{
     ensure_bitwise_equal, ensure_close_to_reference, random_inputs,
 };
 use streamlab::math::compute_element;
-use streamlab::runtime::{DeviceBuffer, Event, Stream};
+use streamlab::runtime::{ptx, DeviceBuffer, Event, Stream};
 use streamlab::{Gpu, Result};
 use testkit::bench::{fail, gpu_timed};
 use testkit::gpu_for_bench;
 
 const N: usize = 4_194_304;
+
+/// Where a build of the kernels comes from: an embedded PTX, or a module file (nvcc's cubin).
+enum Build {
+    Embedded(&'static str),
+    File(String),
+}
 const ITERS: u32 = 100;
 
 struct ComputeBench {
@@ -102,6 +110,8 @@ fn main() {
     };
     let input = random_inputs(N, 1);
     let mut c = Criterion::default().configure_from_args();
+    println!("compute_kernel/rust: PTX {}", gpu.info.ptx_choice);
+    let loaded = gpu.info.ptx_arch.clone();
     let (rust, rust_wide) =
         bench_build(&mut c, "rust", &gpu, &input).unwrap_or_else(|e| fail("kernels (rust)", e));
     let reference = ensure_close_to_reference("Rust kernel vs CPU", &rust, 4096, |i| {
@@ -110,12 +120,18 @@ fn main() {
     if let Err(e) = reference {
         fail("kernels", e);
     }
+    let cc = gpu.info.compute_capability;
     drop(gpu);
-    // Other builds of the same kernels: nvcc's, and any experiments
-    // (STREAMLAB_EXTRA_KERNELS="label=path,label=path": another STREAMLAB_GPU_ARCH, ...).
-    let mut builds: Vec<(String, String)> = Vec::new();
+    // Other builds of the same kernels: the other embedded PTX this GPU runs, nvcc's, and any
+    // experiments (STREAMLAB_EXTRA_KERNELS="label=path,label=path").
+    let mut builds: Vec<(String, Build)> = Vec::new();
+    for ptx in ptx::embedded() {
+        if ptx::device_runs(ptx.arch, cc) && ptx.arch != loaded {
+            builds.push((format!("rust-{}", ptx.arch), Build::Embedded(ptx.arch)));
+        }
+    }
     match std::env::var("STREAMLAB_NVCC_KERNELS") {
-        Ok(path) => builds.push(("nvcc".into(), path)),
+        Ok(path) => builds.push(("nvcc".into(), Build::File(path))),
         Err(_) => println!("compute_kernel/nvcc: not run: set STREAMLAB_NVCC_KERNELS to a cubin of cuda-reference/kernels.cu"),
     }
     let extra = std::env::var("STREAMLAB_EXTRA_KERNELS").unwrap_or_default();
@@ -123,12 +139,15 @@ fn main() {
         extra
             .split(',')
             .filter_map(|kv| kv.split_once('='))
-            .map(|(l, p)| (l.to_string(), p.to_string())),
+            .map(|(l, p)| (l.to_string(), Build::File(p.to_string()))),
     );
-    for (label, path) in builds {
-        let outcome = Gpu::with_kernels_from(0, std::path::Path::new(&path))
-            .and_then(|g| bench_build(&mut c, &label, &g, &input))
-            .and_then(|(out, wide)| {
+    for (label, build) in builds {
+        let gpu = match &build {
+            Build::Embedded(arch) => Gpu::with_ptx(0, Some(arch)),
+            Build::File(path) => Gpu::with_kernels_from(0, std::path::Path::new(path)),
+        };
+        let outcome =
+            gpu.and_then(|g| bench_build(&mut c, &label, &g, &input)).and_then(|(out, wide)| {
                 ensure_bitwise_equal(&format!("{label} kernel vs Rust kernel"), &out, &rust)?;
                 let what = format!("{label} kernel vs Rust kernel, wide arguments");
                 ensure_bitwise_equal(&what, &wide, &rust_wide)

@@ -4,7 +4,8 @@
 //! behind the next step. GPU time is measured with events by the lesson's own code, fed to
 //! criterion through `iter_custom`. Afterwards both versions run once more and the lesson's
 //! checks run (side stream against one stream bit for bit, both against the CPU reference);
-//! the bench exits 1 if one fails.
+//! the bench exits 1 if one fails. The C++ twin is `cuda-reference/mixed_precision.cu` (the
+//! `refs` stage of scripts/gpu-run.sh prints its times).
 use criterion::{BenchmarkId, Criterion};
 use streamlab::lessons::mixed_precision::MixedPrecision;
 use testkit::bench::{fail, quick_group, verify, versions};
@@ -17,6 +18,9 @@ fn main() {
         return;
     };
     let mut c = Criterion::default().configure_from_args();
+    // The bf16 layer step rounds with cvt.rn.bf16.f32 in the PTX for sm_80 and newer, in
+    // integer code in sm_75's (STREAMLAB_GPU_ARCH=sm_75 runs that one on the same GPU).
+    println!("{BENCH}: PTX {}", gpu.info.ptx_choice);
     for format in ["bf16", "f16"] {
         let flags = ["--format", format];
         let mut m: MixedPrecision = set_up(&gpu, &flags, 1).unwrap_or_else(|e| fail(BENCH, e));

@@ -36,10 +36,13 @@ static const uint64_t SEED = 0x5EED;
        i += (size_t)gridDim.x * blockDim.x)
 
 // kernels-gpu compute_slice: x = sin(x) * cos(x), `iters` times, on each of data[0 .. n). Sin
-// and cos come from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf).
+// and cos come from one sincosf, as the Rust kernel computes them (same bits as sinf * cosf),
+// and the loop is unrolled 16 times, as kernels_gpu::math::compute_element unrolls it (UNROLL),
+// so a Rust-vs-C++ comparison compares compilers, not unrolls.
 __device__ __forceinline__ void compute_slice(float* data, unsigned n, unsigned iters) {
   FOR_EACH(i, n) {
     float x = data[i];
+#pragma unroll 16
     for (unsigned k = 0; k < iters; ++k) {
       float s, c;
       sincosf(x, &s, &c);

@@ -42,9 +42,13 @@ __device__ __forceinline__ float sin_cos(float x) {
 #endif
 }
 
+// The loop is unrolled 16 times, as kernels_gpu::math::compute_element unrolls it (UNROLL):
+// the same operations in the same order, so the same bits, and benches/kernels.rs then
+// compares the compilers' code, not their unrolling.
 __device__ __forceinline__ void compute_slice(float* data, unsigned n, unsigned iters) {
   for (unsigned i = index_1d(); i < n; i += grid_size_1d()) {
     float x = data[i];
+#pragma unroll 16
     for (unsigned k = 0; k < iters; ++k) x = sin_cos(x);
     data[i] = x;
   }

@@ -1,9 +1,11 @@
-//! Builds `kernels-gpu` to PTX in `$OUT_DIR/kernels.ptx`, which the host embeds, with the
-//! `kernels-build` pipeline (rustc's NVPTX backend + libdevice + LLVM's tools), lists the
-//! recorded runs in `docs/recorded/*.json` for `--recorded` (`$OUT_DIR/recorded.rs`), and
-//! builds the recorder `streamlab trace` injects (`inject/`, release) into
-//! `$OUT_DIR/libstreamlab_inject.so`, which `lab::capture::injection` embeds.
-//! `STREAMLAB_GPU_ARCH` picks the target (default `sm_75`); `STREAMLAB_LIBDEVICE` names libdevice.
+//! Builds `kernels-gpu` to PTX, one module per GPU architecture (`$OUT_DIR/kernels.<arch>.ptx`,
+//! listed in `$OUT_DIR/kernels_ptx.rs`), which the host embeds, with the `kernels-build`
+//! pipeline (rustc's NVPTX backend + libdevice + LLVM's tools); lists the recorded runs in
+//! `docs/recorded/*.json` for `--recorded` (`$OUT_DIR/recorded.rs`); and builds the recorder
+//! `streamlab trace` injects (`inject/`, release) into `$OUT_DIR/libstreamlab_inject.so`, which
+//! `lab::capture::injection` embeds. `STREAMLAB_PTX_ARCHS` (comma-separated) replaces the
+//! default set, sm_75, sm_80 and sm_90; `STREAMLAB_LIBDEVICE` names libdevice. Which PTX a GPU
+//! loads is decided at run time (`runtime::ptx`).
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use std::process::Command;
 
 fn main() {
     kernels_build::PtxBuilder::new("../kernels-gpu")
-        .arch_from_env("STREAMLAB_GPU_ARCH", "sm_75")
+        .archs_from_env("STREAMLAB_PTX_ARCHS", &kernels_build::DEFAULT_ARCHS)
         .build_or_exit();
     if let Err(e) =
         kernels_build::embed_files("../docs/recorded", "json", "recorded.rs", "RECORDED")

@@ -2,11 +2,14 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the rounding and the flags
 //! are checked everywhere: the CPU's conversions against the `half` crate (an independent
 //! implementation, with x86's F16C instructions where the CPU has them), and the GPU's
-//! conversions (`cvt.rn.f16.f32`, integer bf16) against the CPU's, bit for bit.
+//! conversions (`cvt.rn.f16.f32`; `cvt.rn.bf16.f32` in the PTX for sm_80 and newer, integer
+//! bf16 in sm_75's) against the CPU's, bit for bit, NaNs included. The GPU tests check the PTX
+//! the GPU loads; `STREAMLAB_GPU_ARCH=sm_75` runs them on sm_75's on the same GPU.
 use half::{bf16, f16};
 use kernels_gpu::math::{
     bf16_bits_from_f32, f16_bits_from_f32, f32_from_bf16_bits, f32_from_f16_bits, layer_gradient,
-    master_update, train_delayed, train_delayed_as, Bf16, HalfFormat as _, F16, FORMAT_F16,
+    master_update, train_delayed, train_delayed_as, Bf16, HalfFormat as _, BF16_NAN, F16, F16_NAN,
+    FORMAT_F16,
 };
 use streamlab::lab::harness::data::random_inputs;
 use streamlab::lab::record::report::Verdict;
@@ -78,6 +81,27 @@ fn f16_rounding_matches_the_half_crate() {
             "{b:#06x}"
         );
     }
+}
+
+/// Every f32 NaN, whatever its sign and payload, becomes the canonical NaN 0x7FFF in both
+/// formats: what `cvt.rn.bf16.f32` and `cvt.rn.f16.f32` give, and what cuda_bf16.h's and
+/// cuda_fp16.h's own integer conversions (`__float2bfloat16_rn`, `__float2half_rn` on the
+/// host and on GPUs without the instruction) give, so every architecture's PTX and the CPU
+/// agree bit for bit. The `half` crate keeps the payload instead: NaN there, but other bits.
+#[test]
+fn every_nan_becomes_the_canonical_nan() {
+    let nans = boundary_patterns().chain(random_patterns()).filter(|x| x.is_nan());
+    let mut count = 0;
+    for x in nans {
+        assert_eq!(bf16_bits_from_f32(x), BF16_NAN, "bf16 of {:#010x}", x.to_bits());
+        assert_eq!(f16_bits_from_f32(x), F16_NAN, "f16 of {:#010x}", x.to_bits());
+        count += 1;
+    }
+    assert!(count > 1000, "only {count} NaN patterns");
+    assert!(bf16::from_bits(BF16_NAN).is_nan() && f16::from_bits(F16_NAN).is_nan());
+    // Infinities keep their sign; they are not NaNs.
+    assert_eq!(bf16_bits_from_f32(f32::NEG_INFINITY), 0xFF80);
+    assert_eq!(f16_bits_from_f32(f32::NEG_INFINITY), 0xFC00);
 }
 
 #[test]
@@ -295,14 +319,18 @@ fn defaults_match_the_cpu_everywhere() {
 }
 
 /// The GPU's conversions against the CPU's: `cast_to_half` (f32 to 16 bits) on every
-/// boundary pattern, and widening (16 bits to f32) through `master_update` with master 0 and
-/// lr -1, which computes 0 - (-1 * g) = g exactly (but turns -0 into +0).
+/// boundary pattern, NaNs of every sign and payload included, and widening (16 bits to f32)
+/// through `master_update` with master 0 and lr -1, which computes 0 - (-1 * g) = g exactly
+/// (but turns -0 into +0, and a NaN into the f32 arithmetic's own NaN). Run once as the GPU
+/// loads its PTX and once with `STREAMLAB_GPU_ARCH=sm_75`: instruction and integer rounding.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_conversions_match_the_cpu_bit_for_bit() {
     let gpu = gpu();
+    println!("PTX: {}", gpu.info.ptx_choice);
     let s = Stream::new(&*gpu, "convert").unwrap();
-    let values: Vec<f32> = boundary_patterns().filter(|x| !x.is_nan()).collect();
+    let values: Vec<f32> = boundary_patterns().collect();
+    assert!(values.iter().filter(|x| x.is_nan()).count() > 1000);
     let all_bits: Vec<u16> = (0..=u16::MAX).collect();
     for format in [HalfFormat::Bf16, HalfFormat::F16] {
         let narrow = |x: f32| match format {

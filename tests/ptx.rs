@@ -1,7 +1,9 @@
-//! The embedded PTX, checked without a GPU: it defines every kernel declared in
-//! `kernels-gpu` with the declared parameter sizes (the launchers' argument lists come from
-//! the same declarations), has no unresolved externals, and NVIDIA's assembler accepts it for
-//! sm_75, sm_80 and sm_90.
+//! The embedded PTX, one module per architecture, checked without a GPU: each defines every
+//! kernel declared in `kernels-gpu` with the declared parameter sizes (the launchers' argument
+//! lists come from the same declarations), has no unresolved externals, and NVIDIA's
+//! assembler accepts it for its own architecture and the newer ones of sm_75, sm_80 and
+//! sm_90. Where the architecture has `cvt.rn.bf16.f32` (sm_80 and newer) the PTX uses it, and
+//! the compute kernel is the same code in every module.
 //!
 //! `ptxas` comes from the CUDA toolkit (`$CUDA_HOME/bin`, `/usr/local/cuda/bin`) or from
 //! `scripts/fetch-cuda-deps.sh` (`.deps/cuda/bin`). If none is found the test fails: a check
@@ -10,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use kernels_gpu::kernels::signatures;
-use streamlab::runtime::kernels::PTX;
+use streamlab::runtime::ptx::{embedded, Ptx};
 
 fn ptxas() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -57,19 +59,22 @@ fn every_declared_kernel_is_in_the_ptx_with_its_declared_parameters() {
         14,
         "a kernel was added or removed: update this test's count"
     );
-    for &(name, sizes) in signatures::ALL {
-        assert!(
-            sizes.len() <= streamlab::runtime::launch::MAX_ARGS,
-            "{name}: more parameters than a launch passes"
-        );
-        let in_ptx = param_sizes(PTX, name).unwrap_or_else(|| panic!("no .entry for {name}"));
-        assert_eq!(in_ptx, sizes, "{name}: PTX .param sizes vs the declaration in kernels-gpu");
+    for Ptx { arch, text } in embedded() {
+        for &(name, sizes) in signatures::ALL {
+            assert!(
+                sizes.len() <= streamlab::runtime::launch::MAX_ARGS,
+                "{name}: more parameters than a launch passes"
+            );
+            let in_ptx =
+                param_sizes(text, name).unwrap_or_else(|| panic!("{arch}: no .entry for {name}"));
+            assert_eq!(in_ptx, sizes, "{arch} {name}: PTX .param sizes vs the declaration");
+        }
+        // The check itself can fail: a list with one parameter too many is told apart.
+        let (name, sizes) = signatures::ALL[2];
+        let mut wrong = sizes.to_vec();
+        wrong.push(4);
+        assert_ne!(param_sizes(text, name).unwrap(), wrong);
     }
-    // The check itself can fail: a list with one parameter too many is told apart.
-    let (name, sizes) = signatures::ALL[2];
-    let mut wrong = sizes.to_vec();
-    wrong.push(4);
-    assert_ne!(param_sizes(PTX, name).unwrap(), wrong);
 }
 
 /// `extern "C" __global__` kernels of a CUDA C++ file: name and parameter sizes (x86-64/CUDA:
@@ -115,37 +120,99 @@ fn the_cuda_twin_defines_every_declared_kernel_with_its_parameters() {
 
 #[test]
 fn no_externals_are_left_and_libdevice_is_inlined() {
-    assert!(!PTX.contains(".extern"), "unresolved .extern in the PTX");
-    // libdevice's sinf was linked in and inlined: its body is there, no call to it is left.
-    assert!(PTX.contains("__nv_sinf.exit"), "libdevice's __nv_sinf body is not in the PTX");
-    assert!(
-        !PTX.contains("__nv_sinf,") && !PTX.contains("__nv_sinf("),
-        "a call to __nv_sinf survived"
-    );
+    for Ptx { arch, text } in embedded() {
+        assert!(!text.contains(".extern"), "{arch}: unresolved .extern in the PTX");
+        // libdevice's sinf was linked in and inlined: its body is there, no call to it is left.
+        assert!(text.contains("__nv_sinf.exit"), "{arch}: libdevice's __nv_sinf body is missing");
+        assert!(
+            !text.contains("__nv_sinf,") && !text.contains("__nv_sinf("),
+            "{arch}: a call to __nv_sinf survived"
+        );
+    }
 }
 
+/// The lines of `.entry name(...) { ... }` in `text`, without comments (LLVM's comments name
+/// basic blocks after inlined functions, which differ between builds of the same code).
+fn entry_body(text: &str, name: &str) -> Vec<String> {
+    let start = text.find(&format!(".entry {name}(")).unwrap_or_else(|| panic!("no {name}"));
+    let end = start + text[start..].find("\n}\n").expect("the entry's end");
+    text[start..end]
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or("").trim_end().to_string())
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// The instruction replaces the integer rounding exactly where the architecture has it (the
+/// bits are the same: tests/mixed_precision.rs), and nothing else differs between the modules
+/// but that: the compute kernel, which the benches compare with nvcc's, is one code for all.
 #[test]
-fn ptxas_assembles_the_ptx_for_sm_75_80_90() {
+fn bf16_uses_the_instruction_where_the_architecture_has_it() {
+    let set = embedded();
+    for Ptx { arch, text } in &set {
+        let number: u32 = arch.trim_start_matches("sm_").trim_end_matches('a').parse().unwrap();
+        let has = text.contains("cvt.rn.bf16.f32");
+        assert_eq!(has, number >= 80, "{arch}: cvt.rn.bf16.f32 in the PTX: {has}");
+        let layer = entry_body(text, "half_layer_kernel").join("\n");
+        assert_eq!(layer.contains("cvt.rn.bf16.f32"), number >= 80, "{arch}: half_layer_kernel");
+        // f16's conversion is an instruction on every architecture.
+        assert!(layer.contains("cvt.rn.f16.f32"), "{arch}");
+    }
+    let oldest = &set[0];
+    for newer in &set[1..] {
+        for kernel in ["compute_kernel", "chunk_kernel", "master_update_kernel", "produce_kernel"] {
+            assert_eq!(
+                entry_body(oldest.text, kernel),
+                entry_body(newer.text, kernel),
+                "{kernel}: {} and {} differ",
+                oldest.arch,
+                newer.arch
+            );
+        }
+        assert_ne!(
+            entry_body(oldest.text, "half_layer_kernel"),
+            entry_body(newer.text, "half_layer_kernel")
+        );
+    }
+}
+
+/// Every module assembles for its own architecture and every newer one of sm_75, sm_80 and
+/// sm_90 (a GPU newer than the module's JIT-compiles it the same way).
+#[test]
+fn ptxas_assembles_every_ptx_for_its_arch_and_newer() {
     let ptxas = ptxas();
     let dir = std::env::temp_dir().join(format!("streamlab-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let ptx = dir.join("kernels.ptx");
-    std::fs::write(&ptx, PTX).unwrap();
-    for arch in ["sm_75", "sm_80", "sm_90"] {
-        let out = Command::new(&ptxas)
-            .arg(format!("-arch={arch}"))
-            .arg(&ptx)
-            .arg("-o")
-            .arg(dir.join(format!("kernels.{arch}.cubin")))
-            .output()
-            .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
-        assert!(
-            out.status.success(),
-            "ptxas -arch={arch} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let cubin = std::fs::metadata(dir.join(format!("kernels.{arch}.cubin"))).unwrap();
-        assert!(cubin.len() > 1000, "suspiciously small cubin for {arch}");
+    let mut assembled = 0;
+    for Ptx { arch, text } in embedded() {
+        let ptx = dir.join(format!("kernels.{arch}.ptx"));
+        std::fs::write(&ptx, text).unwrap();
+        let own: u32 = arch.trim_start_matches("sm_").trim_end_matches('a').parse().unwrap();
+        let targets = ["sm_75", "sm_80", "sm_90"].into_iter().map(String::from);
+        let targets: Vec<String> = targets
+            .filter(|t| t[3..].parse::<u32>().unwrap() > own)
+            .chain([arch.to_string()])
+            .collect();
+        for target in targets {
+            let cubin = dir.join(format!("kernels.{arch}.on.{target}.cubin"));
+            let out = Command::new(&ptxas)
+                .arg(format!("-arch={target}"))
+                .arg(&ptx)
+                .arg("-o")
+                .arg(&cubin)
+                .output()
+                .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
+            assert!(
+                out.status.success(),
+                "ptxas -arch={target} on the {arch} PTX failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let size = std::fs::metadata(&cubin).unwrap().len();
+            assert!(size > 1000, "suspiciously small cubin for {arch} on {target}");
+            assembled += 1;
+        }
     }
+    // The default set: sm_75 on 3 targets, sm_80 on 2, sm_90 on 1.
+    assert!(assembled >= embedded().len(), "{assembled} cubins");
     std::fs::remove_dir_all(&dir).ok();
 }

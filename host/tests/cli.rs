@@ -110,6 +110,27 @@ fn without_a_gpu_a_lesson_exits_3_in_one_line_naming_itself() {
     assert!(err.starts_with("streamlab: overlap: no CUDA device available"), "{err}");
 }
 
+/// `STREAMLAB_GPU_ARCH` naming a PTX this build does not carry is bad input: exit 2 and one
+/// line, before the driver is asked anything (every GPU hidden, so any machine shows it); one
+/// it carries gets as far as the device (here: none, exit 3).
+#[test]
+fn a_forced_arch_the_build_lacks_is_refused_in_one_line() {
+    let hidden = ("CUDA_VISIBLE_DEVICES", "-1");
+    let archs = streamlab::runtime::ptx::embedded_archs();
+    for (arch, what) in [("sm_86", "is not embedded in"), ("hopper", "is not an architecture of")] {
+        for args in [&["info"][..], &["run", "overlap", "--reps", "1"]] {
+            let o = streamlab_in(&[hidden, ("STREAMLAB_GPU_ARCH", arch)], args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            let line = format!("STREAMLAB_GPU_ARCH={arch} {what} this build, which carries {archs} (unset it to let streamlab choose)");
+            assert!(err.starts_with("streamlab: ") && err.trim_end().ends_with(&line), "{err}");
+        }
+    }
+    let o = streamlab_in(&[hidden, ("STREAMLAB_GPU_ARCH", "sm_75")], &["info"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+}
+
 #[test]
 fn list_names_every_lesson_with_its_flags() {
     let o = streamlab(&["list", "--json"]);

@@ -130,13 +130,20 @@ fn the_flags_are_documented() {
     }
 }
 
+/// How the golden files write this build's kernels id, which every kernel change moves: the
+/// recordings' own ids stay as they are, so a golden file changes when a recording's kernels
+/// go from this build's to other ones (or back), not at every kernel edit.
+const THIS_BUILD: &str = "ptx-<this build's kernels>";
+
 /// What `--recorded` prints for every embedded run, byte for byte, against the files in
 /// `host/tests/golden/recorded/` (`<lesson>.txt` in English, `<lesson>.zh.txt` in Chinese,
-/// `<lesson>.json` with `--json`). They pin the output while the code moves around it; a
-/// change meant to alter the output rewrites them with `STREAMLAB_BLESS=1`, as the trace's
-/// golden file is rewritten, and the diff shows what changed.
+/// `<lesson>.json` with `--json`), this build's kernels id written as [`THIS_BUILD`]. They pin
+/// the output while the code moves around it; a change meant to alter the output rewrites
+/// them with `STREAMLAB_BLESS=1`, as the trace's golden file is rewritten, and the diff shows
+/// what changed.
 #[test]
 fn recorded_output_matches_the_golden_files() {
+    let ours = streamlab::lab::record::report::kernels_id();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/recorded");
     let bless = std::env::var_os("STREAMLAB_BLESS").is_some();
     if bless {
@@ -153,15 +160,16 @@ fn recorded_output_matches_the_golden_files() {
         for (ext, args) in outputs {
             let o = streamlab(&args);
             assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+            let out = text(&o.stdout).replace(ours, THIS_BUILD);
             let name = format!("{lesson}.{ext}");
             let path = dir.join(&name);
             expected.insert(name.clone());
             let golden = std::fs::read(&path).ok();
-            if golden.as_deref() == Some(o.stdout.as_slice()) {
+            if golden.as_deref() == Some(out.as_bytes()) {
                 continue;
             }
             if bless {
-                std::fs::write(&path, &o.stdout).unwrap();
+                std::fs::write(&path, &out).unwrap();
             } else {
                 changed.push(name);
             }
@@ -178,9 +186,20 @@ fn recorded_output_matches_the_golden_files() {
             changed.push(format!("{stale} (no embedded run)"));
         }
     }
+    // Whose kernels made the recordings, for the message: a line added or gone in every
+    // header means the recordings' kernels and this build's went apart (or together).
+    let mut made_with: Vec<String> = recorded_runs::lessons()
+        .iter()
+        .map(|l| recorded_runs::find(l).unwrap().unwrap().report.kernels.unwrap_or_default())
+        .collect();
+    made_with.sort();
+    made_with.dedup();
     assert!(
         changed.is_empty(),
         "--recorded output differs from host/tests/golden/recorded/ for {changed:?}: \
-         if the change is meant, rewrite them with STREAMLAB_BLESS=1 and read the diff"
+         if the change is meant, rewrite them with STREAMLAB_BLESS=1 and read the diff. \
+         (The recordings were made with kernels {made_with:?}; this build carries {ours}, \
+         written {THIS_BUILD} there. Where only the header's kernels line differs, the \
+         embedded kernels changed: re-record the runs on a GPU (scripts/pictures.sh) or bless.)"
     );
 }

@@ -1,21 +1,25 @@
-//! Builds a Rust kernel crate to one PTX module from a build script: the role Rust-CUDA's
-//! `cuda_builder` plays, done with rustc's own NVPTX backend and the LLVM tools of the pinned
-//! toolchain instead of Rust-CUDA's `rustc_codegen_nvvm` (which needs libNVVM and an old
-//! LLVM). Made for build scripts: no dependencies beyond std.
+//! Builds a Rust kernel crate to PTX, one module per GPU architecture, from a build script:
+//! the role Rust-CUDA's `cuda_builder` plays, done with rustc's own NVPTX backend and the LLVM
+//! tools of the pinned toolchain instead of Rust-CUDA's `rustc_codegen_nvvm` (which needs
+//! libNVVM and an old LLVM). Made for build scripts: no dependencies beyond std.
 //!
 //! ```no_run
 //! // build.rs of the host crate
 //! let built = kernels_build::PtxBuilder::new("../kernels-gpu") // relative to the manifest dir
-//!     .arch_from_env("STREAMLAB_GPU_ARCH", "sm_75")
+//!     .archs_from_env("STREAMLAB_PTX_ARCHS", &kernels_build::DEFAULT_ARCHS)
 //!     .build_or_exit(); // or `.build()?` for a `Result<Built, BuildError>`
-//! assert!(built.ptx_path().ends_with("kernels.ptx"));
+//! assert!(built.ptx()[0].path().ends_with("kernels.sm_75.ptx"));
 //! ```
 //!
-//! The pipeline (every tool checked first, with a one-line fix when something is missing):
+//! The pipeline (every tool checked first, with a one-line fix when something is missing),
+//! for each architecture, oldest first:
 //! 1. `cargo rustc --target nvptx64-nvidia-cuda -Zbuild-std=core --crate-type cdylib` with fat
-//!    LTO and `--emit=llvm-bc`: one bitcode module holding every kernel. The link step that
-//!    follows would need `llvm-bitcode-linker`, which nightly does not ship, so it is
-//!    neutralised (`-C linker=true`): the bitcode is all we want.
+//!    LTO, `--emit=llvm-bc` and `-C target-cpu=<arch>`: one bitcode module holding every
+//!    kernel, compiled with `cfg(target_feature = "sm_80")` and the like true up to `<arch>`,
+//!    so a kernel can use an instruction where the architecture has it. `core` is built once
+//!    for all of them (only the kernel crate's own flags differ). The link step that follows
+//!    would need `llvm-bitcode-linker`, which nightly does not ship, so it is neutralised
+//!    (`-C linker=true`): the bitcode is all we want.
 //! 2. `llvm-link --only-needed` with NVIDIA's `libdevice.10.bc`: `__nv_sinf`/`__nv_cosf` are
 //!    the functions nvcc's `sinf`/`cosf` compile to, so results match CUDA C++ bit for bit.
 //!    Where libdevice is looked for, and how it is fetched when it is nowhere, is described
@@ -23,16 +27,20 @@
 //! 3. `opt` (internalize all but the kernels, then `default<O3>`) and `llc -O3 -mcpu=<arch>`,
 //!    then checks: no `.extern` left in the PTX, and an `.entry` for every kernel.
 //!
-//! For the host crate, [`PtxBuilder::build`] writes `$OUT_DIR/kernels.ptx` (to embed with
-//! `include_str!(concat!(env!("OUT_DIR"), "/kernels.ptx"))`) and sets the compile-time
-//! variables `STREAMLAB_PTX_ARCH` and `STREAMLAB_KERNEL_NAMES` (comma-separated).
+//! For the host crate, [`PtxBuilder::build`] writes `$OUT_DIR/kernels.<arch>.ptx` for each
+//! architecture and `$OUT_DIR/kernels_ptx.rs`, which declares `PTX_BY_ARCH`, every
+//! `(architecture, PTX text)` oldest first (to embed with
+//! `include!(concat!(env!("OUT_DIR"), "/kernels_ptx.rs"))`), and sets the compile-time
+//! variables `STREAMLAB_PTX_ARCHS` and `STREAMLAB_KERNEL_NAMES` (both comma-separated).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod arch;
 mod embed;
 mod libdevice;
 mod pipeline;
 
+pub use arch::DEFAULT_ARCHS;
 pub use embed::embed_files;
 
 use std::env;
@@ -43,14 +51,17 @@ use std::path::{Path, PathBuf};
 pub const LIBDEVICE_ENV: &str = "STREAMLAB_LIBDEVICE";
 
 /// The environment variables whose change makes cargo rerun the build script (besides the
-/// architecture variable given to [`PtxBuilder::arch_from_env`]).
+/// architecture variable given to [`PtxBuilder::archs_from_env`]).
 const WATCHED_ENV: [&str; 4] = [LIBDEVICE_ENV, "CUDA_HOME", "CUDA_PATH", "CUDA_LIBRARY_PATH"];
 
-/// Where the target architecture comes from.
+/// The file, in the output directory, that lists the PTX of every architecture.
+const INDEX_FILE: &str = "kernels_ptx.rs";
+
+/// Where the target architectures come from.
 #[derive(Debug, Clone)]
 enum ArchSource {
-    Fixed(String),
-    Env { var: String, default: String },
+    Fixed(Vec<String>),
+    Env { var: String, default: Vec<String> },
 }
 
 /// Builds a kernel crate to PTX: configure, then [`build`](Self::build). Made for build
@@ -59,40 +70,51 @@ enum ArchSource {
 #[derive(Debug, Clone)]
 pub struct PtxBuilder {
     kernels: PathBuf,
-    arch: ArchSource,
+    archs: ArchSource,
     out_dir: Option<PathBuf>,
     kernels_target_dir: Option<PathBuf>,
     cargo_instructions: bool,
 }
 
+fn owned(archs: &[&str]) -> Vec<String> {
+    archs.iter().map(|a| a.to_string()).collect()
+}
+
 impl PtxBuilder {
     /// A builder for the kernel crate at `kernels_crate`: a path relative to the calling
     /// crate's manifest directory (`CARGO_MANIFEST_DIR`), or an absolute path. The default
-    /// architecture is `sm_75`.
+    /// architectures are [`DEFAULT_ARCHS`].
     pub fn new(kernels_crate: impl AsRef<Path>) -> Self {
         PtxBuilder {
             kernels: kernels_crate.as_ref().to_path_buf(),
-            arch: ArchSource::Fixed("sm_75".to_string()),
+            archs: ArchSource::Fixed(owned(&DEFAULT_ARCHS)),
             out_dir: None,
             kernels_target_dir: None,
             cargo_instructions: true,
         }
     }
 
-    /// Targets `arch` (`sm_75`, `sm_80`, `sm_90`, …: CUDA 13 supports `sm_75` and up).
-    pub fn arch(mut self, arch: impl Into<String>) -> Self {
-        self.arch = ArchSource::Fixed(arch.into());
+    /// Targets `arch` alone (`sm_75`, `sm_80`, `sm_90`, …: CUDA 13 supports `sm_75` and up).
+    pub fn arch(self, arch: &str) -> Self {
+        self.archs(&[arch])
+    }
+
+    /// Targets each of `archs` (in any order: they are built oldest first).
+    pub fn archs(mut self, archs: &[&str]) -> Self {
+        self.archs = ArchSource::Fixed(owned(archs));
         self
     }
 
-    /// Targets the architecture named by the environment variable `var`, or `default` when
-    /// it is unset; cargo reruns the build script when `var` changes.
-    pub fn arch_from_env(mut self, var: impl Into<String>, default: impl Into<String>) -> Self {
-        self.arch = ArchSource::Env { var: var.into(), default: default.into() };
+    /// Targets the architectures listed in the environment variable `var` (separated by
+    /// commas or spaces), or `default` when it is unset; cargo reruns the build script when
+    /// `var` changes.
+    pub fn archs_from_env(mut self, var: impl Into<String>, default: &[&str]) -> Self {
+        self.archs = ArchSource::Env { var: var.into(), default: owned(default) };
         self
     }
 
-    /// Writes `kernels.ptx` and the intermediate bitcode to `dir` instead of `$OUT_DIR`.
+    /// Writes the PTX files, their index and the intermediate bitcode to `dir` instead of
+    /// `$OUT_DIR`.
     pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.out_dir = Some(dir.as_ref().to_path_buf());
         self
@@ -125,21 +147,21 @@ impl PtxBuilder {
     /// site directories and in `/opt/torch/.venv`. Where it is in none of them, it is fetched
     /// from PyPI (`nvidia-cuda-nvcc-cu12`, with `pip download`, no install) into
     /// `.deps/cuda/nvvm/libdevice/`, `ptxas` beside it in `.deps/cuda/bin/`, and a cargo
-    /// warning says so.
+    /// warning says so, in that build only.
     pub fn build(&self) -> Result<Built, BuildError> {
         let kernels_dir = self.kernels_dir()?;
         if self.cargo_instructions {
             for watched in ["src", "Cargo.toml"] {
                 println!("cargo:rerun-if-changed={}", kernels_dir.join(watched).display());
             }
-            if let ArchSource::Env { var, .. } = &self.arch {
+            if let ArchSource::Env { var, .. } = &self.archs {
                 println!("cargo:rerun-if-env-changed={var}");
             }
             for var in WATCHED_ENV {
                 println!("cargo:rerun-if-env-changed={var}");
             }
         }
-        let arch = self.resolve_arch()?;
+        let archs = self.resolve_archs()?;
         let out_dir = match &self.out_dir {
             Some(dir) => dir.clone(),
             None => PathBuf::from(required_env(
@@ -156,17 +178,46 @@ impl PtxBuilder {
 
         let tools = pipeline::llvm_tools(&kernels_dir)?;
         let workspace = kernels_dir.parent().unwrap_or(&kernels_dir);
-        let libdevice = libdevice::locate(workspace, &|msg: &str| self.warn(msg))?;
-        let bitcode = pipeline::kernel_bitcode(&kernels_dir, &target_dir)?;
-        let kernels = pipeline::kernel_names(&tools, &bitcode)?;
-        let ptx =
-            pipeline::bitcode_to_ptx(&tools, &bitcode, &libdevice, &kernels, &arch, &out_dir)?;
+        let libdevice = libdevice::locate(workspace)?;
+        if libdevice.fetched {
+            self.announce_fetch(&libdevice);
+        }
+        let mut kernels: Vec<String> = Vec::new();
+        let mut ptx = Vec::new();
+        for arch in &archs {
+            let bitcode = pipeline::kernel_bitcode(&kernels_dir, &target_dir, arch, &out_dir)?;
+            let names = pipeline::kernel_names(&tools, &bitcode)?;
+            if kernels.is_empty() {
+                kernels = names;
+            } else if names != kernels {
+                return Err(BuildError::new(format!(
+                    "the kernels built for {arch} ({}) are not those built for {} ({}): a kernel must not depend on the architecture",
+                    names.join(", "),
+                    archs[0],
+                    kernels.join(", ")
+                )));
+            }
+            let path = pipeline::bitcode_to_ptx(
+                &tools,
+                &bitcode,
+                &libdevice.path,
+                &kernels,
+                arch,
+                &out_dir,
+            )?;
+            ptx.push(BuiltPtx { arch: arch.clone(), path });
+        }
+        let index = out_dir.join(INDEX_FILE);
+        let listed: Vec<(String, &Path)> =
+            ptx.iter().map(|p| (p.arch.clone(), p.path.as_path())).collect();
+        std::fs::write(&index, arch::index_source(&listed))
+            .map_err(|e| BuildError::new(format!("writing {}: {e}", index.display())))?;
 
         if self.cargo_instructions {
-            println!("cargo:rustc-env=STREAMLAB_PTX_ARCH={arch}");
+            println!("cargo:rustc-env=STREAMLAB_PTX_ARCHS={}", archs.join(","));
             println!("cargo:rustc-env=STREAMLAB_KERNEL_NAMES={}", kernels.join(","));
         }
-        Ok(Built { ptx, arch, kernels, libdevice })
+        Ok(Built { ptx, index, kernels, libdevice: libdevice.path })
     }
 
     /// [`build`](Self::build) for build scripts: on failure prints one line,
@@ -195,37 +246,31 @@ impl PtxBuilder {
         dir.canonicalize().map_err(|e| BuildError::new(format!("{}: {e}", dir.display())))
     }
 
-    fn resolve_arch(&self) -> Result<String, BuildError> {
-        let (arch, named) = match &self.arch {
-            ArchSource::Fixed(arch) => (arch.clone(), format!("architecture {arch:?}")),
+    fn resolve_archs(&self) -> Result<Vec<String>, BuildError> {
+        match &self.archs {
+            ArchSource::Fixed(archs) => arch::parse_list(archs, ""),
             ArchSource::Env { var, default } => match env::var(var) {
-                Ok(value) => (value.clone(), format!("{var}={value:?}")),
-                Err(_) => (default.clone(), format!("default architecture {default:?}")),
+                Ok(value) => {
+                    arch::parse_list(std::slice::from_ref(&value), &format!("{var}={value:?}: "))
+                }
+                Err(_) => arch::parse_list(default, "default "),
             },
-        };
-        if arch_supported(&arch) {
-            Ok(arch)
-        } else {
-            Err(BuildError::new(format!(
-                "{named} is not a GPU architecture CUDA 13 supports: use sm_75, sm_80, sm_86, sm_89, sm_90, ..."
-            )))
         }
     }
 
-    fn warn(&self, message: &str) {
+    /// Says that libdevice was fetched, once: cargo replays a build script's warnings on
+    /// every build until the script runs again, so the script asks to run again on the next
+    /// build (the fetched file is newer than this run's start), which finds the file in
+    /// `.deps` and says nothing.
+    fn announce_fetch(&self, libdevice: &libdevice::Located) {
+        let message = libdevice::fetched_message(&libdevice.path);
         if self.cargo_instructions {
             println!("cargo:warning={message}");
+            println!("cargo:rerun-if-changed={}", libdevice.path.display());
         } else {
             eprintln!("warning: {message}");
         }
     }
-}
-
-/// `sm_NN` (or `sm_NNa`) with NN at least 75: what CUDA 13 can compile for.
-fn arch_supported(arch: &str) -> bool {
-    arch.strip_prefix("sm_")
-        .and_then(|n| n.trim_end_matches('a').parse::<u32>().ok())
-        .is_some_and(|n| n >= 75)
 }
 
 fn required_env(var: &str, fix: &str) -> Result<String, BuildError> {
@@ -235,24 +280,45 @@ fn required_env(var: &str, fix: &str) -> Result<String, BuildError> {
 /// What [`PtxBuilder::build`] produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Built {
-    ptx: PathBuf,
-    arch: String,
+    ptx: Vec<BuiltPtx>,
+    index: PathBuf,
     kernels: Vec<String>,
     libdevice: PathBuf,
 }
 
-impl Built {
-    /// The PTX module: `kernels.ptx` in the output directory (`$OUT_DIR` in a build script).
-    pub fn ptx_path(&self) -> &Path {
-        &self.ptx
-    }
+/// One architecture's PTX module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltPtx {
+    arch: String,
+    path: PathBuf,
+}
 
-    /// The architecture the PTX targets (`sm_75`, `sm_90`, …).
+impl BuiltPtx {
+    /// The architecture it targets (`sm_75`, `sm_90`, …).
     pub fn arch(&self) -> &str {
         &self.arch
     }
 
-    /// The kernels (`.entry` functions) in the PTX, in the order the crate defines them.
+    /// The file: `kernels.<arch>.ptx` in the output directory (`$OUT_DIR` in a build script).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Built {
+    /// Every architecture's PTX, oldest first.
+    pub fn ptx(&self) -> &[BuiltPtx] {
+        &self.ptx
+    }
+
+    /// `kernels_ptx.rs` in the output directory: Rust source declaring `PTX_BY_ARCH`, every
+    /// `(architecture, PTX text)` oldest first, the texts by `include_str!`.
+    pub fn index_path(&self) -> &Path {
+        &self.index
+    }
+
+    /// The kernels (`.entry` functions) in the PTX, in the order the crate defines them: the
+    /// same for every architecture.
     pub fn kernel_names(&self) -> &[String] {
         &self.kernels
     }
@@ -301,32 +367,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn supported_architectures() {
-        for ok in ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120"] {
-            assert!(arch_supported(ok), "{ok}");
-        }
-        for bad in ["sm_70", "sm_52", "compute_90", "90", "sm_", "sm_9x", ""] {
-            assert!(!arch_supported(bad), "{bad}");
-        }
-    }
-
-    #[test]
     fn arch_errors_name_their_origin() {
-        let err = PtxBuilder::new("/k").arch("sm_70").resolve_arch().unwrap_err();
+        let err = PtxBuilder::new("/k").arch("sm_70").resolve_archs().unwrap_err();
         assert!(err.message().starts_with("architecture \"sm_70\" is not"), "{err}");
+        let built = PtxBuilder::new("/k").archs(&["sm_90", "sm_75"]);
+        assert_eq!(built.resolve_archs().unwrap(), ["sm_75", "sm_90"]);
+        assert_eq!(PtxBuilder::new("/k").resolve_archs().unwrap(), DEFAULT_ARCHS);
         let var = "KERNELS_BUILD_TEST_ARCH_UNSET_9d1c";
-        let built = PtxBuilder::new("/k").arch_from_env(var, "sm_90");
-        assert_eq!(built.resolve_arch().unwrap(), "sm_90");
+        let built = PtxBuilder::new("/k").archs_from_env(var, &["sm_90"]);
+        assert_eq!(built.resolve_archs().unwrap(), ["sm_90"]);
         // An unset variable's bad default names the default, a set one names the variable.
-        let err = PtxBuilder::new("/k").arch_from_env(var, "sm_61").resolve_arch().unwrap_err();
+        let err = PtxBuilder::new("/k").archs_from_env(var, &["sm_61"]).resolve_archs();
+        let err = err.unwrap_err();
         assert!(err.message().starts_with("default architecture \"sm_61\" is not"), "{err}");
         let set = "KERNELS_BUILD_TEST_ARCH_SET_4f2a";
-        env::set_var(set, "sm_52");
-        let err = PtxBuilder::new("/k").arch_from_env(set, "sm_90").resolve_arch().unwrap_err();
-        assert!(err.message().starts_with(&format!("{set}=\"sm_52\" is not")), "{err}");
-        env::set_var(set, "sm_80");
-        let built = PtxBuilder::new("/k").arch_from_env(set, "sm_90");
-        assert_eq!(built.resolve_arch().unwrap(), "sm_80", "the variable wins over the default");
+        env::set_var(set, "sm_75,sm_52");
+        let err = PtxBuilder::new("/k").archs_from_env(set, &["sm_90"]).resolve_archs();
+        let err = err.unwrap_err();
+        let start = format!("{set}=\"sm_75,sm_52\": architecture \"sm_52\" is not");
+        assert!(err.message().starts_with(&start), "{err}");
+        env::set_var(set, "sm_90 sm_80");
+        let built = PtxBuilder::new("/k").archs_from_env(set, &["sm_75"]);
+        let archs = built.resolve_archs().unwrap();
+        assert_eq!(archs, ["sm_80", "sm_90"], "the variable wins over the default");
         env::remove_var(set);
     }
 

@@ -138,27 +138,37 @@ fn python_site_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// Where libdevice was found, and whether this build fetched it.
+pub(crate) struct Located {
+    pub(crate) path: PathBuf,
+    pub(crate) fetched: bool,
+}
+
+/// What the build says after it fetched libdevice to `path` (in `<deps>/nvvm/libdevice/`).
+pub(crate) fn fetched_message(path: &Path) -> String {
+    let deps = path.ancestors().nth(3).unwrap_or(path);
+    format!(
+        "libdevice.10.bc was not on this machine: fetched it from PyPI ({PYPI_PACKAGE} {PYPI_VERSION}) into {} (and ptxas into {})",
+        path.display(),
+        deps.join("bin").display()
+    )
+}
+
 /// Finds libdevice for a kernel crate in `workspace`, or fetches it into
-/// `workspace/.deps/cuda`, telling `warn` so.
-pub(crate) fn locate(workspace: &Path, warn: &dyn Fn(&str)) -> Result<PathBuf, BuildError> {
+/// `workspace/.deps/cuda`.
+pub(crate) fn locate(workspace: &Path) -> Result<Located, BuildError> {
     let mut search = Search::from_env(workspace);
-    if let Some(found) = search.find()? {
-        return Ok(found);
+    let found = |path| Ok(Located { path, fetched: false });
+    if let Some(path) = search.find()? {
+        return found(path);
     }
     search.site_dirs = python_site_dirs();
-    if let Some(found) = search.find()? {
-        return Ok(found);
+    if let Some(path) = search.find()? {
+        return found(path);
     }
     let deps = deps_root(workspace);
     match fetch(&deps) {
-        Ok(path) => {
-            warn(&format!(
-                "libdevice.10.bc was not on this machine: fetched it from PyPI ({PYPI_PACKAGE} {PYPI_VERSION}) into {} (and ptxas into {})",
-                path.display(),
-                deps.join("bin").display()
-            ));
-            Ok(path)
-        }
+        Ok(path) => Ok(Located { path, fetched: true }),
         Err(cause) => Err(BuildError::new(format!(
             "NVIDIA's libdevice.10.bc not found (looked under {LIBDEVICE_ENV}, CUDA_HOME, CUDA_PATH, CUDA_LIBRARY_PATH, /usr/local/cuda, /opt/cuda, {}, Python site-packages) and fetching it from PyPI failed ({cause}): install the CUDA toolkit (or set CUDA_HOME to it), or run `scripts/fetch-cuda-deps.sh`, or `python3 -m pip install {PYPI_PACKAGE}`, or set {LIBDEVICE_ENV}=/path/to/libdevice.10.bc",
             deps.display()
@@ -394,6 +404,14 @@ mod tests {
         t.dir("lib/python3.11"); // no site-packages
         assert_eq!(venv_site_packages(&t.0.join("lib")), [a, b]);
         assert!(venv_site_packages(&t.0.join("nowhere")).is_empty());
+    }
+
+    #[test]
+    fn the_fetch_message_names_both_files() {
+        let path = Path::new("/repo/.deps/cuda/nvvm/libdevice/libdevice.10.bc");
+        let message = fetched_message(path);
+        assert!(message.contains(&format!("into {} (and ptxas", path.display())), "{message}");
+        assert!(message.ends_with("ptxas into /repo/.deps/cuda/bin)"), "{message}");
     }
 
     #[test]

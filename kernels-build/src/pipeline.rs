@@ -71,8 +71,24 @@ pub(crate) fn llvm_tools(kernels_dir: &Path) -> Result<PathBuf, BuildError> {
     Ok(bin)
 }
 
-/// Builds the kernel crate for nvptx64 into `target_dir` and returns its LTO'd bitcode.
-pub(crate) fn kernel_bitcode(kernels_dir: &Path, target_dir: &Path) -> Result<PathBuf, BuildError> {
+/// Builds the kernel crate for nvptx64 and `arch` into `target_dir`, and copies its LTO'd
+/// bitcode to `out_dir/kernels.<arch>.bc`, whose path it returns. Every architecture's build
+/// writes the same file in `target_dir` (only the kernel crate's flags differ, so `core` is
+/// built once), and other builds (debug, release, tests) share that directory: a lock held
+/// from the build to the copy keeps another architecture's bitcode from being copied.
+pub(crate) fn kernel_bitcode(
+    kernels_dir: &Path,
+    target_dir: &Path,
+    arch: &str,
+    out_dir: &Path,
+) -> Result<PathBuf, BuildError> {
+    fs::create_dir_all(target_dir)
+        .map_err(|e| BuildError::new(format!("could not create {}: {e}", target_dir.display())))?;
+    let lock_path = target_dir.join("kernels-build.lock");
+    let lock = fs::File::create(&lock_path)
+        .map_err(|e| BuildError::new(format!("could not create {}: {e}", lock_path.display())))?;
+    lock.lock()
+        .map_err(|e| BuildError::new(format!("could not lock {}: {e}", lock_path.display())))?;
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(kernels_dir)
@@ -83,7 +99,8 @@ pub(crate) fn kernel_bitcode(kernels_dir: &Path, target_dir: &Path) -> Result<Pa
         .args(["--config", "profile.release.codegen-units=1"])
         .args(["--config", "profile.release.panic=\"abort\""])
         .args(["--config", "profile.release.opt-level=3"])
-        .args(["--", "--emit=llvm-bc", "-C", "linker=true"]);
+        .args(["--", "--emit=llvm-bc", "-C", "linker=true"])
+        .arg(format!("-Ctarget-cpu={arch}"));
     // What the outer build sets for the host must not leak into the nvptx build
     // (clippy's wrapper, host RUSTFLAGS, coverage flags, a forced target directory...).
     for var in [
@@ -116,7 +133,12 @@ pub(crate) fn kernel_bitcode(kernels_dir: &Path, target_dir: &Path) -> Result<Pa
             bitcode.display()
         )));
     }
-    Ok(bitcode)
+    let copy = out_dir.join(format!("kernels.{arch}.bc"));
+    fs::copy(&bitcode, &copy).map_err(|e| {
+        BuildError::new(format!("copying {} to {}: {e}", bitcode.display(), copy.display()))
+    })?;
+    drop(lock);
+    Ok(copy)
 }
 
 /// The kernel crate's library name as rustc names its outputs: `[lib] name`, or the package
@@ -171,8 +193,8 @@ fn kernels_in_ir(ir: &str) -> Vec<String> {
         .collect()
 }
 
-/// `llvm-link` with libdevice, `opt`, `llc`: writes `out_dir/kernels.ptx`, checks it, and
-/// returns its path.
+/// `llvm-link` with libdevice, `opt`, `llc`: writes `out_dir/kernels.<arch>.ptx`, checks it,
+/// and returns its path.
 pub(crate) fn bitcode_to_ptx(
     tools: &Path,
     bitcode: &Path,
@@ -181,9 +203,9 @@ pub(crate) fn bitcode_to_ptx(
     arch: &str,
     out_dir: &Path,
 ) -> Result<PathBuf, BuildError> {
-    let linked = out_dir.join("kernels.linked.bc");
-    let optimized = out_dir.join("kernels.opt.bc");
-    let ptx = out_dir.join("kernels.ptx");
+    let linked = out_dir.join(format!("kernels.{arch}.linked.bc"));
+    let optimized = out_dir.join(format!("kernels.{arch}.opt.bc"));
+    let ptx = out_dir.join(format!("kernels.{arch}.ptx"));
     let tool = |name: &str| Command::new(tools.join(name));
     run(
         tool("llvm-link").arg(bitcode).arg("--only-needed").arg(libdevice).arg("-o").arg(&linked),

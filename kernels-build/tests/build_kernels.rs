@@ -1,5 +1,5 @@
-//! Builds the real `kernels-gpu` crate to PTX, as `host/build.rs` does, into a scratch
-//! output directory under cargo's target, and checks the result.
+//! Builds the real `kernels-gpu` crate to PTX for two architectures, as `host/build.rs` does,
+//! into a scratch output directory under cargo's target, and checks the result.
 use std::fs;
 use std::path::Path;
 
@@ -10,7 +10,7 @@ fn builds_kernels_gpu_to_ptx() {
     let _ = fs::remove_dir_all(&out_dir);
     let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels-gpu");
     let built = kernels_build::PtxBuilder::new(&kernels)
-        .arch("sm_90")
+        .archs(&["sm_90", "sm_75"])
         .out_dir(&out_dir)
         // The host build's nested target directory, so `core` for nvptx64 is built once.
         .kernels_target_dir(tmp.join("../nvptx-kernels"))
@@ -18,21 +18,32 @@ fn builds_kernels_gpu_to_ptx() {
         .build()
         .unwrap_or_else(|e| panic!("streamlab kernel build: {e}"));
 
-    assert_eq!(built.ptx_path(), out_dir.join("kernels.ptx"));
-    assert_eq!(built.arch(), "sm_90");
+    let archs: Vec<&str> = built.ptx().iter().map(|p| p.arch()).collect();
+    assert_eq!(archs, ["sm_75", "sm_90"], "oldest first");
     assert!(built.libdevice_path().is_file());
     assert!(
         built.kernel_names().iter().any(|k| k == "compute_kernel"),
         "{:?}",
         built.kernel_names()
     );
-    let ptx = fs::read_to_string(built.ptx_path()).unwrap();
-    assert!(ptx.contains(".target sm_90"));
-    assert!(ptx.contains(".entry compute_kernel("));
-    assert!(!ptx.contains(".extern"));
-    for kernel in built.kernel_names() {
-        assert!(ptx.contains(&format!(".entry {kernel}(")), "{kernel}");
+    for ptx in built.ptx() {
+        let arch = ptx.arch();
+        assert_eq!(ptx.path(), out_dir.join(format!("kernels.{arch}.ptx")));
+        let text = fs::read_to_string(ptx.path()).unwrap();
+        assert!(text.contains(&format!(".target {arch}\n")), "{arch}");
+        assert!(!text.contains(".extern"), "{arch}");
+        for kernel in built.kernel_names() {
+            assert!(text.contains(&format!(".entry {kernel}(")), "{arch}: {kernel}");
+        }
+        // Each module was compiled for its own architecture: the kernel crate's
+        // cfg(target_feature = "sm_80") code is in sm_90's only.
+        assert_eq!(text.contains("cvt.rn.bf16.f32"), arch == "sm_90", "{arch}");
     }
+    let index = fs::read_to_string(built.index_path()).unwrap();
+    assert_eq!(built.index_path(), out_dir.join("kernels_ptx.rs"));
+    let sm_75 = index.find(&format!("(\"sm_75\", include_str!({:?}))", built.ptx()[0].path()));
+    let sm_90 = index.find(&format!("(\"sm_90\", include_str!({:?}))", built.ptx()[1].path()));
+    assert!(sm_75.unwrap() < sm_90.unwrap(), "{index}");
     let _ = fs::remove_dir_all(&out_dir);
 }
 

@@ -129,10 +129,14 @@ pub fn scale_element(x: f32, factor: f32, offset: f32) -> f32 {
 // 24-bit significand has at least 2p + 2 bits for bf16 (p = 8) and f16 (p = 11), which makes
 // double rounding innocuous (S. Figueroa, "When is double rounding innocuous?", 1995).
 //
-// bf16 is the top half of an f32, so rounding is integer arithmetic on the bits, the same
-// code on the GPU and the CPU. f16 uses the GPU's own conversion instruction (PTX
-// `cvt.rn.f16.f32` and `cvt.f32.f16`, through inline assembly) and, on the CPU, the integer
-// version below, which must give the same bits; the tests hold both to that.
+// f32 to bf16 uses the GPU's conversion instruction where the architecture has one (PTX
+// `cvt.rn.bf16.f32`, sm_80 and newer: `cfg(target_feature = "sm_80")` in the PTX built for
+// them); sm_75 has none, so its PTX rounds in integer arithmetic on the bits (bf16 is the top
+// half of an f32), the code the CPU runs too. f16 uses the GPU's own instructions on every
+// architecture (`cvt.rn.f16.f32` and `cvt.f32.f16`) and, on the CPU, the integer version
+// below. Every path must give the same bits, NaNs included (each NaN becomes the format's
+// canonical NaN, 0x7FFF, as the instructions and cuda_bf16.h/cuda_fp16.h's own integer
+// versions give it); the tests hold them to that.
 // ---------------------------------------------------------------------------------------
 
 /// The `format` code the half-precision kernels take for bfloat16.
@@ -140,13 +144,18 @@ pub const FORMAT_BF16: u32 = 0;
 /// The `format` code for IEEE binary16 (CUDA's `__half`).
 pub const FORMAT_F16: u32 = 1;
 
+/// bfloat16's canonical NaN (`CUDART_NAN_BF16`), what every f32 NaN converts to.
+pub const BF16_NAN: u16 = 0x7FFF;
+/// binary16's canonical NaN (`CUDART_NAN_FP16`), what every f32 NaN converts to.
+pub const F16_NAN: u16 = 0x7FFF;
+
 /// f32 to bfloat16 bits, rounding to nearest, ties to even (what `__float2bfloat16_rn`
-/// does). A NaN stays a NaN (made quiet); overflow gives infinity.
+/// does). A NaN becomes [`BF16_NAN`]; overflow gives infinity.
 #[inline(always)]
 pub fn bf16_bits_from_f32(x: f32) -> u16 {
     let bits = x.to_bits();
     if x.is_nan() {
-        return ((bits >> 16) as u16) | 0x0040;
+        return BF16_NAN;
     }
     // Add just under half of the dropped part's unit, plus the kept part's lowest bit: a
     // tie then carries exactly when the kept part is odd. No overflow: |bits| < 0x7F80_0001.
@@ -161,16 +170,15 @@ pub fn f32_from_bf16_bits(bits: u16) -> f32 {
 }
 
 /// f32 to IEEE binary16 bits in integer arithmetic, rounding to nearest, ties to even,
-/// with subnormals, overflow to infinity, and NaN kept a (quiet) NaN: the CPU's twin of the
-/// GPU's `cvt.rn.f16.f32`.
+/// with subnormals, overflow to infinity, and every NaN made [`F16_NAN`]: the CPU's twin of
+/// the GPU's `cvt.rn.f16.f32`.
 pub fn f16_bits_from_f32(x: f32) -> u16 {
     let bits = x.to_bits();
     let sign = ((bits >> 16) & 0x8000) as u16;
     let exponent = ((bits >> 23) & 0xFF) as i32;
     let mantissa = bits & 0x7F_FFFF;
     if exponent == 0xFF {
-        let nan = if mantissa != 0 { 0x0200 | (mantissa >> 13) as u16 } else { 0 };
-        return sign | 0x7C00 | nan;
+        return if mantissa != 0 { F16_NAN } else { sign | 0x7C00 };
     }
     // The exponent with binary16's bias; 1..=30 is a normal binary16 number.
     let e = exponent - 127 + 15;
@@ -234,6 +242,19 @@ impl HalfFormat for Bf16 {
     const CODE: u32 = FORMAT_BF16;
     #[inline(always)]
     fn from_f32(x: f32) -> u16 {
+        // The PTX for sm_80 and newer (built with that `-C target-cpu`) has the instruction;
+        // sm_75's and the CPU's round in integer arithmetic, to the same bits.
+        #[cfg(all(target_arch = "nvptx64", target_feature = "sm_80"))]
+        {
+            let bits: u16;
+            // SAFETY: one conversion instruction between registers; no memory, no side effect.
+            unsafe {
+                core::arch::asm!("cvt.rn.bf16.f32 {h}, {f};", h = out(reg16) bits,
+                    f = in(reg32) x.to_bits(), options(pure, nomem, nostack));
+            }
+            bits
+        }
+        #[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_80")))]
         bf16_bits_from_f32(x)
     }
     #[inline(always)]

@@ -349,7 +349,8 @@ mod tests {
             device_overlap: true,
             priority_range: (0, -5),
             driver_version: 0,
-            ptx_arch: "sm_90",
+            ptx_arch: "sm_90".into(),
+            ptx_choice: String::new(),
         }
     }
 

@@ -177,8 +177,17 @@ impl Context {
             .named(format!("cuDeviceGetAttribute({name})"))
     }
 
-    /// The device facts `streamlab info` prints and lessons size their work by.
-    pub fn info(&self, ptx_arch: &'static str) -> Result<DeviceInfo> {
+    /// (major, minor): what decides which embedded PTX the device loads.
+    pub fn compute_capability(&self) -> Result<(i32, i32)> {
+        Ok((
+            self.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major")?,
+            self.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor")?,
+        ))
+    }
+
+    /// The device facts `streamlab info` prints and lessons size their work by; `kernels`
+    /// says where the loaded kernels came from.
+    pub fn info(&self, kernels: KernelSource) -> Result<DeviceInfo> {
         // Binds this context, which the priority range below is asked of.
         let (free, total) = self.memory()?;
         let (least, greatest) =
@@ -189,10 +198,7 @@ impl Context {
         Ok(DeviceInfo {
             ordinal: self.ordinal(),
             name,
-            compute_capability: (
-                a(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "major")?,
-                a(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "minor")?,
-            ),
+            compute_capability: self.compute_capability()?,
             multiprocessors: a(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count")?,
             max_threads_per_multiprocessor: a(
                 A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
@@ -210,7 +216,8 @@ impl Context {
             device_overlap: a(A::CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, "deviceOverlap")? != 0,
             priority_range: (least, greatest),
             driver_version,
-            ptx_arch,
+            ptx_arch: kernels.arch,
+            ptx_choice: kernels.why,
         })
     }
 }
@@ -239,7 +246,18 @@ pub struct DeviceInfo {
     /// (least, greatest) stream priority; numerically the greatest is the smallest.
     pub priority_range: (i32, i32),
     pub driver_version: i32,
-    pub ptx_arch: &'static str,
+    /// The embedded PTX the kernels were loaded from (`sm_90`), or `none` where they came
+    /// from a file (`Gpu::with_kernels_from`).
+    pub ptx_arch: String,
+    /// Why that PTX (`runtime::ptx::Choice`'s words), or the file the kernels came from.
+    pub ptx_choice: String,
+}
+
+/// Where a context's kernels came from, as [`DeviceInfo`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSource {
+    pub arch: String,
+    pub why: String,
 }
 
 impl DeviceInfo {

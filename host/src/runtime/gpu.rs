@@ -4,9 +4,10 @@
 use std::ops::Deref;
 use std::path::Path;
 
-use crate::runtime::context::{AsContext, Context, DeviceInfo};
+use crate::runtime::context::{AsContext, Context, DeviceInfo, KernelSource};
 use crate::runtime::error::Result;
-use crate::runtime::kernels::{Kernels, PTX_ARCH};
+use crate::runtime::kernels::Kernels;
+use crate::runtime::ptx;
 
 pub struct Gpu {
     pub info: DeviceInfo,
@@ -16,11 +17,23 @@ pub struct Gpu {
 
 impl Gpu {
     /// Initialises the driver, makes device `ordinal`'s primary context current and loads
-    /// the embedded PTX.
+    /// the embedded PTX for it: the newest architecture not newer than the device, or the
+    /// one `STREAMLAB_GPU_ARCH` names ([`ptx::choose`]).
     pub fn new(ordinal: u32) -> Result<Gpu> {
+        Self::with_ptx(ordinal, std::env::var(ptx::ARCH_ENV).ok().as_deref())
+    }
+
+    /// Like [`Gpu::new`], with `forced` in place of `STREAMLAB_GPU_ARCH` (`None`: the newest
+    /// embedded PTX the device runs): benches put the embedded architectures side by side.
+    pub fn with_ptx(ordinal: u32, forced: Option<&str>) -> Result<Gpu> {
+        let set = ptx::embedded();
+        // A name this build does not carry is refused before the driver is touched.
+        ptx::forced(&set, forced)?;
         let context = Context::new(ordinal)?;
-        let kernels = Kernels::embedded(&context)?;
-        Self::assemble(context, kernels)
+        let choice = ptx::choose(&set, context.compute_capability()?, forced)?;
+        let kernels = Kernels::from_ptx(&context, choice.ptx)?;
+        let source = KernelSource { arch: choice.ptx.arch.to_string(), why: choice.to_string() };
+        Self::assemble(context, kernels, source)
     }
 
     /// Like [`Gpu::new`], but the kernels come from `path` (a cubin, fatbin or PTX file),
@@ -30,11 +43,12 @@ impl Gpu {
     pub fn with_kernels_from(ordinal: u32, path: &Path) -> Result<Gpu> {
         let context = Context::new(ordinal)?;
         let kernels = Kernels::from_file(&context, path)?;
-        Self::assemble(context, kernels)
+        let why = format!("kernels loaded from {}, not the embedded PTX", path.display());
+        Self::assemble(context, kernels, KernelSource { arch: "none".into(), why })
     }
 
-    fn assemble(context: Context, kernels: Kernels) -> Result<Gpu> {
-        Ok(Gpu { info: context.info(PTX_ARCH)?, kernels, context })
+    fn assemble(context: Context, kernels: Kernels, source: KernelSource) -> Result<Gpu> {
+        Ok(Gpu { info: context.info(source)?, kernels, context })
     }
 
     /// Waits for all work on the device (`cudaDeviceSynchronize`).

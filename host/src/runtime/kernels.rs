@@ -23,12 +23,8 @@ use crate::runtime::error::{Error, Named, Result};
 use crate::runtime::in_flight::Access;
 use crate::runtime::kernel_launch::{launch, KernelArgs, LaunchConfig};
 use crate::runtime::memory::{DeviceView, HostView};
+use crate::runtime::ptx::Ptx;
 use crate::runtime::stream::Stream;
-
-/// The PTX built from `kernels-gpu` by `build.rs`.
-pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.ptx"));
-/// The architecture the PTX was built for (`STREAMLAB_GPU_ARCH` at build time).
-pub const PTX_ARCH: &str = env!("STREAMLAB_PTX_ARCH");
 
 /// A loaded module and its kernels' function handles, looked up once.
 pub struct Kernels {
@@ -46,12 +42,12 @@ impl Drop for Kernels {
 }
 
 impl Kernels {
-    /// Loads the embedded PTX (the driver JIT-compiles it for this GPU here).
-    pub fn embedded(on: &impl AsContext) -> Result<Kernels> {
-        let image = CString::new(PTX)
+    /// Loads one of the embedded PTX modules (the driver JIT-compiles it for this GPU here).
+    pub fn from_ptx(on: &impl AsContext, ptx: Ptx) -> Result<Kernels> {
+        let image = CString::new(ptx.text)
             .map_err(|_| Error::Internal("the embedded PTX contains a NUL byte".into()))?;
         let module = driver::module_load_data(&image)
-            .named("cuModuleLoadData (JIT-compiling the embedded PTX)")?;
+            .named(format!("cuModuleLoadData (JIT-compiling the embedded {} PTX)", ptx.arch))?;
         Self::look_up(on, module, false)
     }
 

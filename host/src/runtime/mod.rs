@@ -1,6 +1,7 @@
 //! The runtime: a thin, safe view of the CUDA driver. It knows nothing of lessons.
 //!
-//! [`context`] (driver, device, primary context, device facts), [`kernels`] and
+//! [`context`] (driver, device, primary context, device facts), [`ptx`] (the embedded PTX,
+//! one per architecture, and which one a device loads), [`kernels`] and
 //! [`kernel_launch`] (the module and one typed launcher per kernel), [`stream`] (streams,
 //! events, the asynchronous copies, and the observer a stream reports to), [`memory`] (host
 //! and device buffers), [`pool`] (stream-ordered allocation and the device's memory pool),
@@ -38,6 +39,7 @@ mod nvml;
 pub mod op;
 pub mod peer;
 pub mod pool;
+pub mod ptx;
 pub mod stream;
 pub mod worker;
 

@@ -64,6 +64,6 @@ pub fn print(flags: &InfoFlags) -> Result<()> {
         i.driver_version / 1000,
         i.driver_version % 1000 / 10
     );
-    println!("  embedded PTX target    {} (JIT-compiled by the driver for this GPU)", i.ptx_arch);
+    println!("  PTX loaded             {}, JIT-compiled for it by the driver", i.ptx_choice);
     Ok(())
 }

@@ -36,7 +36,7 @@ use crate::lab::record::drawing::Origin;
 use crate::lab::record::output::{self, Cost};
 use crate::lab::record::picture::command_line;
 use crate::lab::record::recorder;
-use crate::lab::record::report::{Check, Report};
+use crate::lab::record::report::{Check, Report, LOADED_PTX};
 use crate::lab::record::span::{Recording, Span};
 use crate::runtime::{Error, Gpu, Result, Stream};
 
@@ -129,6 +129,8 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     lesson.verify(gpu, &measured, &mut checks)?;
 
     let mut report = Report::new(L::NAME, L::SUMMARY, &gpu.info.name);
+    let ptx = serde_json::json!({ "arch": gpu.info.ptx_arch, "choice": gpu.info.ptx_choice });
+    report.detail(LOADED_PTX, ptx);
     if let Ok(serde_json::Value::Object(params)) = serde_json::to_value(args) {
         // Which parameters are the lesson's flags (the others a lesson adds are derived):
         // what a picture's footer may print as a command line.

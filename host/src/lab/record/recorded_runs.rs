@@ -10,17 +10,20 @@
 //! `--trace` file of one `streamlab run`.
 //!
 //! The report names the kernels that ran ([`Report::kernels`], a digest of the embedded
-//! PTX): where a recording's differ from this binary's, or it predates the field, the
-//! header says so, since a kernel change moves the figures (after the first recordings the
-//! compute kernel went from sinf*cosf to sincosf and became 1.76x faster).
+//! PTX set) and, since PTX per architecture, which PTX its GPU loaded (`details.ptx`): where
+//! a recording's kernels differ from this binary's, or it predates the field, the header says
+//! so, since a kernel change moves the figures (after the first recordings the compute kernel
+//! went from sinf*cosf to sincosf and became 1.76x faster; with PTX per architecture, bf16
+//! rounding on sm_80 and newer became one instruction).
 use serde::Deserialize;
 
 use crate::lab::record::drawing::{name_the_legacy_stream, Drawing, Origin};
 use crate::lab::record::output::{self, OutputFile};
-use crate::lab::record::report::{kernels_id, Report};
+use crate::lab::record::report::{kernels_id, Report, LOADED_PTX};
 use crate::lab::record::span::Recording;
 use crate::lab::record::trace;
 use crate::lab::text::{Lang, Text};
+use crate::runtime::ptx::embedded_archs;
 use crate::runtime::{Error, Result};
 use crate::t;
 
@@ -65,17 +68,20 @@ impl RecordedRun {
     }
 
     /// What to say about the run's kernels: nothing where they are this binary's; that they
-    /// came from an earlier build where the run predates the id; else both ids.
+    /// came from an earlier build where the run predates the id; both ids, and what the
+    /// recording's build ran, where it predates PTX per architecture (its report names no
+    /// loaded PTX: such builds embedded one, for sm_75 unless told otherwise); else both ids.
     pub fn kernels_note(&self) -> Option<Text> {
-        match self.report.kernels.as_deref() {
-            _ if self.same_kernels() => None,
-            None => Some(t!("recorded.kernels_earlier")),
-            Some(theirs) => Some(t!(
-                "recorded.kernels_other",
-                kernels = theirs.to_string(),
-                ours = kernels_id().to_string()
-            )),
-        }
+        let (theirs, ours) = match self.report.kernels.as_deref() {
+            _ if self.same_kernels() => return None,
+            None => return Some(t!("recorded.kernels_earlier")),
+            Some(theirs) => (theirs.to_string(), kernels_id().to_string()),
+        };
+        Some(if self.report.details.contains_key(LOADED_PTX) {
+            t!("recorded.kernels_other", kernels = theirs, ours = ours)
+        } else {
+            t!("recorded.kernels_one_ptx", kernels = theirs, ours = ours, archs = embedded_archs())
+        })
     }
 
     /// The recorded versions, from the trace (or the report where the trace has none).
@@ -186,8 +192,14 @@ mod tests {
         recorded_with(Some(kernels_id()))
     }
 
-    /// A recorded run whose report names `kernels` (none: made before the id was kept).
+    /// A recorded run whose report names `kernels` (none: made before the id was kept), made
+    /// by a build from before PTX per architecture (its report names no loaded PTX).
     fn recorded_with(kernels: Option<&str>) -> String {
+        recorded_by(kernels, None)
+    }
+
+    /// A recorded run whose report names `kernels` and, where given, the PTX its GPU loaded.
+    fn recorded_by(kernels: Option<&str>, loaded: Option<&str>) -> String {
         let r = Recording {
             version: "8 streams".into(),
             source: Source::Cupti { library: "libcupti.so.13".into(), version: 130001 },
@@ -200,6 +212,9 @@ mod tests {
         let mut report = Report::new("overlap", "one stream vs K streams", "NVIDIA H200");
         report.figure("8 streams, median", 2.9, "ms");
         report.kernels = kernels.map(str::to_string);
+        if let Some(arch) = loaded {
+            report.detail(LOADED_PTX, serde_json::json!({ "arch": arch, "choice": "" }));
+        }
         let meta = Meta {
             lesson: "overlap".into(),
             title: "t".into(),
@@ -269,12 +284,27 @@ mod tests {
         assert_eq!(report.details["recorded"]["same_kernels"], false);
         assert_eq!(report.details["recorded"]["kernels"], serde_json::Value::Null);
 
-        let another = parse(&recorded_with(Some("ptx-0000000000000000"))).unwrap();
+        // Made by a build that loads PTX per architecture, with other kernels: both ids.
+        let another = parse(&recorded_by(Some("ptx-0000000000000000"), Some("sm_90"))).unwrap();
         let header = another.header(Lang::En);
         assert!(header.contains(other) && header.contains(kernels_id()), "{header}");
-        assert!(!header.contains(earlier), "{header}");
+        assert!(!header.contains(earlier) && !header.contains("one PTX"), "{header}");
         let zh = another.header(Lang::Zh);
         assert!(zh.contains("ptx-0000000000000000") && zh.contains(kernels_id()), "{zh}");
+        assert!(!zh.contains("旧构建"), "{zh}");
+
+        // Made before PTX per architecture: what that build ran, and what this one does.
+        let one = parse(&recorded_with(Some("ptx-0000000000000000"))).unwrap();
+        let header = one.header(Lang::En);
+        let line = header.lines().nth(1).unwrap();
+        assert!(line.starts_with("(recorded with other kernels, ptx-0000000000000000, from a build that ran one PTX (sm_75 by default) on every GPU; this binary carries "), "{line}");
+        let archs = crate::runtime::ptx::embedded_archs();
+        assert!(
+            line.contains(&format!("{}, PTX for {archs}, and loads the newest", kernels_id())),
+            "{line}"
+        );
+        let zh = one.header(Lang::Zh);
+        assert!(zh.contains("旧构建") && zh.contains(&archs) && zh.contains(kernels_id()), "{zh}");
     }
 
     /// `--recorded --lang zh` for every embedded run: the title, every figure and check name

@@ -5,20 +5,32 @@ use serde_json::{Map, Value};
 
 use crate::lab::text::{label, pad, width, Lang, Text};
 
-/// The identity of the kernels this binary embeds: a 64-bit FNV-1a digest of the PTX text
-/// (`runtime::kernels::PTX`), in hex. Two builds share it when they embed the same PTX (the
-/// same kernel source, compiler and `STREAMLAB_GPU_ARCH`); a change to any kernel changes it.
-/// Not a security digest: it tells builds apart, nothing more.
+/// The identity of the kernels this binary embeds: a 64-bit FNV-1a digest of every embedded
+/// PTX text (`runtime::ptx::embedded()`, one per architecture), one after the other, oldest
+/// architecture first, in hex. Two builds share it when they embed the same PTX set (the same
+/// kernel source, compiler and architectures); a change to any kernel, or to the set,
+/// changes it. A set of one PTX has the digest of that text alone, which is what builds made
+/// before PTX per architecture (one PTX, for sm_75) carried. Not a security digest: it tells
+/// builds apart, nothing more.
 pub fn kernels_id() -> &'static str {
     static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    ID.get_or_init(|| format!("ptx-{:016x}", fnv1a(crate::runtime::kernels::PTX.as_bytes())))
+    ID.get_or_init(|| set_id(crate::runtime::ptx::embedded().iter().map(|p| p.text)))
+}
+
+/// The key of `Report::details` that names the PTX the run's GPU loaded (`{arch, choice}`),
+/// kept since PTX per architecture.
+pub const LOADED_PTX: &str = "ptx";
+
+/// `ptx-<FNV-1a 64 of the texts, one after the other>`.
+fn set_id<'a>(texts: impl Iterator<Item = &'a str>) -> String {
+    format!("ptx-{:016x}", fnv1a(texts.flat_map(str::bytes)))
 }
 
 /// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
+fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+        .into_iter()
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -286,13 +298,23 @@ mod tests {
     }
 
     #[test]
-    fn the_kernels_id_is_a_digest_of_the_embedded_ptx() {
+    fn the_kernels_id_is_a_digest_of_every_embedded_ptx() {
         // FNV-1a's published test vectors.
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(*b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(*b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(*b"foobar"), 0x8594_4171_f739_67e8);
+        // The set's texts one after the other: a set of one is that text's digest.
+        assert_eq!(set_id(["foo", "bar"].into_iter()), set_id(["foobar"].into_iter()));
+        assert_eq!(set_id(["foobar"].into_iter()), "ptx-85944171f73967e8");
+        let set = crate::runtime::ptx::embedded();
+        let all: String = set.iter().map(|p| p.text).collect();
         let id = kernels_id();
-        assert_eq!(id, format!("ptx-{:016x}", fnv1a(crate::runtime::kernels::PTX.as_bytes())));
+        assert_eq!(id, format!("ptx-{:016x}", fnv1a(all.bytes())));
         assert_eq!(id.len(), "ptx-".len() + 16, "{id}");
+        // Every architecture counts: the digest of a set of several is none of its members'.
+        for p in set.iter().filter(|_| set.len() > 1) {
+            assert_ne!(set_id([p.text].into_iter()), id, "{}", p.arch);
+        }
     }
 
     #[test]

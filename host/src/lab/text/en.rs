@@ -18,6 +18,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.header", "(a run {label}, embedded in streamlab: not measured on this machine; it ran `{command}`)"),
     ("recorded.kernels_earlier", "(recorded with an earlier build of the kernels, not the one this binary carries: figures measured with this build may differ)"),
     ("recorded.kernels_other", "(recorded with other kernels, {kernels}, than the ones this binary carries, {ours}: figures measured with this build may differ)"),
+    ("recorded.kernels_one_ptx", "(recorded with other kernels, {kernels}, from a build that ran one PTX (sm_75 by default) on every GPU; this binary carries {ours}, PTX for {archs}, and loads the newest its GPU runs: figures measured with this build may differ)"),
     ("recorded.none", "== {lesson}: not shown: this build embeds no recorded run of it"),
     ("list.more", "streamlab run <LESSON> --help shows a lesson's flags, with defaults and ranges."),
 

@@ -19,6 +19,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.header", "（一次{label}的运行，内嵌于 streamlab：并非在本机测得；当时运行的是 `{command}`）"),
     ("recorded.kernels_earlier", "（录制时用的是较早一次构建的核函数，而不是本程序内嵌的这一版：用本版本测得的数字可能不同）"),
     ("recorded.kernels_other", "（录制时用的核函数 {kernels} 与本程序内嵌的 {ours} 不同：用本版本测得的数字可能不同）"),
+    ("recorded.kernels_one_ptx", "（录制时用的核函数 {kernels} 来自只有一份 PTX（默认为 sm_75）、在所有 GPU 上都运行它的旧构建；本程序内嵌的是 {ours}，含 {archs} 的 PTX，并加载 GPU 能运行的最新一份：用本版本测得的数字可能不同）"),
     ("recorded.none", "== {lesson}：未显示：本构建没有内嵌这一课的录制运行"),
     ("list.more", "streamlab run <LESSON> --help 列出一课的参数及其默认值和取值范围。"),
 
