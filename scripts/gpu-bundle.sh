@@ -8,10 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/tests .gpu/benches
 cargo build --release --bin streamlab
-cp target/release/streamlab .gpu/
+target=${CARGO_TARGET_DIR:-target}
+cp "$target/release/streamlab" .gpu/
 # The recorder `streamlab trace` injects (embedded in streamlab too), for inject-check.sh.
 cargo build --release -p streamlab-inject
-cp target/release/libstreamlab_inject.so .gpu/
+cp "$target/release/libstreamlab_inject.so" .gpu/
 # Test and bench executables, named by cargo's JSON messages: tests/<kind>-<name>, benches/<name>.
 pick() { python3 -c '
 import json, sys
