@@ -36,6 +36,8 @@ const MAPS_EVERY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub struct Probe {
     sent: AtomicU64,
+    /// Probes sent since one last came back.
+    unanswered: AtomicU64,
     /// CUPTI's clock when a buffer last brought one back; 0 before the first.
     last_seen: AtomicU64,
 }
@@ -43,6 +45,25 @@ pub struct Probe {
 impl Probe {
     pub fn seen(&self, now_ns: u64) {
         self.last_seen.store(now_ns, Ordering::Relaxed);
+        self.unanswered.store(0, Ordering::Relaxed);
+    }
+
+    fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.unanswered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The note to write at exit when probes came back once and then stopped: a run shorter
+    /// than the silence allowed is still caught. Two unanswered probes at least, since the
+    /// last one sent may sit in a buffer the final flush has not returned yet.
+    fn stopped_at_exit(&self) -> Option<String> {
+        let last = self.last_seen.load(Ordering::Relaxed);
+        let unanswered = self.unanswered.load(Ordering::Relaxed);
+        (last != 0 && unanswered >= 2).then(|| {
+            format!(
+                "the recorder's probe call (cuDriverGetVersion, one per flush) left no record for its last {unanswered} flushes, since CUPTI time {last} ns, though it did before: another CUPTI client in the process registered its own activity buffers or turned recording off, and records after that time are missing"
+            )
+        })
     }
 
     /// The note to write when the probe has been silent too long at `now_ns`.
@@ -116,7 +137,7 @@ fn scan_maps(recorder: &Recorder, cycle: &mut Cycle, out: &mut String) {
     let Ok(maps) = fs::read_to_string("/proc/self/maps") else { return };
     for other in other_cuptis(&maps, ours) {
         let text = format!(
-            "another CUPTI library is loaded in the process: {other} (the recorder's is {})",
+            "another CUPTI library is loaded in the process: {other} (the recorder's is {}); CUPTI serves one callback subscriber per process, so a profiler the program starts itself (torch.profiler) may record no CUDA activity while streamlab trace records",
             ours.display()
         );
         cycle.note_once(&format!("maps:{other}"), text, out);
@@ -152,7 +173,7 @@ fn flush_cycle(recorder: &Recorder) -> bool {
         let mut v = 0;
         // SAFETY: a valid out-pointer; the call needs no context.
         unsafe { version(&mut v) };
-        recorder.probe.sent.fetch_add(1, Ordering::Relaxed);
+        recorder.probe.sent();
     }
     let time = cupti.now_ns();
     let mut text = String::new();
@@ -212,6 +233,9 @@ pub extern "C" fn at_exit() {
             if let Some(never) = recorder.probe.never_seen() {
                 cycle.note_once("probe never", never, &mut text);
             }
+            if let Some(stopped) = recorder.probe.stopped_at_exit() {
+                cycle.note_once("probe", stopped, &mut text);
+            }
             time = cupti.now_ns();
         }
         text.push_str(&recorder.budget.dropped_lines());
@@ -257,10 +281,19 @@ mod tests {
         assert_eq!(probe.never_seen(), None);
         probe.sent.store(3, Ordering::Relaxed);
         assert!(probe.never_seen().is_some());
+        assert_eq!(probe.stopped_at_exit(), None);
         probe.seen(1_000);
         assert_eq!(probe.never_seen(), None);
+        // Seen, then two probes sent without answer: said at exit, however short the run.
+        probe.sent();
+        assert_eq!(probe.stopped_at_exit(), None);
+        probe.sent();
+        assert!(probe.stopped_at_exit().unwrap().contains("its last 2 flushes"));
         assert_eq!(probe.silence(1_000 + PROBE_SILENCE_NS), None);
         let note = probe.silence(1_000 + PROBE_SILENCE_NS + 1).unwrap();
         assert!(note.contains("since CUPTI time 1000 ns"), "{note}");
+        // One answer clears the count.
+        probe.seen(2_000);
+        assert_eq!(probe.stopped_at_exit(), None);
     }
 }

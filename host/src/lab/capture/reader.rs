@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use crate::lab::capture::model::{
-    call_kind, is_nccl_kernel, Capture, Device, Dropped, Ending, Process,
+    call_kind, call_name, is_nccl_kernel, kernel_name, Capture, Device, Dropped, Ending, Process,
 };
 use crate::lab::inspect::host::{HostCall, HostWait, Range, WaitKind};
 use crate::lab::record::span::{HostSpan, HostWork, Span, Work};
@@ -148,6 +148,8 @@ struct Names {
     contexts: HashMap<u32, (u32, u32)>,
     streams: HashMap<u32, String>,
     threads: HashMap<u64, String>,
+    /// (context, stream) -> created non-blocking, from CUPTI's stream records.
+    non_blocking: HashMap<(u32, u32), bool>,
 }
 
 impl Names {
@@ -215,6 +217,9 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
             Line::Context { context, device, null_stream } => {
                 names.contexts.insert(*context, (*device, *null_stream));
             }
+            Line::Stream { context, stream, non_blocking, .. } => {
+                names.non_blocking.insert((*context, *stream), *non_blocking);
+            }
             Line::Name { object, id, name } => match object.to_ascii_lowercase().as_str() {
                 "stream" => drop(names.streams.insert(*id, name.clone())),
                 "thread" => drop(names.threads.insert(u64::from(*id), name.clone())),
@@ -254,6 +259,7 @@ fn empty(path: &Path, skipped: u64) -> Process {
         host: Vec::new(),
         unclosed: Vec::new(),
         legacy_rows: Vec::new(),
+        blocking_rows: Vec::new(),
         records: 0,
         dropped: Vec::new(),
         notes: Vec::new(),
@@ -300,6 +306,7 @@ fn process(file: File, origin: u64) -> Process {
         }
         match line {
             Line::Kernel { device, context, stream, start, end, name, grid, block, .. } => {
+                let name = kernel_name(&name);
                 let kind = if is_nccl_kernel(&name) { Work::Collective } else { Work::Kernel };
                 let row = names.stream(context, stream);
                 let mut s = Span::new(&row, kind, &name, ms(start), ms(end));
@@ -368,6 +375,7 @@ fn process(file: File, origin: u64) -> Process {
                 });
             }
             Line::Api { name, thread, start, end, correlation, .. } => {
+                let name = call_name(&name).to_string();
                 if !waited.contains(&correlation) {
                     p.host.push(HostSpan {
                         thread: names.thread(thread),
@@ -419,7 +427,18 @@ fn process(file: File, origin: u64) -> Process {
     legacy.sort();
     legacy.dedup();
     legacy.retain(|row| p.spans.iter().any(|s| s.stream == *row));
+    // The rows of streams the records show were created blocking, that ran work.
+    let mut blocking: Vec<String> = names
+        .non_blocking
+        .iter()
+        .filter(|(_, non_blocking)| !**non_blocking)
+        .map(|((context, stream), _)| names.stream(*context, *stream))
+        .filter(|row| !legacy.contains(row) && p.spans.iter().any(|s| s.stream == *row))
+        .collect();
+    blocking.sort();
+    blocking.dedup();
     p.legacy_rows = legacy;
+    p.blocking_rows = blocking;
     p.ranges = nest(pid, ranges, &ms);
     for r in &p.ranges {
         p.host.push(HostSpan {

@@ -56,12 +56,13 @@ fn one_process_with_every_kind_of_line() {
     assert_eq!((copy.bytes, copy.label.as_str()), (4 << 20, "memcpy HtoD"));
     assert_eq!(p.spans[1].grid, Some([4096, 1, 1]));
     assert_eq!(p.spans[3].label, "memcpy peer GPU0 to GPU1");
-    // Calls, by kind; the wait on its thread, the stream-wait-event left out of the waits.
+    // Calls, by kind and without CUPTI's version suffix; the wait on its thread, the
+    // stream-wait-event left out of the waits.
     let calls: Vec<(&str, CallKind)> = p.calls.iter().map(|c| (c.name.as_str(), c.kind)).collect();
-    assert_eq!(
-        calls,
-        [("cuMemAlloc_v2", CallKind::Alloc), ("cudaStreamSynchronize", CallKind::Sync)]
-    );
+    assert_eq!(calls, [("cuMemAlloc", CallKind::Alloc), ("cudaStreamSynchronize", CallKind::Sync)]);
+    // Stream 14 was created blocking; 13 non-blocking, and 15 has no stream record: only
+    // what the records show is claimed.
+    assert_eq!(p.blocking_rows, ["stream 14"]);
     assert_eq!(p.waits.len(), 1);
     let wait = &p.waits[0];
     assert_eq!(
@@ -71,7 +72,7 @@ fn one_process_with_every_kind_of_line() {
     let host: Vec<(&str, HostWork, &str)> =
         p.host.iter().map(|h| (h.thread.as_str(), h.kind, h.name.as_str())).collect();
     assert!(host.contains(&("main", HostWork::Wait, "stream synchronize (stream 14)")), "{host:?}");
-    assert!(host.contains(&("main", HostWork::Issue, "cuMemAlloc_v2")), "{host:?}");
+    assert!(host.contains(&("main", HostWork::Issue, "cuMemAlloc")), "{host:?}");
     // The synchronize call is drawn once, as the wait.
     assert!(!host.iter().any(|h| h.2 == "cudaStreamSynchronize"), "{host:?}");
     assert!(host.contains(&("main", HostWork::Range, "checkpoint")), "{host:?}");

@@ -84,13 +84,19 @@ pub fn overlap(capture: &Capture, thresholds: &Thresholds) -> OverlapReport {
     let calls: Vec<HostCall> = all(capture, |p| &p.calls);
     let waits: Vec<HostWait> = all(capture, |p| &p.waits);
     let ranges: Vec<Range> = all(capture, |p| &p.ranges);
-    let legacy_rows: Vec<String> = all(capture, |p| &p.legacy_rows);
+    let rows_of = |rows: fn(&Process) -> &Vec<String>| -> Vec<(u32, String)> {
+        let each = capture.processes.iter();
+        each.flat_map(|p| rows(p).iter().map(|row| (p.pid, row.clone()))).collect()
+    };
+    let legacy_rows = rows_of(|p| &p.legacy_rows);
+    let blocking_rows = rows_of(|p| &p.blocking_rows);
     let records = Records {
         spans: &spans,
         calls: &calls,
         waits: &waits,
         ranges: &ranges,
         legacy_rows: &legacy_rows,
+        blocking_rows: &blocking_rows,
         host_calls_recorded: !calls.is_empty(),
     };
     overlap_report(&records, thresholds)

@@ -126,7 +126,8 @@ mod tests {
             spans: spans.to_vec(),
             calls: calls.to_vec(),
             waits: waits.to_vec(),
-            legacy_rows: &[],
+            legacy_rows: Vec::new(),
+            blocking_rows: Vec::new(),
             host_calls_recorded: !calls.is_empty(),
             intervals: Vec::new(),
         }

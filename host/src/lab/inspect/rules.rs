@@ -39,14 +39,21 @@ fn pageable_copies(spans: &[&Span]) -> Option<Finding> {
 }
 
 fn legacy_default_stream(w: &WindowRecords, spans: &[&Span]) -> Option<Finding> {
-    let on_engine = |s: &&&Span| Engine::of(s.kind).is_some();
-    let (legacy, others): (Vec<&Span>, Vec<&Span>) =
-        spans.iter().copied().filter(|s| on_engine(&s)).partition(|s| w.is_legacy(&s.stream));
-    if legacy.is_empty() || others.is_empty() {
+    // Only blocking streams wait for the legacy one (and it for them); a stream created
+    // non-blocking, or one whose flags the records do not give, is not claimed.
+    let on_engine: Vec<&Span> =
+        spans.iter().copied().filter(|s| Engine::of(s.kind).is_some()).collect();
+    let legacy: Vec<&Span> = on_engine.iter().copied().filter(|s| w.is_legacy(&s.stream)).collect();
+    let blocking: Vec<&Span> = on_engine
+        .iter()
+        .copied()
+        .filter(|s| !w.is_legacy(&s.stream) && w.is_blocking(&s.stream))
+        .collect();
+    if legacy.is_empty() || blocking.is_empty() {
         return None;
     }
     let legacy_busy = union(legacy.iter().map(|s| (s.start_ms, s.end_ms)).collect());
-    let others_busy = union(others.iter().map(|s| (s.start_ms, s.end_ms)).collect());
+    let others_busy = union(blocking.iter().map(|s| (s.start_ms, s.end_ms)).collect());
     let alone = length(&legacy_busy) - overlap(&legacy_busy, &others_busy);
     let example = earliest(legacy.iter().copied())?;
     Some(Finding::new(Rule::LegacyDefaultStream, legacy.len(), alone, Example::of(example)))
@@ -109,16 +116,14 @@ mod tests {
         Span::new(stream, kind, kind.role(), start_ms, end_ms)
     }
 
-    fn window<'a>(
-        spans: &[Span],
-        calls: &[&'a HostCall],
-        legacy: &'a [String],
-    ) -> WindowRecords<'a> {
+    fn window<'a>(spans: &[Span], calls: &[&'a HostCall], legacy: &[&str]) -> WindowRecords<'a> {
         WindowRecords {
             spans: spans.to_vec(),
             calls: calls.to_vec(),
             waits: Vec::new(),
-            legacy_rows: legacy,
+            legacy_rows: legacy.iter().map(|r| r.to_string()).collect(),
+            // Every other row blocking, as streams created without flags are.
+            blocking_rows: spans.iter().map(|s| s.stream.clone()).collect(),
             host_calls_recorded: !calls.is_empty(),
             intervals: Vec::new(),
         }
@@ -182,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_legacy_stream_beside_others_is_found_with_the_time_it_ran_alone() {
-        let legacy = ["legacy default stream".to_string()];
+        let legacy = ["legacy default stream"];
         let spans = [
             span("legacy default stream", Work::Kernel, 0.0, 2.0),
             span("stream 13", Work::Kernel, 1.5, 3.0),
@@ -197,6 +202,12 @@ mod tests {
         assert!(alone.iter().all(|f| f.rule != Rule::LegacyDefaultStream));
         let none = find(&window(&spans, &[], &[]), &Thresholds::DEFAULT);
         assert!(none.iter().all(|f| f.rule != Rule::LegacyDefaultStream));
+        // The other streams created non-blocking (PyTorch's side streams are): they do not
+        // wait for the legacy stream, so nothing is claimed.
+        let mut non_blocking = window(&spans, &[], &legacy);
+        non_blocking.blocking_rows.clear();
+        let found = find(&non_blocking, &Thresholds::DEFAULT);
+        assert!(found.iter().all(|f| f.rule != Rule::LegacyDefaultStream));
     }
 
     #[test]

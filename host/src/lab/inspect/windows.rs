@@ -23,8 +23,12 @@ pub struct Records<'a> {
     pub calls: &'a [HostCall],
     pub waits: &'a [HostWait],
     pub ranges: &'a [Range],
-    /// The rows (`Span::stream`) that are a context's legacy default (NULL) stream.
-    pub legacy_rows: &'a [String],
+    /// The rows (`Span::stream`) that are a context's legacy default (NULL) stream, with their
+    /// process.
+    pub legacy_rows: &'a [(u32, String)],
+    /// The rows of streams the records show were created blocking (they wait for, and are
+    /// waited on by, the legacy default stream), with their process.
+    pub blocking_rows: &'a [(u32, String)],
     /// Whether host calls were recorded at all: the launch-gap rule needs them to say the host
     /// was issuing calls during a gap, and says so where they were not.
     pub host_calls_recorded: bool,
@@ -60,7 +64,9 @@ pub struct WindowRecords<'a> {
     pub spans: Vec<Span>,
     pub calls: Vec<&'a HostCall>,
     pub waits: Vec<&'a HostWait>,
-    pub legacy_rows: &'a [String],
+    /// The window's process's legacy default stream rows, and its blocking streams' rows.
+    pub legacy_rows: Vec<String>,
+    pub blocking_rows: Vec<String>,
     pub host_calls_recorded: bool,
     /// The window's times ([`Window::intervals`]): a gap between two of them is not the
     /// window's.
@@ -74,6 +80,10 @@ impl WindowRecords<'_> {
 
     pub fn is_legacy(&self, row: &str) -> bool {
         self.legacy_rows.iter().any(|r| r == row)
+    }
+
+    pub fn is_blocking(&self, row: &str) -> bool {
+        self.blocking_rows.iter().any(|r| r == row)
     }
 }
 
@@ -159,6 +169,10 @@ fn overlaps(start: f64, end: f64, intervals: &[Interval]) -> bool {
     intervals.iter().any(|&(from, to)| start < to && end > from)
 }
 
+fn of_process(rows: &[(u32, String)], process: u32) -> Vec<String> {
+    rows.iter().filter(|(p, _)| *p == process).map(|(_, row)| row.clone()).collect()
+}
+
 /// What `window` holds of `records`.
 pub fn window_records<'a>(records: &Records<'a>, window: &Window) -> WindowRecords<'a> {
     let spans = records
@@ -183,7 +197,8 @@ pub fn window_records<'a>(records: &Records<'a>, window: &Window) -> WindowRecor
         spans,
         calls,
         waits,
-        legacy_rows: records.legacy_rows,
+        legacy_rows: of_process(records.legacy_rows, window.process),
+        blocking_rows: of_process(records.blocking_rows, window.process),
         host_calls_recorded: records.host_calls_recorded,
         intervals: window.intervals.clone(),
     }

@@ -51,8 +51,16 @@ pub const RECORDERS: [&str; 3] = ["cupti", "cupti-gpu", "events"];
 /// CUPTI is not to be used (a value that names no recorder says so here too, so a timeline
 /// recorded anyway names the typo; `run` refuses it first, see [`check_recorder_setting`]).
 fn host_calls_or_why_not() -> std::result::Result<bool, String> {
+    // Under `streamlab trace` the injected recorder holds CUPTI's buffers for this process;
+    // a second client would take them over and leave the trace empty.
+    if std::env::var_os(TRACED_BY).is_some() {
+        return Err("CUPTI is recording this process for streamlab trace".into());
+    }
     host_calls_for(std::env::var("STREAMLAB_RECORDER").ok().as_deref())
 }
+
+/// Set in a process that `streamlab trace` records (the injected recorder's trace folder).
+const TRACED_BY: &str = "STREAMLAB_TRACE_DIR";
 
 fn host_calls_for(value: Option<&str>) -> std::result::Result<bool, String> {
     match value.unwrap_or("") {
