@@ -29,17 +29,20 @@ nvcc -O2 -arch=sm_90 "$G/cuda-reference/trace_probe.cu" -o trace_probe || exit 1
 step "1. cuda-reference/overlap.cu, its phases as NVTX ranges, against the lesson"
 traced overlap-cu -- ./overlap 16777216 8 100 10
 "$S" run overlap --elements 16777216 --streams 8 --iters 100 --json >overlap-lesson.json 2>overlap-lesson.err
-python3 "$G/trace_compare.py" overlap overlap-cu.json overlap-lesson.json 8
+python3 "$G/trace_compare.py" overlap overlap-cu.json overlap-lesson.json 8 overlap-cu.stdout
 
 step "2. PyTorch: non_blocking copies from pageable, then pinned, batches on a side stream"
 traced torch-pageable -- "$PYTHON" "$G/trace-examples/pytorch_copies.py"
 traced torch-pinned -- "$PYTHON" "$G/trace-examples/pytorch_copies.py" --pinned
 grep -c "pageable" torch-pageable.report torch-pinned.report
+"$S" trace --lang zh --timeline -- "$PYTHON" "$G/trace-examples/pytorch_copies.py" >/dev/null 2>torch-pageable-zh.report
+echo "zh report: $(wc -l <torch-pageable-zh.report) lines"
 
 step "3. streamlab run overlap traced, beside the lesson's own --trace (separate runs)"
 traced streamlab-overlap -- "$S" run overlap
 "$S" run overlap --trace lesson-overlap-trace.json --svg lesson-overlap.svg >lesson-overlap.txt 2>&1
 tail -n 25 lesson-overlap.txt
+python3 "$G/trace_compare.py" ops streamlab-overlap-trace.json lesson-overlap-trace.json
 step "3b. the lesson's own recorder inside a traced run (two CUPTI users in one process)"
 traced streamlab-overlap-timeline -- "$S" run overlap --timeline
 
