@@ -4,7 +4,9 @@
 //! behind the next step. GPU time is measured with events by the lesson's own code, fed to
 //! criterion through `iter_custom`. Afterwards both versions run once more and the lesson's
 //! checks run (side stream against one stream bit for bit, both against the CPU reference);
-//! the bench exits 1 if one fails. The C++ twin is `cuda-reference/mixed_precision.cu` (the
+//! the bench exits 1 if one fails. Then the overlap probe (`lessons::mixed_precision::probe`)
+//! prints each kernel's time alone and beside the other, and the bound from each, for the
+//! note on measured/bound. The C++ twin is `cuda-reference/mixed_precision.cu` (the
 //! `refs` stage of scripts/gpu-run.sh prints its times).
 use criterion::{BenchmarkId, Criterion};
 use streamlab::lessons::mixed_precision::MixedPrecision;
@@ -12,6 +14,8 @@ use testkit::bench::{fail, quick_group, verify, versions};
 use testkit::{gpu_for_bench, set_up};
 
 const BENCH: &str = "mixed-precision";
+/// Rounds of the overlap probe, after its warm-up (each about 1 ms at the defaults).
+const PROBE_ROUNDS: usize = 20;
 
 fn main() {
     let Some(gpu) = gpu_for_bench(BENCH) else {
@@ -31,6 +35,10 @@ fn main() {
         ];
         versions(quick_group(&mut c, "mixed_precision"), BENCH, &mut m, &gpu, ids);
         verify(&gpu, &mut m, 2);
+        let overlap = m.probe_overlap(&gpu, PROBE_ROUNDS).unwrap_or_else(|e| fail(BENCH, e));
+        for line in overlap.lines(format) {
+            println!("{line}");
+        }
     }
     c.final_summary();
 }

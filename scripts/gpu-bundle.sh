@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds everything a GPU run needs on this (GPU-less) machine and copies it into .gpu/
 # (ignored by git): the streamlab binary, every test and bench executable, the CUDA C++
-# references, scripts/gpu-run.sh, scripts/gpu-arch-check.sh and scripts/pictures.sh. A GPU
-# machine without Rust then runs `bash .gpu/gpu-run.sh` (and `bash .gpu/pictures.sh` for
-# docs/img and docs/recorded, `bash .gpu/gpu-arch-check.sh` for PTX per architecture).
+# references, scripts/gpu-run.sh, scripts/gpu-arch-check.sh, scripts/gpu-mp-check.sh and
+# scripts/pictures.sh. A GPU machine without Rust then runs `bash .gpu/gpu-run.sh` (and
+# `bash .gpu/pictures.sh` for docs/img and docs/recorded, `bash .gpu/gpu-arch-check.sh` for PTX
+# per architecture, `bash .gpu/gpu-mp-check.sh` for mixed precision against its twin and bound).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/tests .gpu/benches
@@ -35,7 +36,7 @@ done
 cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench | while read -r name exe; do
   cp "$exe" ".gpu/benches/$name"
 done
-cp -r cuda-reference scripts/gpu-run.sh scripts/gpu-arch-check.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt \
+cp -r cuda-reference scripts/gpu-run.sh scripts/gpu-arch-check.sh scripts/gpu-mp-check.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt \
   scripts/trace-check.sh scripts/trace_compare.py scripts/trace-examples scripts/inject-check.sh scripts/inject_check.py .gpu/
 du -sh .gpu
 ls .gpu .gpu/tests .gpu/benches

@@ -3,7 +3,8 @@
 //! lists come from the same declarations), has no unresolved externals, and NVIDIA's
 //! assembler accepts it for its own architecture and the newer ones of sm_75, sm_80 and
 //! sm_90. Where the architecture has `cvt.rn.bf16.f32` (sm_80 and newer) the PTX uses it, and
-//! the compute kernel is the same code in every module.
+//! the compute kernel is the same code in every module; the layer kernel reads each element's
+//! weight and input in one basic block, as nvcc does.
 //!
 //! `ptxas` comes from the CUDA toolkit (`$CUDA_HOME/bin`, `/usr/local/cuda/bin`) or from
 //! `scripts/fetch-cuda-deps.sh` (`.deps/cuda/bin`). If none is found the test fails: a check
@@ -174,6 +175,51 @@ fn bf16_uses_the_instruction_where_the_architecture_has_it() {
             entry_body(newer.text, "half_layer_kernel")
         );
     }
+}
+
+/// The PTX's basic blocks: runs of lines cut after each branch and before each label.
+fn basic_blocks(body: &[String]) -> Vec<Vec<&str>> {
+    let mut blocks = vec![Vec::new()];
+    for line in body.iter().map(|l| l.trim()) {
+        if line.ends_with(':') {
+            blocks.push(Vec::new());
+        }
+        blocks.last_mut().unwrap().push(line);
+        if line.contains("bra") || line.starts_with("ret") {
+            blocks.push(Vec::new());
+        }
+    }
+    blocks
+}
+
+/// The layer kernel reads an element's 16-bit weight in the same basic block as its f32
+/// input, so both loads are in flight at once as in nvcc's code. LLVM once sank the weight's
+/// load behind the input's conversion (the weight is unused when `iters` is 0), and each
+/// element waited for one load, then the other.
+#[test]
+fn the_layer_kernel_reads_weight_and_input_together() {
+    for Ptx { arch, text } in embedded() {
+        let body = entry_body(text, "half_layer_kernel");
+        let blocks = basic_blocks(&body);
+        let weight_reads: Vec<_> =
+            blocks.iter().filter(|b| b.iter().any(|l| l.starts_with("ld.global.b16"))).collect();
+        assert_eq!(weight_reads.len(), 2, "{arch}: one weight read per format");
+        for block in weight_reads {
+            assert!(
+                block.iter().any(|l| l.starts_with("ld.global.b32")),
+                "{arch}: the weight is read in a block without the input's read:\n{}",
+                block.join("\n")
+            );
+        }
+    }
+    // The check can fail: a branch between the two reads is seen.
+    let split: Vec<String> =
+        ["ld.global.b32 %r1, [%rd1];", "@%p1 bra $L__BB0_2;", "ld.global.b16 %rs1, [%rd2];"]
+            .map(String::from)
+            .into();
+    let blocks = basic_blocks(&split);
+    assert!(blocks.iter().all(|b| !(b.iter().any(|l| l.starts_with("ld.global.b16"))
+        && b.iter().any(|l| l.starts_with("ld.global.b32")))));
 }
 
 /// Every module assembles for its own architecture and every newer one of sm_75, sm_80 and

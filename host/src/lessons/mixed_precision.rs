@@ -34,6 +34,8 @@
 //!
 //! The bound: one stream takes `B * (c + u)` (c: one layer step, u: update and cast); two take
 //! at best `c + (B-1) * max(c, u) + u`, if the two kernels can share the GPU.
+pub mod probe;
+
 use kernels_gpu::math::train_delayed_as;
 use serde::Serialize;
 
