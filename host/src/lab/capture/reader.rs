@@ -293,7 +293,10 @@ fn process(file: File, origin: u64) -> Process {
     let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
     let (mut flushed, mut exit) = (None::<u64>, None::<u64>);
     // Open NVTX ranges by id: (thread, name, start).
-    let mut open: BTreeMap<u32, (u64, String, u64)> = BTreeMap::new();
+    let mut open: BTreeMap<u32, (u64, String, u64, String)> = BTreeMap::new();
+    // Ranges a library marks in its own NVTX domain (NCCL's "ncclAllReduce", …): drawn, but
+    // no window of the report, which is for the ranges the program marks itself.
+    let mut library_ranges: Vec<(u64, String, u64, u64)> = Vec::new();
     let mut ranges: Vec<(u64, String, u64, u64)> = Vec::new();
     for line in file.lines {
         if let Some(t) = times(&line) {
@@ -389,11 +392,12 @@ fn process(file: File, origin: u64) -> Process {
                 let (start_ms, end_ms) = (ms(start), ms(end));
                 p.calls.push(HostCall { process: pid, thread, name, kind, start_ms, end_ms });
             }
-            Line::Marker { phase, id, thread, time, name, .. } => match phase {
-                MarkerPhase::Start => drop(open.insert(id, (thread, name, time))),
+            Line::Marker { phase, id, thread, time, name, domain } => match phase {
+                MarkerPhase::Start => drop(open.insert(id, (thread, name, time, domain))),
                 MarkerPhase::End => {
-                    if let Some((thread, name, start)) = open.remove(&id) {
-                        ranges.push((thread, name, start, time));
+                    if let Some((thread, name, start, domain)) = open.remove(&id) {
+                        let to = if domain.is_empty() { &mut ranges } else { &mut library_ranges };
+                        to.push((thread, name, start, time));
                     }
                 }
                 MarkerPhase::Instant => p.host.push(HostSpan {
@@ -417,9 +421,11 @@ fn process(file: File, origin: u64) -> Process {
     let ended = [flushed, exit].into_iter().flatten().max().unwrap_or(0);
     last_ns = last_ns.max(ended);
     // A range still open closes where the record ends, and says so.
-    for (_, (thread, name, start)) in open {
-        p.unclosed.push(name.clone());
-        ranges.push((thread, name, start, last_ns.max(start)));
+    for (_, (thread, name, start, domain)) in open {
+        if domain.is_empty() {
+            p.unclosed.push(name.clone());
+            ranges.push((thread, name, start, last_ns.max(start)));
+        }
     }
     // The rows of the contexts' legacy default streams that ran work.
     let mut legacy: Vec<String> =
@@ -440,7 +446,7 @@ fn process(file: File, origin: u64) -> Process {
     p.legacy_rows = legacy;
     p.blocking_rows = blocking;
     p.ranges = nest(pid, ranges, &ms);
-    for r in &p.ranges {
+    for r in p.ranges.iter().chain(&nest(pid, library_ranges, &ms)) {
         p.host.push(HostSpan {
             thread: names.thread(r.thread),
             kind: HostWork::Range,

@@ -248,9 +248,9 @@ mod tests {
             "{lines:#?}"
         );
         assert!(has("records flushed every 200 ms and at exit; at most 250000 kept per process"));
-        assert!(has("records: 16 kept, 8 dropped, 0 lines skipped"), "{lines:#?}");
+        assert!(has("records: 19 kept, 8 dropped, 0 lines skipped"), "{lines:#?}");
         let label = "pid 4242 · python3 train.py --epochs 1";
-        assert!(has(&format!("{label}: GPU 0 NVIDIA H200; 16 records")), "{lines:#?}");
+        assert!(has(&format!("{label}: GPU 0 NVIDIA H200; 19 records")), "{lines:#?}");
         assert!(has(&format!("{label}: 7 records dropped: past max_records")), "{lines:#?}");
         assert!(has(&format!(
             "{label}: not recorded: NVTX markers of other domains: not requested"
