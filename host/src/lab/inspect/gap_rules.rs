@@ -60,15 +60,20 @@ fn intersect(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
     out
 }
 
-/// A finding of `gaps`: their count, their summed length, and the work that ended the first.
+/// A finding of `gaps`: their count, their summed length, and the first work after the first
+/// gap (a gap cut at a window's edge has no work starting right at its end: the next work of
+/// the window, or the last before the gap where none follows).
 fn gap_finding(rule: Rule, gaps: &[Interval], spans: &[&Span]) -> Option<Finding> {
-    let first_end = gaps.first()?.1;
+    let (first_start, first_end) = *gaps.first()?;
     let cost = gaps.iter().map(|(start, end)| end - start).sum();
-    let after = spans
-        .iter()
-        .copied()
-        .filter(|s| Engine::of(s.kind).is_some() && (s.start_ms - first_end).abs() <= EPS_MS);
-    let example = earliest(after)?;
+    let on_engine = || spans.iter().copied().filter(|s| Engine::of(s.kind).is_some());
+    let after = earliest(on_engine().filter(|s| s.start_ms >= first_end - EPS_MS));
+    let before = || {
+        on_engine()
+            .filter(|s| s.end_ms <= first_start + EPS_MS)
+            .max_by(|a, b| a.end_ms.total_cmp(&b.end_ms))
+    };
+    let example = after.or_else(before)?;
     Some(Finding::new(rule, gaps.len(), cost, Example::of(example)))
 }
 
@@ -201,6 +206,20 @@ mod tests {
             f.example,
             Example { stream: "t".into(), label: "copy-out".into(), start_ms: 2.101 }
         );
+    }
+
+    #[test]
+    fn a_gap_cut_at_the_windows_edge_keeps_its_finding() {
+        // The window covers 0..1.5 and 3..4: the gap after the wait (1.0..1.5 inside the
+        // window) ends where no work starts; the example is the next work, at 3.0.
+        let spans = [span("s", Work::Kernel, 0.0, 1.0), span("s", Work::Kernel, 3.0, 4.0)];
+        let w = wait(0.5, 1.0);
+        let mut held = records(&spans, &[], &[&w]);
+        held.intervals = vec![(0.0, 1.5), (3.0, 4.0)];
+        let f = found(&held, &Thresholds::DEFAULT).host_sync_idle.unwrap();
+        assert_eq!(f.count, 1);
+        assert_ms(f.cost_ms, 0.5);
+        assert_eq!(f.example.start_ms, 3.0);
     }
 
     /// `n` kernels of `ms` on one stream, one every 20 µs.

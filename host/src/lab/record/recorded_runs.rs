@@ -112,23 +112,73 @@ pub fn find(lesson: &str) -> Option<Result<RecordedRun>> {
     RECORDED.iter().find(|(l, _)| *l == lesson).map(|(_, text)| parse(text))
 }
 
-/// What the no-GPU error line adds for `lesson` (`all` for every lesson).
+/// What the no-GPU error line adds for `lesson` (`all` for every lesson): the flag to add,
+/// and the command as this process was started with it added, so the user can paste it
+/// (`target/release/streamlab run overlap --recorded` after `cargo run`).
 pub fn hint(lesson: &str) -> String {
+    hint_for(lesson, &std::env::args().collect::<Vec<_>>())
+}
+
+fn hint_for(lesson: &str, argv: &[String]) -> String {
+    let again = with_recorded(argv);
     if lesson == "all" {
         return match lessons().len() {
             0 => {
                 "this build embeds no recorded runs (`--recorded` shows them where it does)".into()
             }
-            n => format!(
-                "`streamlab run all --recorded` shows the {n} recorded runs this build embeds"
-            ),
+            n => {
+                format!("add --recorded to see the {n} recorded runs this build embeds: `{again}`")
+            }
         };
     }
     match find(lesson) {
-        Some(Ok(run)) => format!("`streamlab run {lesson} --recorded` shows a run {}", run.label()),
+        Some(Ok(run)) => format!("add --recorded to see a run {}: `{again}`", run.label()),
         _ => format!(
             "this build embeds no recorded run of {lesson} (`--recorded` shows one where it does)"
         ),
+    }
+}
+
+/// `argv` with `--recorded` added, quoted for a POSIX shell where a word needs it.
+fn with_recorded(argv: &[String]) -> String {
+    let quote = |word: &String| {
+        let plain = !word.is_empty()
+            && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+        if plain {
+            word.clone()
+        } else {
+            format!("'{}'", word.replace('\'', "'\\''"))
+        }
+    };
+    let mut words: Vec<String> = argv.iter().map(quote).collect();
+    if words.is_empty() {
+        words.push("streamlab".into());
+    }
+    words.push("--recorded".into());
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+
+    #[test]
+    fn the_no_gpu_hint_gives_the_flag_and_the_command_as_it_was_run() {
+        let argv: Vec<String> =
+            ["target/release/streamlab", "run", "overlap", "--elements", "1000", "--lang", "a b"]
+                .map(String::from)
+                .to_vec();
+        let hint = hint_for("overlap", &argv);
+        assert!(hint.starts_with("add --recorded to see a run recorded on "), "{hint}");
+        assert!(
+            hint.ends_with(
+                "`target/release/streamlab run overlap --elements 1000 --lang 'a b' --recorded`"
+            ),
+            "{hint}"
+        );
+        let all = hint_for("all", &["streamlab".into(), "run".into(), "all".into()]);
+        assert!(all.starts_with("add --recorded to see the "), "{all}");
+        assert!(all.ends_with("`streamlab run all --recorded`"), "{all}");
     }
 }
 
