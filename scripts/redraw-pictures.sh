@@ -11,13 +11,15 @@
 # Each picture is `streamlab run <lesson> --recorded --svg docs/img/<lesson>.svg`. New runs
 # on a GPU are scripts/pictures.sh's work; docs/img/allreduce-overlap-launch4.svg comes from
 # scripts/multi-gpu-run.sh (`launch --gpus 4`), which keeps no recorded run to redraw it from.
+# docs/img/trace-pytorch-*.svg are `streamlab trace --svg` pictures from scripts/trace-check.sh
+# (run 26-C), which keeps no recorded run either.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 png=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --png) png=${2:?--png needs a folder}; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "scripts/redraw-pictures.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
