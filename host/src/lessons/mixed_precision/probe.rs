@@ -40,7 +40,13 @@ impl Overlap {
 
     /// The same bound with the times beside each other for the B-1 steps that overlap.
     pub fn bound_beside(&self) -> f64 {
-        bound(self.layer_alone, self.update_alone, self.layer_beside, self.update_beside, self.steps)
+        bound(
+            self.layer_alone,
+            self.update_alone,
+            self.layer_beside,
+            self.update_beside,
+            self.steps,
+        )
     }
 
     /// Lines for the note: every figure the probe measured, and what they add up to.

@@ -29,7 +29,11 @@ impl Step {
 
 impl IssueOrder {
     /// Calls `issue(chunk, step)` for every step of `chunks` chunks, in this order.
-    pub fn issue(self, chunks: usize, mut issue: impl FnMut(usize, Step) -> Result<()>) -> Result<()> {
+    pub fn issue(
+        self,
+        chunks: usize,
+        mut issue: impl FnMut(usize, Step) -> Result<()>,
+    ) -> Result<()> {
         match self {
             IssueOrder::Depth => (0..chunks)
                 .try_for_each(|chunk| Step::ALL.iter().try_for_each(|&step| issue(chunk, step))),

@@ -31,8 +31,8 @@ use crate::lab::kit::stream_pipeline::{Bracket, Phases};
 use crate::lab::record::span::named;
 use crate::lab::{args, fixed, t, Checks, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::{DeviceBuffer, Event, Gpu, HostBuffer, Result, Stream};
-use issue_order::Step;
 pub use issue_order::IssueOrder;
+use issue_order::Step;
 
 #[derive(clap::Args, Debug, Clone, Serialize)]
 pub struct Args {
