@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"; CI runs exactly this). On any Linux
+# The project's test command (the README's first commands; CI runs exactly this). On any Linux
 # machine with rustup and python3 it installs what it needs, then checks everything:
 #   scripts/test.sh          the workflows linted, the guide built and its links checked, formatting,
 #                            clippy, and every test; GPU tests are listed as ignored

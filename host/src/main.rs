@@ -55,7 +55,7 @@ and a rendezvous file this launcher owns, through which rank 0 hands NCCL's uniq
 others. Rank 0's report is printed. To run across machines, start `streamlab run \
 allreduce-overlap --device <LOCAL_RANK>` on each with RANK, WORLD_SIZE and either \
 MASTER_ADDR/MASTER_PORT (rank 0 listens on MASTER_PORT + 1: torchrun's own store holds \
-MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port (see the README); under mpirun or srun the \
+MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port (docs/ARCHITECTURE.md, \"Running across GPUs\"); under mpirun or srun the \
 ranks come from Open MPI's or Slurm's variables.
 
 Every rank's stderr comes through the launcher: rank 0's lines as they are, rank N's after \

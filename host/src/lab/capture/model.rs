@@ -106,6 +106,37 @@ pub struct Capture {
 const COMMAND_CHARS: usize = 60;
 
 impl Process {
+    /// A process with nothing read yet but its pid and file.
+    pub fn empty(pid: u32, file: PathBuf) -> Process {
+        Process {
+            pid,
+            ppid: 0,
+            args: Vec::new(),
+            file,
+            cupti: String::new(),
+            cupti_version: 0,
+            flush_ms: 0,
+            max_records: 0,
+            missing: Vec::new(),
+            devices: Vec::new(),
+            spans: Vec::new(),
+            calls: Vec::new(),
+            waits: Vec::new(),
+            ranges: Vec::new(),
+            host: Vec::new(),
+            unclosed: Vec::new(),
+            legacy_rows: Vec::new(),
+            blocking_rows: Vec::new(),
+            records: 0,
+            dropped: Vec::new(),
+            notes: Vec::new(),
+            skipped: 0,
+            ending: Ending::NoFlush,
+            first_ms: 0.0,
+            last_ms: 0.0,
+        }
+    }
+
     /// `pid 1234 · python train.py --epochs 1`: how a drawing and the report name it (the
     /// program's own file name, not its folder; cut at [`COMMAND_CHARS`] characters).
     pub fn label(&self) -> String {
@@ -278,33 +309,8 @@ mod tests {
 
     #[test]
     fn a_label_names_the_pid_and_the_program_without_its_folder() {
-        let mut p = Process {
-            pid: 42,
-            ppid: 1,
-            args: Vec::new(),
-            file: "42.jsonl".into(),
-            cupti: String::new(),
-            cupti_version: 0,
-            flush_ms: 200,
-            max_records: 1,
-            missing: Vec::new(),
-            devices: Vec::new(),
-            spans: Vec::new(),
-            calls: Vec::new(),
-            waits: Vec::new(),
-            ranges: Vec::new(),
-            host: Vec::new(),
-            unclosed: Vec::new(),
-            legacy_rows: Vec::new(),
-            blocking_rows: Vec::new(),
-            records: 0,
-            dropped: Vec::new(),
-            notes: Vec::new(),
-            skipped: 0,
-            ending: Ending::NoFlush,
-            first_ms: 0.0,
-            last_ms: 0.0,
-        };
+        let mut p =
+            Process { flush_ms: 200, max_records: 1, ..Process::empty(42, "42.jsonl".into()) };
         assert_eq!(p.label(), "pid 42");
         p.args = vec!["/usr/bin/python3".into(), "train.py".into(), "--epochs".into(), "1".into()];
         assert_eq!(p.label(), "pid 42 · python3 train.py --epochs 1");

@@ -241,33 +241,7 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
 /// An empty process read from `path` (its pid from the file's name until its Process line).
 fn empty(path: &Path, skipped: u64) -> Process {
     let pid = path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.parse().ok());
-    Process {
-        pid: pid.unwrap_or(0),
-        ppid: 0,
-        args: Vec::new(),
-        file: path.to_path_buf(),
-        cupti: String::new(),
-        cupti_version: 0,
-        flush_ms: 0,
-        max_records: 0,
-        missing: Vec::new(),
-        devices: Vec::new(),
-        spans: Vec::new(),
-        calls: Vec::new(),
-        waits: Vec::new(),
-        ranges: Vec::new(),
-        host: Vec::new(),
-        unclosed: Vec::new(),
-        legacy_rows: Vec::new(),
-        blocking_rows: Vec::new(),
-        records: 0,
-        dropped: Vec::new(),
-        notes: Vec::new(),
-        skipped,
-        ending: Ending::NoFlush,
-        first_ms: 0.0,
-        last_ms: 0.0,
-    }
+    Process { skipped, ..Process::empty(pid.unwrap_or(0), path.to_path_buf()) }
 }
 
 /// One file's process, its times in ms since `origin` (CUPTI ns).
