@@ -35,7 +35,8 @@ peer copies, each with its stream and device and its true start and end on the G
 host's synchronizations (stream, event, context) and how long they blocked; driver and \
 runtime calls (allocations and frees among them); NVTX ranges and marks (PyTorch emits them \
 with torch.cuda.nvtx.range_push, and for every operator under \
-torch.autograd.profiler.emit_nvtx()); stream names set through NVTX. Records are flushed \
+torch.autograd.profiler.emit_nvtx(); those made before the first CUDA call are not recorded); \
+stream names set through NVTX. Records are flushed \
 every --flush-ms and at exit, so a program that crashes or is killed, even with SIGKILL, \
 leaves what was recorded up to its last flush; the report says how each process ended.
 
