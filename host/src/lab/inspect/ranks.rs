@@ -36,7 +36,10 @@ pub fn late_rank(spans: &[Span], t: &Thresholds) -> Option<Finding> {
         }
     }
     let late = example?;
-    Some(Finding::new(Rule::LateRank, count, cost, Example::of(late)))
+    // Which participant was late is the point: the row says its process and device.
+    let mut shown = Example::of(late);
+    shown.stream = format!("{} (process {}, GPU {})", late.stream, late.process, late.device);
+    Some(Finding::new(Rule::LateRank, count, cost, shown))
 }
 
 #[cfg(test)]
@@ -65,7 +68,10 @@ mod tests {
         let f = late_rank(&spans, &t).unwrap();
         assert_eq!((f.count, f.lesson), (1, "run allreduce-overlap"));
         assert!((f.cost_ms - 0.4).abs() < 1e-9, "{}", f.cost_ms);
-        assert_eq!((f.example.stream.as_str(), f.example.start_ms), ("pid 2 · comm", 2.4));
+        assert_eq!(
+            (f.example.stream.as_str(), f.example.start_ms),
+            ("pid 2 · comm (process 2, GPU 0)", 2.4)
+        );
         // In step (10 µs apart), or one participant alone: nothing.
         let in_step = [collective(1, 0.0), collective(2, 0.01)];
         assert_eq!(late_rank(&in_step, &t), None);
