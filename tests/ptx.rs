@@ -175,6 +175,23 @@ fn bf16_uses_the_instruction_where_the_architecture_has_it() {
             entry_body(newer.text, "half_layer_kernel")
         );
     }
+    // The architectures with the instruction share one layer kernel: a GPU run that checks
+    // the bits of one of them (sm_90's on an H100) then speaks for all of them.
+    let with_instruction: Vec<&Ptx> = set
+        .iter()
+        .filter(|p| {
+            p.arch.trim_start_matches("sm_").trim_end_matches('a').parse::<u32>().unwrap() >= 80
+        })
+        .collect();
+    for pair in with_instruction.windows(2) {
+        assert_eq!(
+            entry_body(pair[0].text, "half_layer_kernel"),
+            entry_body(pair[1].text, "half_layer_kernel"),
+            "half_layer_kernel: {} and {} differ",
+            pair[0].arch,
+            pair[1].arch
+        );
+    }
 }
 
 /// The PTX's basic blocks: runs of lines cut after each branch and before each label.

@@ -229,7 +229,7 @@ pub struct DeviceInfo {
     pub name: String,
     pub compute_capability: (i32, i32),
     pub multiprocessors: i32,
-    /// Resident threads per SM (2048 on sm_75..sm_90 datacenter parts, 1536 on sm_86/sm_89).
+    /// Resident threads per SM (2048 on sm_80 and sm_90, 1536 on sm_86 and sm_89, 1024 on sm_75).
     pub max_threads_per_multiprocessor: i32,
     pub total_memory_bytes: usize,
     pub free_memory_bytes: usize,

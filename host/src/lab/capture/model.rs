@@ -138,7 +138,7 @@ impl Process {
     }
 
     /// `pid 1234 · python train.py --epochs 1`: how a drawing and the report name it (the
-    /// program's own file name, not its folder; cut at [`COMMAND_CHARS`] characters).
+    /// program's own file name, not its folder; cut at `COMMAND_CHARS` characters).
     pub fn label(&self) -> String {
         let Some((program, rest)) = self.args.split_first() else {
             return format!("pid {}", self.pid);

@@ -55,7 +55,12 @@ pub fn check_args(run_args: &[String]) -> Result<&str> {
     let bad = |why: String| Err(Error::InvalidInput(why));
     // A recorded run is shown, not measured: nothing for a process per GPU to do.
     if run_args.iter().any(|a| a == "--recorded") {
-        return bad("launch measures, one process per GPU; --recorded shows a run recorded on a real GPU, which needs no launch: `streamlab run allreduce-overlap --recorded`".into());
+        // The lesson the user named, where there is one after `run`.
+        let lesson = match run_args {
+            [run, lesson, ..] if run == "run" && !lesson.starts_with('-') => lesson.as_str(),
+            _ => "allreduce-overlap",
+        };
+        return bad(format!("launch measures, one process per GPU; --recorded shows a run recorded on a real GPU, which needs no launch: `streamlab run {lesson} --recorded`"));
     }
     match run_args {
         [run, lesson, rest @ ..] if run == "run" => {

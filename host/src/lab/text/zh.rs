@@ -25,10 +25,10 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // overlap
     ("overlap.serial", "单个流把 H、C、D 依次执行（{ms} ms）：每个阶段都要等前一个阶段做完。"),
-    ("overlap.one_stream", "--streams 1 时没有可以重叠的工作：两个版本按同样的顺序做同样的事，界限就是三段之和。试试 --streams 8。"),
+    ("overlap.one_stream", "--streams 1 时没有可以重叠的工作：两个版本按同样的顺序做同样的事，理论下限就是三段之和。试试 --streams 8。"),
     ("overlap.faster", "用 {k} 个流时，第 i 块在计算的同时，拷贝引擎把第 i+1 块拷入、把第 i-1 块拷出：{ms} ms，快了 {x} 倍。"),
-    ("overlap.bound", "最慢的阶段（{stage}）决定节奏：界限是一块数据走完全程，再加上最慢阶段的 {rest}/{k}，即 {tk} ms；实测时间与界限相差 {off}%。"),
-    ("overlap.slower", "这里 {k} 个流并没有更快（{ms} ms，单个流为 {one}）：每块只有约 {chunk} 个元素，每次拷贝和启动的固定开销超过了重叠所能掩盖的时间（界限 {tk} ms）。试试更大的 --elements 或更少的 --streams。"),
+    ("overlap.bound", "最慢的阶段（{stage}）决定节奏：理论下限是一块数据走完全程，再加上最慢阶段的 {rest}/{k}，即 {tk} ms；实测时间与理论下限相差 {off}%。"),
+    ("overlap.slower", "这里 {k} 个流并没有更快（{ms} ms，单个流为 {one}）：每块只有约 {chunk} 个元素，每次拷贝和启动的固定开销超过了重叠所能掩盖的时间（理论下限 {tk} ms）。试试更大的 --elements 或更少的 --streams。"),
     ("overlap.sweep", "`streamlab run stream-sweep` 对 K = 1, 2, 4, ... 64 逐一测量，找出最好的 K。"),
 
     // basics
@@ -231,12 +231,12 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // stream-sweep
     ("stream_sweep.same", "{k_versions} 个 K 流版本：全部 {n} 个元素都与单个流时相同"),
-    ("stream_sweep.no_sweep", "--streams 1 时没有扫描：只运行了 K = 1（{one} ms，是其界限的 {x} 倍，界限就是 H + C + D 之和；走 K 流代码为 {k_code} ms，那段代码在各阶段之间没有事件）。请用 --streams 2 或更多（默认 64）来比较不同的流数。"),
-    ("stream_sweep.no_help", "这里更多的流没有帮助：单个流用了 {one} ms，最快的 K（{best}）用了 {best_ms} ms，尽管界限在 K = {last_k} 时降到 {last_bound} ms：界限没有算进去的东西（每块数据固定的拷贝和启动开销，或者在这块 GPU 上拷贝不能与核函数重叠）在这个数据量下超过了重叠的收益。"),
+    ("stream_sweep.no_sweep", "--streams 1 时没有扫描：只运行了 K = 1（{one} ms，是其理论下限的 {x} 倍，理论下限就是 H + C + D 之和；走 K 流代码为 {k_code} ms，那段代码在各阶段之间没有事件）。请用 --streams 2 或更多（默认 64）来比较不同的流数。"),
+    ("stream_sweep.no_help", "这里更多的流没有帮助：单个流用了 {one} ms，最快的 K（{best}）用了 {best_ms} ms，尽管理论下限在 K = {last_k} 时降到 {last_bound} ms：理论下限没有算进去的东西（每块数据固定的拷贝和启动开销，或者在这块 GPU 上拷贝不能与核函数重叠）在这个数据量下超过了重叠的收益。"),
     ("stream_sweep.no_best", "没有哪个 K 比单个流快 {pct}% 或更多，所以在这个数据量下不认定最佳的 K（上面的最佳数字可能只是噪声）。"),
-    ("stream_sweep.fastest", "界限随 K 增大而降向最慢的阶段；实测 K = {best} 最快：{best_ms} ms，单个流为 {one} ms（{gain}x），是其界限的 {x} 倍。"),
+    ("stream_sweep.fastest", "理论下限随 K 增大而降向最慢的阶段；实测 K = {best} 最快：{best_ms} ms，单个流为 {one} ms（{gain}x），是其理论下限的 {x} 倍。"),
     ("stream_sweep.still_falling", "到所试的最大 K（{last_k}）时间还在下降：{chunk} 个元素的数据块仍然够大，每次拷贝和启动的固定开销依然很小；更小的 --elements 或更多的流能看出拐点在哪里。"),
-    ("stream_sweep.turned", "超过 K = {best} 后，更多的流就不划算了：K = {last_k} 时为 {last_ms} ms（最佳 {best_ms} ms），是其界限的 {x} 倍；数据块越小，每次拷贝和启动的固定开销付得越频繁。"),
+    ("stream_sweep.turned", "超过 K = {best} 后，更多的流就不划算了：K = {last_k} 时为 {last_ms} ms（最佳 {best_ms} ms），是其理论下限的 {x} 倍；数据块越小，每次拷贝和启动的固定开销付得越频繁。"),
     ("stream_sweep.depends", "最佳的 K 取决于数据量、迭代次数和 GPU：换用别的 --elements 和 --iters 再运行，看看它怎么变。"),
 
     // sync-methods
@@ -264,7 +264,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // mixed-precision
     ("mixed_precision.one_batch", "只有一个微批次时，唯一的一次更新要等唯一的层计算步做完，后面也没有下一步能把它掩盖：两个版本执行的是同一条链（单个流 {serial} ms，加上辅助流 {side} ms）。请用 --batches 2 或更多。"),
-    ("mixed_precision.faster", "在单个流上，每一步的更新和半精度转换都要排队等候：{steps} x（层计算 {c} + 更新与转换 {u} ms）= 实测 {serial} ms。放到辅助流上后，它们在下一个层计算步进行的同时运行：{side} ms，快了 {x} 倍，是界限（{bound} ms）的 {of_bound} 倍。"),
+    ("mixed_precision.faster", "在单个流上，每一步的更新和半精度转换都要排队等候：{steps} x（层计算 {c} + 更新与转换 {u} ms）= 实测 {serial} ms。放到辅助流上后，它们在下一个层计算步进行的同时运行：{side} ms，快了 {x} 倍，是理论下限（{bound} ms）的 {of_bound} 倍。"),
     ("mixed_precision.gained_little", "辅助流几乎没有带来收益（{side} ms，单个流 {serial} ms，{x}x），而完美重叠只需 {bound} ms。更新和转换只能用层核函数空出来的 SM，而层核函数启动的线程块占了 GPU 能同时容纳的 {share}%：用 --timeline 看它们是否与层核函数并行；试试更小的 --layer-share。"),
     ("mixed_precision.little_to_hide", "这里没什么可掩盖的（{side} ms，单个流 {serial} ms，{x}x）：每步的更新和转换只要 {u} ms，层计算却要 {c} ms，所以即使完美重叠（{bound} ms）最多也只能省 {save} ms。"),
     ("mixed_precision.delay", "第 i 步用的是更新到第 i-2 个梯度为止的权重（延迟一步）：正因如此，第 i-1 个梯度的更新和转换才能与第 i 步并行。其余的先后由每个槽位的两个事件保证：更新等待写出其梯度的那个层计算步（computed），第 i+1 步等待它要用的权重（cast_done）。"),
@@ -328,11 +328,11 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("allreduce_overlap.wrong_sums", "{n} 个和中有 {wrong} 个出错，而 NCCL 没有报任何错误"),
     ("allreduce_overlap.sequential", "本进程用 {gpus} 块 GPU，共 {ranks} 个 rank：反向传播用时 C = {c} ms，对全部 {mib} MiB 梯度做 all-reduce 用时 A = {a} ms；两者先后执行，共 {seq} ms。"),
     ("allreduce_overlap.bandwidth", "单独运行时，all-reduce 的算法带宽为 {algorithm} GB/s（梯度大小除以 A），总线带宽为 {bus} GB/s（乘以 2(n-1)/n，n = {ranks} 个 rank，这是 NCCL 的约定：每条链路实际传送的量）。"),
-    ("allreduce_overlap.bucketed", "分成 {b} 个桶时，all-reduce 紧跟在反向传播后面运行：{hi} ms，快 {x}x，是界限 {bound} ms 的 {ratio}x（{off}%）。"),
+    ("allreduce_overlap.bucketed", "分成 {b} 个桶时，all-reduce 紧跟在反向传播后面运行：{hi} ms，快 {x}x，是理论下限 {bound} ms 的 {ratio}x（{off}%）。"),
     ("allreduce_overlap.overlapped", "在每个桶前后加事件探测（{name}：带事件时 {total} ms）：反向传播的各个桶在计算流上共运行 {backward} ms（相对单独的 C 为 {dc}%），有 all-reduce 在进行的时间为 {reduce} ms（相对单独的 A 为 {da}%）。"),
     ("allreduce_overlap.backward_slowed", "可见 all-reduce 在旁边运行时，反向传播本身变慢了。NCCL 的 all-reduce 是一个核函数，它的线程块占着反向传播本可使用的 SM：用 `--nccl-channels 4`（它的线程块更少）时反向传播变慢得少一些，但 all-reduce 本身要慢好几倍。"),
-    ("allreduce_overlap.backward_kept_pace", "反向传播在 all-reduce 旁边保持了原来的速度：超出界限的部分在 all-reduce 和最后一个桶上，而不在反向传播上。"),
-    ("allreduce_overlap.copy_engines", "改用拷贝引擎，{b} 个桶：{time} ms，是界限 {bound} ms 的 {ratio}x，用 NCCL 时为 {nccl} ms。对等拷贝不需要 SM：只有一个很短的加法核函数与反向传播共用 SM；每个桶分成几片推送，一片在做加法和回传时，链路已在传下一片。"),
+    ("allreduce_overlap.backward_kept_pace", "反向传播在 all-reduce 旁边保持了原来的速度：超出理论下限的部分在 all-reduce 和最后一个桶上，而不在反向传播上。"),
+    ("allreduce_overlap.copy_engines", "改用拷贝引擎，{b} 个桶：{time} ms，是理论下限 {bound} ms 的 {ratio}x，用 NCCL 时为 {nccl} ms。对等拷贝不需要 SM：只有一个很短的加法核函数与反向传播共用 SM；每个桶分成几片推送，一片在做加法和回传时，链路已在传下一片。"),
     ("allreduce_overlap.slower", "更慢了（{lo} ms）：反向传播的线程块先执行，all-reduce 只能等 SM"),
     ("allreduce_overlap.no_slower", "并没有更慢（{lo} ms）：这里 all-reduce 两种情况下都拿到了 SM"),
     ("allreduce_overlap.priority", "把通信流设为最低优先级时，同样的工作{prio}。PyTorch 的 NCCL 后端可以为此改用高优先级的流（`is_high_priority_stream=True`）。"),
@@ -347,7 +347,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("pipeline_parallel.stage1", "阶段 1"),
     ("pipeline_parallel.naive", "一次只处理一个微批次时，两块 GPU 互相等待：{k} 个微批次共 {naive} ms（阶段 0 共 {t0} ms，拷贝共 {tc} ms，阶段 1 共 {t1} ms）。"),
     ("pipeline_parallel.one", "只有一个微批次时没有流水线可言：两个版本做的事情一样。试试 --micro-batches 8。"),
-    ("pipeline_parallel.piped", "流水线中，GPU 1 处理第 m 个微批次时，GPU 0 已开始第 m+1 个：{piped} ms，{x}x，与界限 {bound} ms 相差 {off}%。"),
+    ("pipeline_parallel.piped", "流水线中，GPU 1 处理第 m 个微批次时，GPU 0 已开始第 m+1 个：{piped} ms，{x}x，与理论下限 {bound} ms 相差 {off}%。"),
     ("pipeline_parallel.fill", "填充（第一个微批次到达前 GPU 1 空闲）和排空（最后一个之后 GPU 0 空闲）共花掉一个微批次走完全程的时间；其余 {rest} 个微批次按最慢的一步（{slowest}）的节奏进行。微批次越多，填充和排空所占的比例越小。"),
 
     // 重叠报告（lab::inspect），由 `streamlab trace` 打印。
@@ -406,8 +406,8 @@ pub const LABELS: &[(&str, &str)] = &[
     ("H: copy-in, whole array", "H：拷入，整个数组"),
     ("C: compute, whole array", "C：计算，整个数组"),
     ("D: copy-out, whole array", "D：拷出，整个数组"),
-    ("bound T(K)", "界限 T(K)"),
-    ("measured / bound", "实测 / 界限"),
+    ("bound T(K)", "理论下限 T(K)"),
+    ("measured / bound", "实测 / 理论下限"),
     ("copy-in", "拷入"),
     ("compute", "计算"),
     ("copy-out", "拷出"),
@@ -591,7 +591,7 @@ pub const LABELS: &[(&str, &str)] = &[
     ("cuMemAlloc/cuMemFree in the loop", "循环中用 cuMemAlloc/cuMemFree"),
     ("cuMemAllocAsync/cuMemFreeAsync from the pool", "从内存池 cuMemAllocAsync/cuMemFreeAsync"),
     ("the same, release threshold 0", "同上，释放阈值为 0"),
-    ("buffers allocated once in setup (bound)", "缓冲区在准备阶段只分配一次（界限）"),
+    ("buffers allocated once in setup (bound)", "缓冲区在准备阶段只分配一次（理论下限）"),
     ("{name} == cuMemAlloc/cuMemFree, bit for bit", "{name} == cuMemAlloc/cuMemFree，逐位相同"),
     ("threshold u64::MAX kept the pool's memory", "阈值 u64::MAX 保住了内存池的内存"),
     ("cuMemAllocAsync kept the streams overlapping", "cuMemAllocAsync 让各个流保持重叠"),
@@ -603,12 +603,12 @@ pub const LABELS: &[(&str, &str)] = &[
     ("host enqueueing, cuMemAlloc/cuMemFree", "主机入队时间，cuMemAlloc/cuMemFree"),
 
     // stream-sweep
-    ("the overlap pipeline for K = 1, 2, 4, ... 64 streams: time, bound, and the best K", "K = 1, 2, 4, ... 64 个流的重叠流水线：时间、界限与最佳的 K"),
+    ("the overlap pipeline for K = 1, 2, 4, ... 64 streams: time, bound, and the best K", "K = 1, 2, 4, ... 64 个流的重叠流水线：时间、理论下限与最佳的 K"),
     ("K = 1, one stream", "K = 1，单个流"),
     ("K = {n}", "K = {n}"),
     ("every K == one stream, bit for bit", "每个 K == 单个流，逐位相同"),
-    ("K = {n}: bound", "K = {n}：界限"),
-    ("K = {n}: measured / bound", "K = {n}：实测 / 界限"),
+    ("K = {n}: bound", "K = {n}：理论下限"),
+    ("K = {n}: measured / bound", "K = {n}：实测 / 理论下限"),
     ("best K", "最佳的 K"),
     ("best time", "最佳时间"),
     ("streams", "个流"),
@@ -637,16 +637,16 @@ pub const LABELS: &[(&str, &str)] = &[
     ("managed memory migrated by page faults, prefetched on the streams, or advised to stay on the host, against explicit pinned copies", "统一内存（托管内存）：靠缺页按需迁移、在流上预取，或建议留在主机上，对比在锁页内存上显式拷贝"),
     ("managed, migrated on demand (page faults)", "托管内存，按需迁移（缺页）"),
     ("managed + cuMemPrefetchAsync on the streams", "托管内存 + 在流上 cuMemPrefetchAsync"),
-    ("explicit pinned copies on the streams (bound)", "在流上从锁页内存显式拷贝（界限）"),
+    ("explicit pinned copies on the streams (bound)", "在流上从锁页内存显式拷贝（理论下限）"),
     ("managed + cuMemAdvise: on the host, mapped for the GPU", "托管内存 + cuMemAdvise：留在主机上，映射给 GPU"),
     ("{name} == explicit copies, bit for bit", "{name} == 显式拷贝，逐位相同"),
     ("prefetching beat the page faults", "预取胜过了缺页迁移"),
-    ("bound: explicit copies, enqueue to results read", "界限：显式拷贝，从入队到读完结果"),
+    ("bound: explicit copies, enqueue to results read", "理论下限：显式拷贝，从入队到读完结果"),
     ("page faults' cost on the GPU (over explicit copies)", "缺页在 GPU 上的代价（比显式拷贝多出）"),
     ("page faults' cost reading the results", "读取结果时缺页的代价"),
     ("prefetching won back", "预取挽回的时间"),
-    ("prefetch / bound", "预取 / 界限"),
-    ("advised / bound", "cuMemAdvise / 界限"),
+    ("prefetch / bound", "预取 / 理论下限"),
+    ("advised / bound", "cuMemAdvise / 理论下限"),
 
     // mixed-precision
     ("16-bit layer steps on one stream; the FP32 master update and the cast on another, hidden behind the next step", "半精度的层计算步在一个流上；FP32 主权重的更新和半精度转换在另一个流上，藏在下一步后面"),
@@ -656,7 +656,7 @@ pub const LABELS: &[(&str, &str)] = &[
     ("GPU vs CPU reference, master and 16-bit weight, bit for bit", "GPU 与 CPU 参考值对比，主权重和半精度权重，逐位相同"),
     ("layer step in {name}, per micro-batch", "{name} 层计算步，每个微批次"),
     ("FP32 update + cast, per micro-batch", "FP32 更新 + 转换，每个微批次"),
-    ("bound c + (B-1) max(c, u) + u", "界限 c + (B-1) max(c, u) + u"),
+    ("bound c + (B-1) max(c, u) + u", "理论下限 c + (B-1) max(c, u) + u"),
     ("updates below half a {name} ulp (sampled)", "小于半个 {name} ulp 的更新（抽查）"),
 
     // p2p
@@ -669,7 +669,7 @@ pub const LABELS: &[(&str, &str)] = &[
     ("staged, GB/s", "中转，GB/s"),
     ("peer copy one way, GB/s", "对等拷贝单向，GB/s"),
     ("peer copies both ways, GB/s (sum)", "对等拷贝双向，GB/s（合计）"),
-    ("bound of the staged path (its two copies back to back)", "中转路径的界限（两次拷贝首尾相接）"),
+    ("bound of the staged path (its two copies back to back)", "中转路径的理论下限（两次拷贝首尾相接）"),
     ("NVLink ({n} link active)", "NVLink（{n} 条链路处于活动状态）"),
     ("NVLink ({n} links active)", "NVLink（{n} 条链路处于活动状态）"),
     ("PCIe (no active NVLink between them)", "PCIe（两者之间没有活动的 NVLink）"),
@@ -699,7 +699,7 @@ pub const LABELS: &[(&str, &str)] = &[
     ("probed run with events (copy engines)", "带事件探测的运行（拷贝引擎）"),
     ("backward C", "反向传播 C"),
     ("all-reduce A", "all-reduce A"),
-    ("bound max(C, A) + min(C, A)/B", "界限 max(C, A) + min(C, A)/B"),
+    ("bound max(C, A) + min(C, A)/B", "理论下限 max(C, A) + min(C, A)/B"),
 
     // pipeline-parallel
     ("two pipeline stages on two GPUs: one micro-batch at a time vs GPU 0 running ahead (GPipe)", "两块 GPU 上的两个流水线阶段：一次一个微批次，对比 GPU 0 提前运行（GPipe）"),
@@ -707,5 +707,5 @@ pub const LABELS: &[(&str, &str)] = &[
     ("pipelined, {n} micro-batches", "流水线，{n} 个微批次"),
     ("pipelined == one micro-batch at a time, bit for bit", "流水线 == 一次一个微批次，逐位相同"),
     ("two GPUs == both stages on GPU 0 alone, bit for bit", "两块 GPU == 两个阶段都在 GPU 0 上，逐位相同"),
-    ("bound t0 + tc + t1 + (M-1)·max", "界限 t0 + tc + t1 + (M-1)·max"),
+    ("bound t0 + tc + t1 + (M-1)·max", "理论下限 t0 + tc + t1 + (M-1)·max"),
 ];
