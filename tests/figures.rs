@@ -51,6 +51,17 @@ impl Decimal {
         Some(Decimal { digits, places: fraction.len() as u32 })
     }
 
+    /// As written without separators: 49957 with 1 place is "4995.7".
+    fn text(self) -> String {
+        let digits = format!("{:0>width$}", self.digits, width = self.places as usize + 1);
+        let (whole, fraction) = digits.split_at(digits.len() - self.places as usize);
+        if fraction.is_empty() {
+            whole.to_string()
+        } else {
+            format!("{whole}.{fraction}")
+        }
+    }
+
     /// The same value times 10^`power`: 1.5 (ms) shifted by 3 is 1500 (µs), by -3 it is
     /// 0.0015 (s).
     fn shift(self, power: i32) -> Decimal {
@@ -216,14 +227,15 @@ fn table_columns(text: &str) -> Vec<Option<Vec<Option<Quantity>>>> {
     let mut columns = vec![None; lines.len()];
     let mut i = 0;
     while i + 1 < lines.len() {
-        let heading = lines[i].trim_start().starts_with('|')
-            && lines[i + 1].trim_start().starts_with("|-");
+        let heading =
+            lines[i].trim_start().starts_with('|') && lines[i + 1].trim_start().starts_with("|-");
         if !heading {
             i += 1;
             continue;
         }
         let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
-        let introduced = before.filter(|l| !l.trim_start().starts_with('|')).and_then(|l| named_unit(l));
+        let introduced =
+            before.filter(|l| !l.trim_start().starts_with('|')).and_then(|l| named_unit(l));
         let units: Vec<Option<Quantity>> =
             cells(lines[i]).iter().map(|c| named_unit(c).or(introduced)).collect();
         let mut row = i + 2;
@@ -236,13 +248,16 @@ fn table_columns(text: &str) -> Vec<Option<Vec<Option<Quantity>>>> {
     columns
 }
 
-/// The figures of `text`: every number with a unit, and every number that is all of a table's
-/// cell, with the unit of its column (or none).
+/// The figures of `text`: every number with a unit ("2 min 55 s" is one, 175 s), and every
+/// number in a table's row, with the unit of its column (or none).
 fn figures(text: &str) -> Vec<Figure> {
-    let mut found = Vec::new();
+    let mut found: Vec<Figure> = Vec::new();
     let columns = table_columns(text);
     for (i, line) in text.lines().enumerate() {
         let mut at = 0;
+        // The duration last found on this line in minutes, and where it ends: "2 min 55 s" is
+        // one figure, 175 s.
+        let mut minutes: Option<(usize, usize)> = None;
         for n in numbers(line) {
             let start = at + line[at..].find(n).unwrap();
             let end = start + n.len();
@@ -255,6 +270,27 @@ fn figures(text: &str) -> Vec<Figure> {
                     && (!word || !rest[unit.len()..].starts_with(|c: char| c.is_alphanumeric()))
             });
             if let Some((unit, _, quantity)) = unit {
+                let written_end = end + gap.min(1) + unit.len();
+                if let Some((index, minutes_end)) = minutes.take() {
+                    let joined =
+                        *quantity == ("time", 3) && line[minutes_end..start].trim().is_empty();
+                    let m = Decimal::parse(&found[index].number).filter(|m| m.places == 0);
+                    if let (true, Some(m), Some(sec)) = (joined, m, Decimal::parse(n)) {
+                        let total = Decimal {
+                            digits: sec.digits + m.digits * 60 * 10u128.pow(sec.places),
+                            ..sec
+                        };
+                        let figure: &mut Figure = &mut found[index];
+                        figure.number = total.text();
+                        figure.quantity = Some(*quantity);
+                        figure.written =
+                            format!("{}{}", figure.written, &line[minutes_end..written_end]);
+                        continue;
+                    }
+                }
+                if quantity.0 == "minutes" {
+                    minutes = Some((found.len(), written_end));
+                }
                 found.push(Figure {
                     line: i + 1,
                     number: n.to_string(),
@@ -284,8 +320,7 @@ fn figures(text: &str) -> Vec<Figure> {
 /// Whether the record's `value` holds the `quoted` figure: the same quantity (or either's
 /// unknown), and the record's value, in the quoted unit, rounded as quoted.
 fn holds(value: &Figure, quoted: &Figure) -> bool {
-    let (Some(r), Some(q)) = (Decimal::parse(&value.number), Decimal::parse(&quoted.number))
-    else {
+    let (Some(r), Some(q)) = (Decimal::parse(&value.number), Decimal::parse(&quoted.number)) else {
         return false;
     };
     match (value.quantity, quoted.quantity) {
