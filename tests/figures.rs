@@ -6,13 +6,19 @@
 //! which says why it is no measurement. Signs are not compared. Units of one quantity convert:
 //! 0.0095 ms is 9.5 µs, 7.31 s is 7310 ms; x, ×, times and 倍 are one unit, so are min and 分.
 //!
+//! A duration in minutes and seconds ("2 min 55 s", "2 分 55 秒") is one figure, 175 s.
+//!
 //! Tables, in the record and in the texts, may put the unit in a column's heading or in the
-//! line that introduces the table ("ms, medians:"): a cell that is only a number (or two, "a /
-//! b") takes the unit its heading names, else the one unit that line names. A record cell whose
-//! unit neither says (or the line names several) matches a quoted figure of any unit, as every
-//! record number did before units were compared; a text's cell with a decimal point and no unit
-//! to take must match some record number, whatever its unit. Other numbers without a unit are
-//! no figures: counts, sizes, defaults.
+//! line that introduces the table ("ms, medians:"): a number in a table's row without a unit of
+//! its own takes the unit its column's heading names, else the one unit that line names. A
+//! record number in a column whose unit neither says (or the line names several) matches a
+//! quoted figure of any unit, as every record number did before units were compared. In a text,
+//! such a number is a figure where its column names a unit, or where it has a decimal point and
+//! its cell holds numbers only ("| 1.12 |", not "| 7.5 or newer |"); one without a unit to take
+//! matches a record figure of any unit. Other numbers without a unit are no figures: counts,
+//! sizes, defaults, and the record's bare numbers in prose. Code spans and blocks are read like
+//! prose (a run's printed output is quoted there), so a constant written with a unit goes in
+//! [`ALLOWED`], which is looked up before the record.
 //!
 //! What this cannot catch: a figure of two or three significant digits matches any record
 //! value of its quantity that rounds to it, and the record holds thousands of values; a wrong
