@@ -1,23 +1,67 @@
-//! Every figure a reader is told is in the record. A number with a unit (ms, µs, GB/s, ×, x,
-//! %, 倍) in a README, a guide chapter (both languages) or `docs/ARCHITECTURE.md` must appear in
-//! `docs/measurements.md`, as written or as the record's value rounded to the digits the text
-//! gives (the record says 0.6606 ms, a chapter may say 0.661 or 0.66 ms), or be covered by
-//! [`ALLOWED`], which says why it is no measurement. Signs are not compared, and units only so
-//! far as a figure in ms may stand in the record in µs and the other way round (0.0095 ms is
-//! 9.5 µs); the record's tables put their units in a heading, so a number is matched alone.
+//! Every figure a reader is told is in the record. A number with a unit (ms, µs, s, 秒, min, 分,
+//! GB/s, x, ×, times, 倍, %) in a README, a guide chapter (both languages) or
+//! `docs/ARCHITECTURE.md` must appear in `docs/measurements.md` with a unit of the same
+//! quantity, as written or as the record's value rounded to the digits the text gives (the
+//! record says 0.6606 ms, a chapter may say 0.661 or 0.66 ms), or be covered by [`ALLOWED`],
+//! which says why it is no measurement. Signs are not compared. Units of one quantity convert:
+//! 0.0095 ms is 9.5 µs, 7.31 s is 7310 ms; x, ×, times and 倍 are one unit, so are min and 分.
+//!
+//! A duration in minutes and seconds ("2 min 55 s", "2 分 55 秒") is one figure, 175 s.
+//!
+//! Tables, in the record and in the texts, may put the unit in a column's heading or in the
+//! line that introduces the table ("ms, medians:"): a number in a table's row without a unit of
+//! its own takes the unit its column's heading names, else the one unit that line names. A
+//! record number in a column whose unit neither says (or the line names several) matches a
+//! quoted figure of any unit, as every record number did before units were compared. In a text,
+//! such a number is a figure where its column names a unit, or where it has a decimal point and
+//! its cell holds numbers only ("| 1.12 |", not "| 7.5 or newer |"); one without a unit to take
+//! matches a record figure of any unit. Other numbers without a unit are no figures: counts,
+//! sizes, defaults, and the record's bare numbers in prose. Code spans and blocks are read like
+//! prose (a run's printed output is quoted there), so a constant written with a unit goes in
+//! [`ALLOWED`], which is looked up before the record.
 //!
 //! What this cannot catch: a figure of two or three significant digits matches any record
-//! value that rounds to it, and the record holds thousands of values; a wrong "1.2 ms" may pass.
-//! The check is that a precise figure was not made up or left behind by a newer run.
+//! value of its quantity that rounds to it, and the record holds thousands of values; a wrong
+//! "1.2 ms" may pass. The check is that a precise figure was not made up or left behind by a
+//! newer run.
 use std::path::Path;
 
 /// Figures that are no measurement, by file (relative to the repository root), figure as
-/// written (number and unit), and why. Keep it short: a measured figure belongs in the record.
-const ALLOWED: &[(&str, &str, &str)] = &[(
-    "docs/guide/zh-CN/src/sleep-streams.md",
-    "80%",
-    "a threshold of the lesson (MIN_SLEEP_SHARE in sleep_streams.rs), not a measurement",
-)];
+/// written (number and unit), and why: settings, timeouts, hardware constants, arithmetic. Keep
+/// it short: a measured figure belongs in the record. An entry covers every figure so written
+/// in its file, so each of these is written once there.
+const ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "docs/guide/zh-CN/src/sleep-streams.md",
+        "80%",
+        "a threshold of the lesson (MIN_SLEEP_SHARE in sleep_streams.rs), not a measurement",
+    ),
+    (
+        "docs/ARCHITECTURE.md",
+        "10 s",
+        "the recorder's timeout: how long a probe may stay silent before it says so",
+    ),
+    ("docs/ARCHITECTURE.md", "2 s", "the launcher's grace for other ranks after one fails"),
+    ("docs/ARCHITECTURE.md", "5 s", "the launcher's wait between SIGTERM and SIGKILL"),
+    ("docs/ARCHITECTURE.md", "0.2 s", "how often a rank checks that its launcher is alive"),
+    (
+        "docs/guide/en/src/gpu-at-once.md",
+        "8 times",
+        "hardware arithmetic: 2,048 threads an SM over 256-thread blocks",
+    ),
+    ("docs/guide/en/src/sleep-streams.md", "4 times", "the bound min(K, queues), from K = 4"),
+    ("docs/guide/en/src/allreduce-overlap.md", "5 times", "how often a probe repeats each run"),
+    (
+        "docs/guide/zh-CN/src/measurements.md",
+        "10 s",
+        "the run's setting STREAMLAB_RENDEZVOUS_TIMEOUT=10 (a lone rank's wait), not a measurement",
+    ),
+    (
+        "docs/guide/zh-CN/src/priority.md",
+        "9 ×",
+        "a product in the bound's arithmetic (--waves + 1 = 9 waves × 0.5 ms), not a ratio",
+    ),
+];
 
 /// A decimal number as written, without sign and thousands separators: its digits and how many
 /// of them follow the point ("4,995.7" -> 49957, 1).
@@ -35,20 +79,30 @@ impl Decimal {
         Some(Decimal { digits, places: fraction.len() as u32 })
     }
 
-    /// Whether `self`, rounded to `quoted`'s places, is `quoted` (a tie rounds either way), or
-    /// `quoted` is `self` with trailing zeros.
-    /// The same quantity a thousand times larger (ms -> µs) or smaller (µs -> ms).
-    fn times_1000(self) -> Decimal {
-        match self.places {
-            p if p >= 3 => Decimal { digits: self.digits, places: p - 3 },
-            p => Decimal { digits: self.digits * 10u128.pow(3 - p), places: 0 },
+    /// As written without separators: 49957 with 1 place is "4995.7".
+    fn text(self) -> String {
+        let digits = format!("{:0>width$}", self.digits, width = self.places as usize + 1);
+        let (whole, fraction) = digits.split_at(digits.len() - self.places as usize);
+        if fraction.is_empty() {
+            whole.to_string()
+        } else {
+            format!("{whole}.{fraction}")
         }
     }
 
-    fn over_1000(self) -> Decimal {
-        Decimal { digits: self.digits, places: self.places + 3 }
+    /// The same value times 10^`power`: 1.5 (ms) shifted by 3 is 1500 (µs), by -3 it is
+    /// 0.0015 (s).
+    fn shift(self, power: i32) -> Decimal {
+        let places = self.places as i32 - power;
+        if places >= 0 {
+            Decimal { digits: self.digits, places: places as u32 }
+        } else {
+            Decimal { digits: self.digits * 10u128.pow(places.unsigned_abs()), places: 0 }
+        }
     }
 
+    /// Whether `self`, rounded to `quoted`'s places, is `quoted` (a tie rounds either way), or
+    /// `quoted` is `self` with trailing zeros.
     fn rounds_to(self, quoted: Decimal) -> bool {
         if self.places >= quoted.places {
             let scale = 10u128.pow(self.places - quoted.places);
@@ -61,18 +115,42 @@ impl Decimal {
     }
 }
 
-/// The units that make a number a figure. "x" and "ms"/"us" must end a word ("4x4" and
-/// "5 msec" are not figures); "×", "%" and "倍" need not.
-const UNITS: &[(&str, bool)] = &[
-    ("GB/s", true),
-    ("ms", true),
-    ("µs", true),
-    ("μs", true),
-    ("us", true),
-    ("x", true),
-    ("×", false),
-    ("%", false),
-    ("倍", false),
+/// What a figure measures, and the power of ten of its unit in that quantity's first unit
+/// (µs is 10^-3 ms, s is 10^3 ms).
+type Quantity = (&'static str, i32);
+
+/// The units that make a number a figure: the unit as written, whether it must end a word
+/// ("4x4", "5 msec", "8 streams" are no figures; "×", "%", "倍", "秒" and "分" need not, and "分钟"
+/// is minutes), and what it measures.
+const UNITS: &[(&str, bool, Quantity)] = &[
+    ("GB/s", true, ("bandwidth", 0)),
+    ("ms", true, ("time", 0)),
+    ("µs", true, ("time", -3)),
+    ("μs", true, ("time", -3)),
+    ("us", true, ("time", -3)),
+    ("s", true, ("time", 3)),
+    ("秒", false, ("time", 3)),
+    ("min", true, ("minutes", 0)),
+    ("分", false, ("minutes", 0)),
+    ("x", true, ("ratio", 0)),
+    ("×", false, ("ratio", 0)),
+    ("times", true, ("ratio", 0)),
+    ("倍", false, ("ratio", 0)),
+    ("%", false, ("percent", 0)),
+];
+
+/// The units a table's heading or introducing line may name for its cells (ambiguous words such
+/// as "s", "x", "us" or "times" are left out: "two times in µs" names µs).
+const NAMED_UNITS: &[(&str, Quantity)] = &[
+    ("GB/s", ("bandwidth", 0)),
+    ("ms", ("time", 0)),
+    ("µs", ("time", -3)),
+    ("μs", ("time", -3)),
+    ("毫秒", ("time", 0)),
+    ("微秒", ("time", -3)),
+    ("×", ("ratio", 0)),
+    ("倍", ("ratio", 0)),
+    ("%", ("percent", 0)),
 ];
 
 /// A number as it stands in `text` from byte `at`: digits, "," between groups of three digits,
@@ -104,7 +182,7 @@ fn number_at(text: &str, at: usize) -> Option<&str> {
         end += 1;
     }
     let rest = &text[end..];
-    let unit = UNITS.iter().any(|(unit, _)| rest.starts_with(unit));
+    let unit = UNITS.iter().any(|(unit, ..)| rest.starts_with(unit));
     let word = rest.starts_with(|c: char| c.is_alphanumeric() || c == '_') && !unit;
     let version = rest.starts_with('.') && rest[1..].starts_with(|c: char| c.is_ascii_digit());
     if word || version {
@@ -135,19 +213,79 @@ fn numbers(text: &str) -> Vec<&str> {
     found
 }
 
-/// A figure in a text: where, its number and unit, and both as written.
+/// A figure in a text: where, its number, what it measures (None: a table's cell whose unit
+/// neither its heading nor its introducing line names), and as written.
 struct Figure {
     line: usize,
     number: String,
-    unit: &'static str,
+    quantity: Option<Quantity>,
+    /// Whether it is a table's cell that holds numbers only ("1.12", "**1.15**", "34.3 / 31.8").
+    alone: bool,
     written: String,
 }
 
-/// The figures of `text`.
+/// The one unit that `text` (a table's heading cell or introducing line) names, if it names
+/// exactly one.
+fn named_unit(text: &str) -> Option<Quantity> {
+    let mut named: Vec<Quantity> = Vec::new();
+    for (unit, quantity) in NAMED_UNITS {
+        let whole_word = text.match_indices(unit).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + unit.len()..].chars().next();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric())
+                && !after.is_some_and(|c| c.is_ascii_alphanumeric())
+        });
+        if whole_word && !named.contains(quantity) {
+            named.push(*quantity);
+        }
+    }
+    match named[..] {
+        [one] => Some(one),
+        _ => None,
+    }
+}
+
+/// For each line of `text`: if it is a table's row under its heading, the unit of each of its
+/// columns (what the column's heading names, else what the line before the table names).
+fn table_columns(text: &str) -> Vec<Option<Vec<Option<Quantity>>>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let cells = |line: &str| -> Vec<String> {
+        line.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect()
+    };
+    let mut columns = vec![None; lines.len()];
+    let mut i = 0;
+    while i + 1 < lines.len() {
+        let heading =
+            lines[i].trim_start().starts_with('|') && lines[i + 1].trim_start().starts_with("|-");
+        if !heading {
+            i += 1;
+            continue;
+        }
+        let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
+        let introduced =
+            before.filter(|l| !l.trim_start().starts_with('|')).and_then(|l| named_unit(l));
+        let units: Vec<Option<Quantity>> =
+            cells(lines[i]).iter().map(|c| named_unit(c).or(introduced)).collect();
+        let mut row = i + 2;
+        while row < lines.len() && lines[row].trim_start().starts_with('|') {
+            columns[row] = Some(units.clone());
+            row += 1;
+        }
+        i = row;
+    }
+    columns
+}
+
+/// The figures of `text`: every number with a unit ("2 min 55 s" is one, 175 s), and every
+/// number in a table's row, with the unit of its column (or none).
 fn figures(text: &str) -> Vec<Figure> {
-    let mut found = Vec::new();
+    let mut found: Vec<Figure> = Vec::new();
+    let columns = table_columns(text);
     for (i, line) in text.lines().enumerate() {
         let mut at = 0;
+        // The duration last found on this line in minutes, and where it ends: "2 min 55 s" is
+        // one figure, 175 s.
+        let mut minutes: Option<(usize, usize)> = None;
         for n in numbers(line) {
             let start = at + line[at..].find(n).unwrap();
             let end = start + n.len();
@@ -155,16 +293,51 @@ fn figures(text: &str) -> Vec<Figure> {
             let rest = &line[end..];
             let gap = rest.len() - rest.trim_start_matches([' ', '\u{a0}', '\u{202f}']).len();
             let rest = &rest[gap.min(1)..];
-            let unit = UNITS.iter().find(|(unit, word)| {
+            let unit = UNITS.iter().find(|(unit, word, _)| {
                 rest.starts_with(unit)
                     && (!word || !rest[unit.len()..].starts_with(|c: char| c.is_alphanumeric()))
             });
-            if let Some((unit, _)) = unit {
+            if let Some((unit, _, quantity)) = unit {
+                let written_end = end + gap.min(1) + unit.len();
+                if let Some((index, minutes_end)) = minutes.take() {
+                    let joined =
+                        *quantity == ("time", 3) && line[minutes_end..start].trim().is_empty();
+                    let m = Decimal::parse(&found[index].number).filter(|m| m.places == 0);
+                    if let (true, Some(m), Some(sec)) = (joined, m, Decimal::parse(n)) {
+                        let total = Decimal {
+                            digits: sec.digits + m.digits * 60 * 10u128.pow(sec.places),
+                            ..sec
+                        };
+                        let figure: &mut Figure = &mut found[index];
+                        figure.number = total.text();
+                        figure.quantity = Some(*quantity);
+                        figure.written =
+                            format!("{}{}", figure.written, &line[minutes_end..written_end]);
+                        continue;
+                    }
+                }
+                if quantity.0 == "minutes" {
+                    minutes = Some((found.len(), written_end));
+                }
                 found.push(Figure {
                     line: i + 1,
                     number: n.to_string(),
-                    unit,
+                    quantity: Some(*quantity),
+                    alone: false,
                     written: format!("{}{}", &line[start..end + gap.min(1)], unit),
+                });
+            } else if let Some(units) = &columns[i] {
+                // A table's cell: the column is the count of "|" before the number, less the
+                // row's opening one.
+                let column = line[..start].matches('|').count().saturating_sub(1);
+                let cell = line.split('|').nth(column + 1).unwrap_or("");
+                let alone = cell.chars().all(|c| c.is_ascii_digit() || " .,/*+-−".contains(c));
+                found.push(Figure {
+                    line: i + 1,
+                    number: n.to_string(),
+                    quantity: units.get(column).copied().flatten(),
+                    alone,
+                    written: n.to_string(),
                 });
             }
         }
@@ -172,31 +345,46 @@ fn figures(text: &str) -> Vec<Figure> {
     found
 }
 
+/// Whether the record's `value` holds the `quoted` figure: the same quantity (or either's
+/// unknown), and the record's value, in the quoted unit, rounded as quoted.
+fn holds(value: &Figure, quoted: &Figure) -> bool {
+    let (Some(r), Some(q)) = (Decimal::parse(&value.number), Decimal::parse(&quoted.number)) else {
+        return false;
+    };
+    match (value.quantity, quoted.quantity) {
+        (Some((what, power)), Some((quoted_what, quoted_power))) => {
+            what == quoted_what && r.shift(power - quoted_power).rounds_to(q)
+        }
+        _ => r.rounds_to(q),
+    }
+}
+
 /// The figures of each (file, text) that the record does not hold and [`ALLOWED`]-like `allowed`
-/// does not cover, as "file:line: figure"; and the allowances no figure needed.
+/// does not cover, as "file:line: figure"; and the allowances no figure needed. A number in a
+/// text's table without a unit is a figure where its column names one, or where it has a decimal
+/// point and its cell holds numbers only ("| 8 |" is a count, "| 7.5 or newer |" a version).
 fn unrecorded(
     files: &[(String, String)],
     record: &str,
     allowed: &[(&str, &str, &str)],
 ) -> (Vec<String>, Vec<String>) {
-    let recorded: Vec<Decimal> = numbers(record).into_iter().filter_map(Decimal::parse).collect();
+    let recorded = figures(record);
     let mut used = vec![false; allowed.len()];
     let mut missing = Vec::new();
     for (file, text) in files {
         for figure in figures(text) {
-            let Some(quoted) = Decimal::parse(&figure.number) else { continue };
-            let mut forms = vec![quoted];
-            match figure.unit {
-                "ms" => forms.push(quoted.times_1000()),
-                "µs" | "μs" | "us" => forms.push(quoted.over_1000()),
-                _ => {}
-            }
-            if forms.iter().any(|&q| recorded.iter().any(|r| r.rounds_to(q))) {
+            let counted = figure.number.contains('.') && figure.alone;
+            if figure.quantity.is_none() && !counted {
                 continue;
             }
+            // An allowance first: a constant that some record value happens to round to is
+            // still no measurement, and its entry is no stale one.
             let allowance = allowed.iter().position(|(f, w, _)| f == file && *w == figure.written);
             if let Some(i) = allowance {
                 used[i] = true;
+                continue;
+            }
+            if recorded.iter().any(|value| holds(value, &figure)) {
                 continue;
             }
             missing.push(format!("{file}:{}: {}", figure.line, figure.written));
@@ -341,4 +529,68 @@ fn the_recorded_runs_section_is_printed_from_docs_recorded() {
     let made_up = "intro\n## The recorded runs\ntext\n### a (run 1)\n| x | 1 ms |\n\n## Next\n";
     assert_eq!(recorded_lessons(made_up), Some("### a (run 1)\n| x | 1 ms |"));
     assert_ne!(recorded_lessons(made_up), Some("### a (run 1)"));
+}
+
+/// Units must agree, and the changes a reviewer made to the docs, which the matcher before units
+/// let pass, fail now: each is applied to a made-up text against a made-up record that holds the
+/// right figure, and the wrong number in some other unit.
+#[test]
+fn a_figure_in_the_wrong_unit_or_changed_fails() {
+    let file = "docs/guide/en/src/made-up.md";
+    let check = |text: &str, record: &str| {
+        let files = [(file.to_string(), text.to_string())];
+        let (missing, _) = unrecorded(&files, record, &[]);
+        missing
+    };
+    // The same number in another unit is not the figure.
+    assert_eq!(check("took 1.781 ms", "| ratio | 1.781 x |"), [format!("{file}:1: 1.781 ms")]);
+    assert!(check("took 1.781 ms", "| depth | 1.7814 ms |").is_empty());
+    // Units of one quantity convert: µs and ms, s and ms, 秒 and s; x, ×, times and 倍 are one.
+    let record = "0.0834 ms a round; 7310 ms of wall time; 1.4648 x its bound; 2 min 55 s";
+    assert!(check("83 µs, 7.31 s, 7.31 秒, 1.465 times, 1.465×, 1.465 倍", record).is_empty());
+    assert!(check("2 min 55 s, 2 分 55 秒, 175 s", record).is_empty());
+    assert_eq!(check("1.465%", record), [format!("{file}:1: 1.465%")]);
+    // A table's bare cell takes the unit its heading names, or the line above the table.
+    let table = "ms, medians:\n\n| version | Rust |\n|---|---|\n| overlap | 1.7816 |\n\n\
+                 | run | time (µs) |\n|---|---|\n| one | 372.6 |\n";
+    assert!(check("1.782 ms and 0.3726 ms", table).is_empty());
+    assert_eq!(check("1.782 x", table), [format!("{file}:1: 1.782 x")]);
+    // The reviewer's changes. The record holds each right figure, and each wrong number in
+    // another unit or, bare, outside any table (where the matcher before units found them).
+    let record = "depth first 1.7814 ms, bound 1.681 x; the consumer 2.663 ms, 3.1 % of it; \
+                  0.0834 ms a round, 12 GB/s; 1.4648 x its bound, 1.965 ms; run all 7.31 s, \
+                  9.99 x; `scripts/test.sh` 2 min 55 s, the build 1 min 26 s; 5 s, 1 min, \
+                  not 1.52\n\n| kernels per side | 1 | 2 |\n|---|---|---|\n\
+                  | graph / streams | 1.1202 | 0.9901 |\n";
+    let right = [
+        "depth first took 1.781 ms",
+        "That took 2.663 ms",
+        "about 83 µs a round",
+        "| graph / streams | 1.12 | 0.99 |",
+        "the lesson measured 1.465 times its bound",
+        "| `streamlab run all` | 7.31 s (median of 3) |",
+        "| `scripts/test.sh` | 2 min 55 s |",
+    ];
+    let wrong = [
+        ("depth first took 1.681 ms", "1.681 ms"),
+        ("That took 3.1 ms", "3.1 ms"),
+        ("about 12 µs a round", "12 µs"),
+        ("| graph / streams | 1.52 | 0.99 |", "1.52"),
+        ("the lesson measured 1.965 times its bound", "1.965 times"),
+        ("| `streamlab run all` | 9.99 s (median of 3) |", "9.99 s"),
+        ("| `scripts/test.sh` | 1 min 05 s |", "1 min 05 s"),
+    ];
+    let heading = "| what | time |\n|---|---|\n";
+    for text in right {
+        let text = if text.starts_with("| g") { format!("{heading}{text}") } else { text.into() };
+        assert!(check(&text, record).is_empty(), "{text}: {:?}", check(&text, record));
+    }
+    for (text, figure) in wrong {
+        let (text, line) = if text.starts_with("| g") {
+            (format!("{heading}{text}"), 3)
+        } else {
+            (text.into(), 1)
+        };
+        assert_eq!(check(&text, record), [format!("{file}:{line}: {figure}")], "{text}");
+    }
 }
