@@ -16,6 +16,7 @@ use crate::lab::capture::model::{
 use crate::lab::inspect::host::{HostCall, HostWait, Range, WaitKind};
 use crate::lab::record::span::{HostSpan, HostWork, Span, Work};
 use crate::runtime::cupti::trace_file::{Direction, Line, MarkerPhase, Memory, SyncKind, FORMAT};
+use crate::t;
 
 /// One file's lines as parsed, and how many did not parse.
 pub struct File {
@@ -197,10 +198,7 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
                 (p.cupti, p.cupti_version) = (cupti.clone(), *cupti_version);
                 (p.flush_ms, p.max_records, p.missing) = (*flush_ms, *max_records, missing.clone());
                 if *format != FORMAT {
-                    p.notes.push(format!(
-                        "trace file format {format}, and this streamlab reads format {FORMAT}: \
-                         lines it does not know were skipped"
-                    ));
+                    p.notes.push(t!("trace.file.other_format", format = *format, ours = FORMAT).en());
                 }
             }
             Line::Device { id, name, compute_capability, multiprocessors, copy_engines } => {
@@ -229,11 +227,7 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
         }
     }
     if !seen_process {
-        p.notes.push(
-            "the file has no process line (its start is missing): its command line and CUPTI \
-             are unknown"
-                .into(),
-        );
+        p.notes.push(t!("trace.file.no_process_line").en());
     }
     names
 }
@@ -437,8 +431,6 @@ fn process(file: File, origin: u64) -> Process {
     if first_ns != u64::MAX {
         (p.first_ms, p.last_ms) = (ms(first_ns), ms(last_ns));
     }
-    // Every span says whose it is: the report's windows are per process and device.
-    p.spans.iter_mut().for_each(|s| s.process = pid);
     // Every span says whose it is: the report's windows are per process and device.
     p.spans.iter_mut().for_each(|s| s.process = pid);
     let by_start = |a: f64, b: f64| a.total_cmp(&b);

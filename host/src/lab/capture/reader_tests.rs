@@ -89,8 +89,9 @@ fn one_process_with_every_kind_of_line() {
     assert_eq!(p.records, 19);
     assert_eq!(p.dropped_count(), 8);
     assert_eq!(p.dropped.len(), 2, "the same reason is counted once: {:?}", p.dropped);
-    assert_eq!(p.notes, ["another CUPTI subscriber was found"]);
-    assert_eq!(p.missing, ["NVTX markers of other domains: not requested"]);
+    assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
+    assert!(p.notes[0].starts_with("another CUPTI library is loaded in the process: /opt/torch/"));
+    assert!(p.missing[0].starts_with("NVTX ranges and markers: NVTX_INJECTION64_PATH is not set"));
     assert_eq!(p.skipped, 0);
     assert!(matches!(p.ending, Ending::Exit { at_ms } if near(at_ms, 5.9)), "{:?}", p.ending);
     assert!(near(p.first_ms, 0.0) && near(p.last_ms, 5.9));
