@@ -36,7 +36,9 @@ host's synchronizations (stream, event, context) and how long they blocked; driv
 runtime calls (allocations and frees among them); NVTX ranges and marks (PyTorch emits them \
 with torch.cuda.nvtx.range_push, and for every operator under \
 torch.autograd.profiler.emit_nvtx(); those made before the first CUDA call are not recorded); \
-stream names set through NVTX. Records are flushed \
+stream names set through NVTX. Each NVTX range the program marks, in the default domain or a \
+domain of its own, is a window of the report; the ranges of the libraries' own domains (NCCL, \
+NVSHMEM, libcudf, librmm, cuvs) are drawn but make no window. Records are flushed \
 every --flush-ms and at exit, so a program that crashes or is killed, even with SIGKILL, \
 leaves what was recorded up to its last flush; the report says how each process ended.
 
@@ -321,5 +323,8 @@ mod tests {
         ] {
             assert!(help.contains(want), "{want}: {help}");
         }
+        // Which NVTX domains make no window: the reader's list, every name of it.
+        let domains = crate::lab::capture::reader::LIBRARY_DOMAINS;
+        assert!(domains.iter().all(|d| help.contains(d)), "{domains:?}: {help}");
     }
 }
