@@ -73,6 +73,8 @@ Examples:
 const THRESHOLDS: &str = "Thresholds of the findings";
 
 // The flags of `trace` (`//`, not `///`: clap would make a doc comment the command's about).
+// The numbers take negative values (`allow_negative_numbers`), so that `--idle-gap-ms -1`
+// is told its range rather than read as a flag of its own.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TraceFlags {
     #[arg(
@@ -112,6 +114,7 @@ pub struct TraceFlags {
         long,
         value_name = "N",
         default_value_t = FLUSH_MS,
+        allow_negative_numbers = true,
         value_parser = whole(10u64..=60_000),
         help = "Hand the records to the file every N ms [10..=60000]: what a killed program leaves reaches its last flush"
     )]
@@ -120,6 +123,7 @@ pub struct TraceFlags {
         long,
         value_name = "N",
         default_value_t = MAX_RECORDS,
+        allow_negative_numbers = true,
         value_parser = whole(1_000u64..=100_000_000),
         help = "Keep at most N records per process [1000..=100000000]; later ones are counted as dropped (the default keeps the trace openable in Perfetto)"
     )]
@@ -133,6 +137,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.idle_gap_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "An idle gap is a time longer than MS when a device ran nothing [0..=60000]"
@@ -142,6 +147,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.launch_gap_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "Between two small kernels of one stream, the device idle longer than MS (and not longer than --idle-gap-ms) is a launch gap [0..=60000]"
@@ -151,6 +157,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.back_to_back_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "A copy and a kernel on one stream are back to back when the second starts within MS of the first's end [0..=60000]"
@@ -160,6 +167,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.small_kernel_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "A kernel of MS or less is small [0..=60000]"
@@ -169,6 +177,7 @@ pub struct TraceFlags {
         long,
         value_name = "N",
         default_value_t = Thresholds::DEFAULT.many_small_kernels,
+        allow_negative_numbers = true,
         value_parser = whole(1usize..=1_000_000_000),
         help_heading = THRESHOLDS,
         help = "N small kernels in a window, or more, are many [1..=1000000000]"
@@ -178,6 +187,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.late_rank_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "A collective whose ranks started it further apart than MS waited for a late rank [0..=60000]"
@@ -239,8 +249,8 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Failure> {
     // share nothing with it, but a driver started here costs time and GPU memory).
     if !driver_library_present() {
         return Err(failure(Error::NoDevice(
-            "libcuda.so.1, the NVIDIA driver's library, is not installed on this machine: \
-             nothing to trace"
+            "libcuda.so.1 (the NVIDIA driver's library) is not installed on this machine: \
+             install the NVIDIA driver; nothing to trace"
                 .into(),
         )));
     }
@@ -281,6 +291,11 @@ mod tests {
         assert!(parse(&["python", "x.py"]).is_err());
         assert!(parse(&["--timeline"]).is_err());
         assert!(parse(&["--flush-ms", "5", "--", "x"]).is_err());
+        // A negative number is a value out of range, not an unknown flag.
+        for flag in ["--idle-gap-ms", "--flush-ms", "--max-records", "--many-small-kernels"] {
+            let e = parse(&[flag, "-1", "--", "x"]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{flag}: {e}");
+        }
     }
 
     #[test]
