@@ -114,6 +114,8 @@ pub fn header(capture: &Capture, injection: &Injection, command: &[String]) -> V
         .filter(|p| !p.cupti.is_empty())
         .map(|p| (p.cupti.clone(), p.cupti_version))
         .collect();
+    // Each once, though processes of different libraries may come in any order.
+    libraries.sort();
     libraries.dedup();
     if libraries.is_empty() {
         libraries.push((injection.cupti.display().to_string(), injection.cupti_version));
@@ -272,6 +274,19 @@ mod tests {
             assert!(has_chinese(&zh) || zh.starts_with("CUPTI"), "{zh}");
             assert_eq!(english_sentence(&zh.replace(label, "")), None, "{zh}");
         }
+    }
+
+    #[test]
+    fn each_cupti_library_is_named_once_whatever_the_order_of_the_processes() {
+        let mut capture = read("two-processes");
+        let mut third = capture.processes[0].clone();
+        capture.processes[1].cupti = "/other/libcupti.so.12".into();
+        third.pid = 300;
+        capture.processes.push(third);
+        let lines: Vec<String> =
+            header(&capture, &injection(), &["x".into()]).iter().map(Text::en).collect();
+        let named: Vec<&String> = lines.iter().filter(|l| l.starts_with("CUPTI: ")).collect();
+        assert_eq!(named.len(), 2, "{named:?}");
     }
 
     #[test]
