@@ -125,9 +125,8 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<Ran, NotStarted>
     // A signal that came before the program started is not its to get.
     signals.store(0, Ordering::SeqCst);
     let started = Instant::now();
-    let spawn = |command: &mut Command| {
-        command.args(rest).envs(env.iter().map(|(k, v)| (k, v))).spawn()
-    };
+    let spawn =
+        |command: &mut Command| command.args(rest).envs(env.iter().map(|(k, v)| (k, v))).spawn();
     let mut spawned = spawn(Command::new(&file).arg0(program));
     // A file the kernel will not run (a script without `#!`): the shell runs it, as
     // glibc's execvp does (and so env and timeout).

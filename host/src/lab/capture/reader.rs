@@ -211,7 +211,8 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
                 (p.cupti, p.cupti_version) = (cupti.clone(), *cupti_version);
                 (p.flush_ms, p.max_records, p.missing) = (*flush_ms, *max_records, missing.clone());
                 if *format != FORMAT {
-                    p.notes.push(t!("trace.file.other_format", format = *format, ours = FORMAT).en());
+                    p.notes
+                        .push(t!("trace.file.other_format", format = *format, ours = FORMAT).en());
                 }
             }
             Line::Device { id, name, compute_capability, multiprocessors, copy_engines } => {

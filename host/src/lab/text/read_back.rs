@@ -24,7 +24,10 @@ impl Text {
         match best_match(among, english, Holes::Anything) {
             Some((key, args)) => Text::Message {
                 key: key.into(),
-                args: args.into_iter().map(|(n, v)| (n.to_string(), Text::from(v.to_string()))).collect(),
+                args: args
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), Text::from(v.to_string())))
+                    .collect(),
             },
             None => Text::Plain(english.into()),
         }
