@@ -1,6 +1,7 @@
 //! `streamlab trace` as a script sees it: its refusals before the program starts, and the
-//! program's own exit code after. Without a GPU (no libcuda) the trace stops with exit 3
-//! before the program starts; with one, the program runs under the recorder. The rest of the
+//! program's own exit code after. Without a GPU (no libcuda), or without CUPTI, the trace
+//! stops with exit 3 before the program starts; with both, the program runs under the
+//! recorder. The rest of the
 //! command runs without a GPU in the unit tests of `lab::capture` (a stand-in recorder).
 mod common;
 use common::{machine_has_nvidia_gpu, stderr, stdout, streamlab};
@@ -34,6 +35,16 @@ fn a_missing_or_misplaced_program_is_exit_2_in_one_line() {
     assert_one_line(&["trace", "--json", "r.json"], 2, "the program to run is missing");
     assert_one_line(&["trace", "--flush-ms", "5", "--", "sh"], 2, "from 10 to 60000");
     assert_one_line(&["trace", "--idle-gap-ms", "70000", "--", "sh"], 2, "from 0 to 60000");
+    // A negative number is told its range (not taken for a flag, nor for the program), and
+    // every error of trace says so.
+    assert_one_line(&["trace", "--idle-gap-ms", "-1", "--", "sh"], 2, "trace: invalid value '-1'");
+    assert_one_line(&["trace", "--flush-ms", "-5", "--", "sh"], 2, "from 10 to 60000");
+    assert_one_line(&["trace", "--lang", "xx", "--", "sh"], 2, "trace: invalid value 'xx'");
+    let o = streamlab(&["trace", "--bogus", "--", "sh"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("streamlab: trace: unknown flag '--bogus'"), "{err}");
+    assert!(!err.contains("'-- --bogus'"), "clap's tip would make it the program: {err}");
 }
 
 #[test]
@@ -54,6 +65,20 @@ fn files_to_write_and_the_keep_folder_are_checked_first() {
         2,
         "a file, not a folder",
     );
+    // A folder that cannot be made is refused before anything runs; one that can is not
+    // left behind by a trace that never ran (here: no such program).
+    assert_one_line(
+        &["trace", "--keep", missing.to_str().unwrap(), "--", "sh"],
+        2,
+        &format!("trace: --keep {}: the folder", missing.display()),
+    );
+    let new = dir.join("new");
+    assert_one_line(
+        &["trace", "--keep", new.to_str().unwrap(), "--", "no-such-program-streamlab"],
+        127,
+        "command not found",
+    );
+    assert!(!new.exists(), "an empty --keep folder was left");
     std::fs::write(dir.join("1.jsonl"), "{}").unwrap();
     assert_one_line(
         &["trace", "--keep", dir.to_str().unwrap(), "--", "sh"],
@@ -73,8 +98,9 @@ fn a_program_that_cannot_be_found_or_run_gives_the_shells_codes() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-/// Without the driver the trace stops before the program starts (exit 3, one line); with a
-/// GPU and the recorder, the program's own code comes back, and a signal's 128 + N.
+/// Without the driver, or with it and no CUPTI, the trace stops before the program starts
+/// (exit 3, one line saying what to install); with a GPU and CUPTI, the program's own code
+/// comes back, and a signal's 128 + N.
 #[test]
 fn the_program_does_not_start_without_a_driver_and_its_code_comes_back_with_one() {
     let dir = scratch("runs");
@@ -82,10 +108,16 @@ fn the_program_does_not_start_without_a_driver_and_its_code_comes_back_with_one(
     let touch = format!("touch {}; exit 7", marker.display());
     let o = streamlab(&["trace", "--", "sh", "-c", &touch]);
     let err = stderr(&o);
-    if !machine_has_nvidia_gpu() {
+    // A machine with the driver may lack CUPTI: then the line says so, and what to install.
+    let no_cupti = o.status.code() == Some(3) && err.contains("no usable CUPTI");
+    if !machine_has_nvidia_gpu() || no_cupti {
         assert_eq!(o.status.code(), Some(3), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("streamlab: trace: "), "{err}");
+        assert!(err.contains("install"), "{err}");
+        if !machine_has_nvidia_gpu() && !no_cupti {
+            assert!(err.contains("install the NVIDIA driver; nothing to trace"), "{err}");
+        }
         assert!(!marker.exists(), "the program ran before the check");
     } else {
         assert_eq!(o.status.code(), Some(7), "{err}");

@@ -15,9 +15,10 @@ pub const NVTX_INJECTION: &str = "NVTX_INJECTION64_PATH";
 /// A flush every 200 ms: what a kill can lose, against one CUPTI call and a few writes per
 /// flush.
 pub const DEFAULT_FLUSH_MS: u64 = 200;
-/// Each kept record becomes one event of the Perfetto trace, about 150 bytes of JSON.
-/// Half a million keep the trace near 75 MB, which the Perfetto UI opens in a browser tab;
-/// its JSON import grows slow and runs out of memory a few times past that. A training
+/// Each kept record becomes one event of the Perfetto trace, some 187 bytes of JSON (run
+/// 26-E: 33,678 records, 6.31 MB). Half a million keep the trace near 94 MB (`streamlab
+/// trace` asks for 250,000, about 47 MB); the Perfetto UI's JSON import grows slow and runs
+/// out of memory a few times past that. A training
 /// loop launches thousands of kernels a second, so this is minutes of it, not hours: the
 /// limit is per process, and STREAMLAB_TRACE_MAX_RECORDS raises it.
 pub const DEFAULT_MAX_RECORDS: u64 = 500_000;

@@ -50,10 +50,15 @@
 //!
 //! ## Conflicts
 //! A program that uses CUPTI itself (torch.profiler, Nsight) competes for one set of
-//! activity buffers and one on/off switch per kind. The recorder never subscribes to CUPTI's
-//! callbacks (`cuptiSubscribe` allows one subscriber per process), so the program's own
-//! subscriber still works; what it can see of the competition is written as a `Note`
-//! (`watch.rs`).
+//! activity buffers and one on/off switch per kind. The recorder does not call
+//! `cuptiSubscribe` itself; yet on a GPU run under the recorder, torch.profiler's kineto
+//! failed to subscribe (`CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`) and recorded no
+//! CUDA activity. Why was not established; what the recorder can see of the competition is
+//! written as a `Note` (`watch.rs`).
+//!
+//! The notes, the reasons of `Dropped` lines and the `missing` items are English sentences
+//! that the host reads back by their words to say them in the report's language (its
+//! catalogs' `trace.file.*`): change a sentence here and there together.
 //!
 //! Nothing here may fail the program: [`InitializeInjection`] always returns success, no panic
 //! crosses into C (CUPTI's callbacks, the exit handler and the entry point catch them), and an

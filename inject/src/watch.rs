@@ -3,9 +3,15 @@
 //! the process.
 //!
 //! Another CUPTI user (torch.profiler's kineto, Nsight, streamlab's own `--timeline` when
-//! streamlab is the traced program) cannot be asked about; two things can be observed:
+//! streamlab is the traced program) cannot be asked about; two things can be observed (the
+//! host reads every note's sentence back by its words, `trace.file.*` in its catalogs:
+//! change a sentence here and there together):
 //! - another libcupti file mapped in the process (`/proc/self/maps`, read at most once a
-//!   second): a fact worth a line, though a library loaded is not yet one recording;
+//!   second): a fact worth a line, though a library loaded is not yet one recording. On a
+//!   GPU run under the recorder, torch.profiler's kineto failed to subscribe
+//!   (`CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`) and recorded no CUDA activity,
+//!   though the recorder never calls `cuptiSubscribe`: the note says what was seen and what
+//!   may follow, not why;
 //! - the probe: before each flush the flush thread makes one cheap driver call,
 //!   `cuDriverGetVersion`, whose activity record comes back through the recorder's own
 //!   buffers. CUPTI hands its buffers to one pair of callbacks per process, and its kinds are
@@ -137,7 +143,7 @@ fn scan_maps(recorder: &Recorder, cycle: &mut Cycle, out: &mut String) {
     let Ok(maps) = fs::read_to_string("/proc/self/maps") else { return };
     for other in other_cuptis(&maps, ours) {
         let text = format!(
-            "another CUPTI library is loaded in the process: {other} (the recorder's is {}); CUPTI serves one callback subscriber per process, so a profiler the program starts itself (torch.profiler) may record no CUDA activity while streamlab trace records",
+            "another CUPTI library is loaded in the process: {other} (the recorder's is {}); a profiler the program starts itself (torch.profiler) may record no CUDA activity while streamlab trace records",
             ours.display()
         );
         cycle.note_once(&format!("maps:{other}"), text, out);

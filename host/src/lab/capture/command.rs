@@ -17,8 +17,10 @@ use crate::runtime::Error;
 
 /// How often the recorder hands CUPTI's records to its file, unless `--flush-ms` says.
 pub const FLUSH_MS: u64 = 200;
-/// The most records each process keeps, unless `--max-records` says: at some 300 bytes an
-/// event, about 75 MB of Perfetto JSON a process, which ui.perfetto.dev still opens.
+/// The most records each process keeps, unless `--max-records` says: at some 187 bytes a
+/// record (run 26-E: a Perfetto trace of 33,678 records was 6.31 MB), about 47 MB of
+/// Perfetto JSON per process, which ui.perfetto.dev still opens. The limit is per process:
+/// a launch of 8 ranks can write 8 times that.
 pub const MAX_RECORDS: u64 = 250_000;
 
 const ABOUT: &str = "\
@@ -36,7 +38,9 @@ host's synchronizations (stream, event, context) and how long they blocked; driv
 runtime calls (allocations and frees among them); NVTX ranges and marks (PyTorch emits them \
 with torch.cuda.nvtx.range_push, and for every operator under \
 torch.autograd.profiler.emit_nvtx(); those made before the first CUDA call are not recorded); \
-stream names set through NVTX. Records are flushed \
+stream names set through NVTX. Each NVTX range the program marks, in the default domain or a \
+domain of its own, is a window of the report; the ranges of the libraries' own domains (NCCL, \
+NVSHMEM, libcudf, librmm, cuvs) are drawn but make no window. Records are flushed \
 every --flush-ms and at exit, so a program that crashes or is killed, even with SIGKILL, \
 leaves what was recorded up to its last flush; the report says how each process ended.
 
@@ -71,6 +75,8 @@ Examples:
 const THRESHOLDS: &str = "Thresholds of the findings";
 
 // The flags of `trace` (`//`, not `///`: clap would make a doc comment the command's about).
+// The numbers take negative values (`allow_negative_numbers`), so that `--idle-gap-ms -1`
+// is told its range rather than read as a flag of its own.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TraceFlags {
     #[arg(
@@ -110,6 +116,7 @@ pub struct TraceFlags {
         long,
         value_name = "N",
         default_value_t = FLUSH_MS,
+        allow_negative_numbers = true,
         value_parser = whole(10u64..=60_000),
         help = "Hand the records to the file every N ms [10..=60000]: what a killed program leaves reaches its last flush"
     )]
@@ -118,8 +125,9 @@ pub struct TraceFlags {
         long,
         value_name = "N",
         default_value_t = MAX_RECORDS,
+        allow_negative_numbers = true,
         value_parser = whole(1_000u64..=100_000_000),
-        help = "Keep at most N records per process [1000..=100000000]; later ones are counted as dropped (the default keeps the trace openable in Perfetto)"
+        help = "Keep at most N records per process [1000..=100000000]; later ones are counted as dropped (the default, some 47 MB of --trace JSON per process, keeps the trace openable in Perfetto)"
     )]
     pub max_records: u64,
     #[arg(
@@ -131,6 +139,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.idle_gap_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "An idle gap is a time longer than MS when a device ran nothing [0..=60000]"
@@ -140,6 +149,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.launch_gap_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "Between two small kernels of one stream, the device idle longer than MS (and not longer than --idle-gap-ms) is a launch gap [0..=60000]"
@@ -149,6 +159,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.back_to_back_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "A copy and a kernel on one stream are back to back when the second starts within MS of the first's end [0..=60000]"
@@ -158,6 +169,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.small_kernel_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "A kernel of MS or less is small [0..=60000]"
@@ -167,6 +179,7 @@ pub struct TraceFlags {
         long,
         value_name = "N",
         default_value_t = Thresholds::DEFAULT.many_small_kernels,
+        allow_negative_numbers = true,
         value_parser = whole(1usize..=1_000_000_000),
         help_heading = THRESHOLDS,
         help = "N small kernels in a window, or more, are many [1..=1000000000]"
@@ -176,6 +189,7 @@ pub struct TraceFlags {
         long,
         value_name = "MS",
         default_value_t = Thresholds::DEFAULT.late_rank_ms,
+        allow_negative_numbers = true,
         value_parser = number(0.0..=60_000.0),
         help_heading = THRESHOLDS,
         help = "A collective whose ranks started it further apart than MS waited for a late rank [0..=60000]"
@@ -237,8 +251,8 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Failure> {
     // share nothing with it, but a driver started here costs time and GPU memory).
     if !driver_library_present() {
         return Err(failure(Error::NoDevice(
-            "libcuda.so.1, the NVIDIA driver's library, is not installed on this machine: \
-             nothing to trace"
+            "libcuda.so.1 (the NVIDIA driver's library) is not installed on this machine: \
+             install the NVIDIA driver; nothing to trace"
                 .into(),
         )));
     }
@@ -279,6 +293,11 @@ mod tests {
         assert!(parse(&["python", "x.py"]).is_err());
         assert!(parse(&["--timeline"]).is_err());
         assert!(parse(&["--flush-ms", "5", "--", "x"]).is_err());
+        // A negative number is a value out of range, not an unknown flag.
+        for flag in ["--idle-gap-ms", "--flush-ms", "--max-records", "--many-small-kernels"] {
+            let e = parse(&[flag, "-1", "--", "x"]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{flag}: {e}");
+        }
     }
 
     #[test]
@@ -321,5 +340,8 @@ mod tests {
         ] {
             assert!(help.contains(want), "{want}: {help}");
         }
+        // Which NVTX domains make no window: the reader's list, every name of it.
+        let domains = crate::lab::capture::reader::LIBRARY_DOMAINS;
+        assert!(domains.iter().all(|d| help.contains(d)), "{domains:?}: {help}");
     }
 }

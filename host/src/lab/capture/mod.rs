@@ -9,6 +9,7 @@
 //! Named "capture" so that its files are not confused with the Perfetto writer
 //! (`record::trace`).
 pub mod command;
+pub mod file_text;
 pub mod injection;
 pub mod model;
 pub mod program;

@@ -1,6 +1,7 @@
 //! Running the traced program as it is: found as a shell finds it (exit 127 where it is not
-//! found, 126 where it cannot be run, as `env` and `timeout` do), started with the
-//! recorder's variables added and this process's stdin, stdout and stderr, and waited for.
+//! found, 126 where it cannot be run, as `env` and `timeout` do; an executable script
+//! without `#!` is run by /bin/sh, as their execvp does), started with the recorder's
+//! variables added and this process's stdin, stdout and stderr, and waited for.
 //!
 //! SIGINT and SIGTERM sent to `streamlab trace` are passed on to the program, so that it
 //! ends as it would have and its recorder flushes at exit, and streamlab stays to read what
@@ -17,6 +18,7 @@ use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getpgrp, tcgetpgrp, Pid};
 
@@ -123,15 +125,18 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<Ran, NotStarted>
     // A signal that came before the program started is not its to get.
     signals.store(0, Ordering::SeqCst);
     let started = Instant::now();
-    let mut child = Command::new(&file)
-        .arg0(program)
-        .args(rest)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .spawn()
-        .map_err(|e| {
-            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-            NotStarted { code, why: format!("{program}: cannot be run: {e}") }
-        })?;
+    let spawn =
+        |command: &mut Command| command.args(rest).envs(env.iter().map(|(k, v)| (k, v))).spawn();
+    let mut spawned = spawn(Command::new(&file).arg0(program));
+    // A file the kernel will not run (a script without `#!`): the shell runs it, as
+    // glibc's execvp does (and so env and timeout).
+    if spawned.as_ref().is_err_and(|e| e.raw_os_error() == Some(Errno::ENOEXEC as i32)) {
+        spawned = spawn(Command::new("/bin/sh").arg(&file));
+    }
+    let mut child = spawned.map_err(|e| {
+        let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+        NotStarted { code, why: format!("{program}: cannot be run: {e}") }
+    })?;
     let pid = Pid::from_raw(child.id() as i32);
     let (done, ended) = channel();
     std::thread::spawn(move || {
@@ -216,6 +221,15 @@ mod tests {
         let ran = run(&args(&["sh", "-c", "test \"$STREAMLAB_TEST_MARK\" = seen"]), &env).unwrap();
         assert_eq!(ran.ended, Ended::Code(0));
         assert_eq!(run(&args(&["no-such-program-x"]), &[]).unwrap_err().code, 127);
+        // An executable script without `#!`: /bin/sh runs it, with its arguments.
+        let dir = std::env::temp_dir().join(format!("streamlab-noshebang-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("plain-script");
+        std::fs::write(&script, "exit $1\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ran = run(&args(&[script.to_str().unwrap(), "5"]), &[]).unwrap();
+        assert_eq!(ran.ended, Ended::Code(5));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A SIGTERM sent to streamlab reaches the program, which ends as it chooses (here

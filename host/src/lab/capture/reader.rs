@@ -14,8 +14,22 @@ use crate::lab::capture::model::{
     call_kind, call_name, is_nccl_kernel, kernel_name, Capture, Device, Dropped, Ending, Process,
 };
 use crate::lab::inspect::host::{HostCall, HostWait, Range, WaitKind};
+use crate::lab::record::drawing::LEGACY_STREAM;
 use crate::lab::record::span::{HostSpan, HostWork, Span, Work};
 use crate::runtime::cupti::trace_file::{Direction, Line, MarkerPhase, Memory, SyncKind, FORMAT};
+use crate::t;
+
+/// The NVTX domains libraries mark their own calls in, as their sources name them: NCCL's
+/// (`ncclAllReduce`, ...), NVSHMEM's, and RAPIDS' libcudf, librmm and cuVS. Their ranges are
+/// drawn on the host rows but make no window of the report, which is for the phases the
+/// program marks, in the default domain or a domain of its own. PyTorch
+/// (`torch.cuda.nvtx`, `emit_nvtx()`) and Transformer Engine mark the default domain.
+pub const LIBRARY_DOMAINS: [&str; 5] = ["NCCL", "NVSHMEM", "libcudf", "librmm", "cuvs"];
+
+/// Whether a range of `domain` is a library's (see [`LIBRARY_DOMAINS`]).
+fn library_domain(domain: &str) -> bool {
+    LIBRARY_DOMAINS.iter().any(|d| d.eq_ignore_ascii_case(domain))
+}
 
 /// One file's lines as parsed, and how many did not parse.
 pub struct File {
@@ -159,7 +173,7 @@ impl Names {
             return name.clone();
         }
         match self.contexts.get(&context) {
-            Some((_, null)) if *null == stream => "legacy default stream".into(),
+            Some((_, null)) if *null == stream => LEGACY_STREAM.into(),
             _ => format!("stream {stream}"),
         }
     }
@@ -197,10 +211,8 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
                 (p.cupti, p.cupti_version) = (cupti.clone(), *cupti_version);
                 (p.flush_ms, p.max_records, p.missing) = (*flush_ms, *max_records, missing.clone());
                 if *format != FORMAT {
-                    p.notes.push(format!(
-                        "trace file format {format}, and this streamlab reads format {FORMAT}: \
-                         lines it does not know were skipped"
-                    ));
+                    p.notes
+                        .push(t!("trace.file.other_format", format = *format, ours = FORMAT).en());
                 }
             }
             Line::Device { id, name, compute_capability, multiprocessors, copy_engines } => {
@@ -229,11 +241,7 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
         }
     }
     if !seen_process {
-        p.notes.push(
-            "the file has no process line (its start is missing): its command line and CUPTI \
-             are unknown"
-                .into(),
-        );
+        p.notes.push(t!("trace.file.no_process_line").en());
     }
     names
 }
@@ -269,7 +277,8 @@ fn process(file: File, origin: u64) -> Process {
     // Open NVTX ranges by id: (thread, name, start).
     let mut open: BTreeMap<u32, (u64, String, u64, String)> = BTreeMap::new();
     // Ranges a library marks in its own NVTX domain (NCCL's "ncclAllReduce", …): drawn, but
-    // no window of the report, which is for the ranges the program marks itself.
+    // no window of the report, which is for the ranges the program marks itself, in the
+    // default domain or one of its own.
     let mut library_ranges: Vec<(u64, String, u64, u64)> = Vec::new();
     let mut ranges: Vec<(u64, String, u64, u64)> = Vec::new();
     for line in file.lines {
@@ -370,7 +379,8 @@ fn process(file: File, origin: u64) -> Process {
                 MarkerPhase::Start => drop(open.insert(id, (thread, name, time, domain))),
                 MarkerPhase::End => {
                     if let Some((thread, name, start, domain)) = open.remove(&id) {
-                        let to = if domain.is_empty() { &mut ranges } else { &mut library_ranges };
+                        let library = library_domain(&domain);
+                        let to = if library { &mut library_ranges } else { &mut ranges };
                         to.push((thread, name, start, time));
                     }
                 }
@@ -396,7 +406,7 @@ fn process(file: File, origin: u64) -> Process {
     last_ns = last_ns.max(ended);
     // A range still open closes where the record ends, and says so.
     for (_, (thread, name, start, domain)) in open {
-        if domain.is_empty() {
+        if !library_domain(&domain) {
             p.unclosed.push(name.clone());
             ranges.push((thread, name, start, last_ns.max(start)));
         }
@@ -437,8 +447,6 @@ fn process(file: File, origin: u64) -> Process {
     if first_ns != u64::MAX {
         (p.first_ms, p.last_ms) = (ms(first_ns), ms(last_ns));
     }
-    // Every span says whose it is: the report's windows are per process and device.
-    p.spans.iter_mut().for_each(|s| s.process = pid);
     // Every span says whose it is: the report's windows are per process and device.
     p.spans.iter_mut().for_each(|s| s.process = pid);
     let by_start = |a: f64, b: f64| a.total_cmp(&b);

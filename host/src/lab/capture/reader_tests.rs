@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::lab::capture::model::{Capture, Ending, Process};
-use crate::lab::capture::reader::{read_dir, read_file};
+use crate::lab::capture::reader::{capture, read_dir, read_file, File};
 use crate::lab::inspect::host::{CallKind, WaitKind};
 use crate::lab::record::span::{HostWork, Work};
+use crate::runtime::cupti::trace_file::{Line, MarkerPhase};
 
 pub(crate) fn testdata(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lab/capture/testdata").join(name)
@@ -89,8 +90,9 @@ fn one_process_with_every_kind_of_line() {
     assert_eq!(p.records, 19);
     assert_eq!(p.dropped_count(), 8);
     assert_eq!(p.dropped.len(), 2, "the same reason is counted once: {:?}", p.dropped);
-    assert_eq!(p.notes, ["another CUPTI subscriber was found"]);
-    assert_eq!(p.missing, ["NVTX markers of other domains: not requested"]);
+    assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
+    assert!(p.notes[0].starts_with("another CUPTI library is loaded in the process: /opt/torch/"));
+    assert!(p.missing[0].starts_with("NVTX ranges and markers: NVTX_INJECTION64_PATH is not set"));
     assert_eq!(p.skipped, 0);
     assert!(matches!(p.ending, Ending::Exit { at_ms } if near(at_ms, 5.9)), "{:?}", p.ending);
     assert!(near(p.first_ms, 0.0) && near(p.last_ms, 5.9));
@@ -149,4 +151,40 @@ fn an_empty_folder_has_no_processes_and_a_missing_one_is_an_error() {
     std::fs::remove_dir_all(&dir).unwrap();
     let e = read_dir(&dir).unwrap_err();
     assert!(e.starts_with("reading ") && e.contains("streamlab-capture-empty"), "{e}");
+}
+
+/// A program that marks its phases in an NVTX domain of its own (nvtx3's
+/// `scoped_range_in<my_domain>`) gets a window for each, as for the default domain; NCCL's
+/// and the other libraries' domains are drawn only.
+#[test]
+fn a_programs_own_nvtx_domain_makes_windows_and_a_librarys_does_not() {
+    let marker = |phase, id, time, name: &str, domain: &str| Line::Marker {
+        phase,
+        id,
+        thread: 11,
+        time,
+        name: name.into(),
+        domain: domain.into(),
+    };
+    let lines = vec![
+        marker(MarkerPhase::Start, 1, 1_000, "forward", "my_app"),
+        marker(MarkerPhase::End, 1, 5_000, "", "my_app"),
+        marker(MarkerPhase::Start, 2, 2_000, "ncclAllReduce", "NCCL"),
+        marker(MarkerPhase::End, 2, 3_000, "", "NCCL"),
+        marker(MarkerPhase::Start, 3, 3_000, "cudf::join", "libcudf"),
+        marker(MarkerPhase::End, 3, 4_000, "", "libcudf"),
+        // Left open: the program's is reported as unclosed, the library's is not.
+        marker(MarkerPhase::Start, 4, 6_000, "backward", "my_app"),
+        marker(MarkerPhase::Start, 5, 6_500, "nvshmem_barrier", "NVSHMEM"),
+    ];
+    let file = File { path: "42.jsonl".into(), lines, skipped: 0 };
+    let capture = capture(vec![file]);
+    let p = only(&capture);
+    let ranges: Vec<&str> = p.ranges.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(ranges, ["forward", "backward"]);
+    assert_eq!(p.unclosed, ["backward"]);
+    let drawn: Vec<&str> = p.host.iter().map(|h| h.name.as_str()).collect();
+    for name in ["forward", "ncclAllReduce", "cudf::join", "backward"] {
+        assert!(drawn.contains(&name), "{name}: {drawn:?}");
+    }
 }

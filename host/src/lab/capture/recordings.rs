@@ -12,7 +12,7 @@ use crate::lab::record::drawing::{plain_panels, Drawing};
 use crate::lab::record::output::{today, OutputFile};
 use crate::lab::record::picture::{timeline_svg, Caption};
 use crate::lab::record::span::{Recording, Source};
-use crate::lab::record::timeline::render;
+use crate::lab::record::timeline::render_in;
 use crate::lab::record::trace::{self, Meta};
 use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
@@ -90,7 +90,7 @@ pub fn timeline_text(recordings: &[Recording], lang: Lang) -> String {
     for r in recordings {
         let (version, source) = (Text::Plain(r.version.clone()), r.source.describe_text());
         let _ = writeln!(text, "{}", t!("timeline.header", version, source).render(lang));
-        text.push_str(&render(&r.spans, TIMELINE_WIDTH));
+        text.push_str(&render_in(&r.spans, TIMELINE_WIDTH, lang));
     }
     text
 }
@@ -208,6 +208,11 @@ mod tests {
             "{text}"
         );
         assert!(text.lines().any(|l| l.trim_start().starts_with("copy stream |")), "{text}");
+        assert!(text.contains("H copy to device, K kernel"), "{text}");
+        // In Chinese, the legend too (the drawing and the rows' names stay as they are).
+        let zh = timeline_text(&recordings, Lang::Zh);
+        assert!(zh.contains("H 拷贝到设备") && !zh.contains("H copy to device"), "{zh}");
+        assert!(zh.lines().any(|l| l.trim_start().starts_with("copy stream |")), "{zh}");
         // Host rows carry the waits, the calls and the NVTX ranges.
         let kinds: Vec<HostWork> = recordings[0].host.iter().map(|h| h.kind).collect();
         for kind in [HostWork::Wait, HostWork::Issue, HostWork::Range] {

@@ -38,23 +38,32 @@ pub struct Settings {
 /// The recorder's preparation: `injection::prepare`, or a test's stand-in.
 pub type Prepare<'a> = &'a dyn Fn(&Path, u64, u64) -> std::result::Result<Injection, String>;
 
-/// The folder the recorder writes to, removed when dropped unless it is `--keep`'s.
+/// The folder the recorder writes to: a temporary one, removed when dropped; or `--keep`'s,
+/// removed only where this trace made it and the program never started (it is then empty).
 struct TraceDir {
     path: PathBuf,
     remove: bool,
+    /// `--keep`'s folder did not exist before this trace.
+    made: bool,
+    /// The program was started with the recorder.
+    ran: bool,
 }
 
 impl Drop for TraceDir {
     fn drop(&mut self) {
         if self.remove {
             let _ = std::fs::remove_dir_all(&self.path);
+        } else if self.made && !self.ran {
+            // `remove_dir` removes only an empty folder: nothing of the user's is lost.
+            let _ = std::fs::remove_dir(&self.path);
         }
     }
 }
 
 /// `--keep DIR`, refused where it cannot hold this trace's files alone: its parent folder
-/// missing, a file, or a folder that already holds trace files (they would be read as this
-/// program's processes).
+/// missing, a file, a folder this user cannot write, or one that already holds trace files
+/// (they would be read as this program's processes). A missing folder is made and removed
+/// again, so that one that cannot be made is refused before anything runs.
 pub fn check_keep(dir: &Path) -> Result<()> {
     let bad = |why: String| Err(Error::InvalidInput(format!("--keep {}: {why}", dir.display())));
     if dir.exists() && !dir.is_dir() {
@@ -63,29 +72,63 @@ pub fn check_keep(dir: &Path) -> Result<()> {
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
         return bad(format!("the folder {} does not exist", parent.display()));
     }
+    if !dir.exists() {
+        return match std::fs::create_dir(dir) {
+            Ok(()) => std::fs::remove_dir(dir).or_else(|e| bad(format!("cannot remove it: {e}"))),
+            Err(e) => bad(format!("cannot make the folder: {e}")),
+        };
+    }
     let held = std::fs::read_dir(dir).into_iter().flatten().flatten();
     if held.into_iter().any(|e| e.path().extension().is_some_and(|x| x == "jsonl")) {
         return bad("already holds trace files (*.jsonl): name an empty or a new folder".into());
     }
-    Ok(())
+    // The recorder writes as the program, which runs as this user: a file of ours must go in.
+    let probe = dir.join(format!(".streamlab-write-check-{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => std::fs::remove_file(&probe).or_else(|e| bad(format!("cannot write in it: {e}"))),
+        Err(e) => bad(format!("cannot write in it: {e}")),
+    }
+}
+
+/// A new folder of this user's alone (mode 0700) in the temp folder, under a name no other
+/// trace has: one that exists already, whoever made it, is never used.
+fn temporary_folder() -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.mode(0o700);
+    let mut last = None;
+    for attempt in 0..100u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!("streamlab-trace-{}-{nanos}-{attempt}", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        match builder.create(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
+            Err(e) => return Err(no_folder(format!("{}: {e}", path.display()))),
+        }
+    }
+    let shown = last.map(|p| p.display().to_string()).unwrap_or_default();
+    Err(no_folder(format!("every name was taken, the last {shown}")))
+}
+
+/// The temporary folder could not be made: TMPDIR can name another.
+fn no_folder(why: String) -> Error {
+    Error::InvalidInput(format!("creating the trace folder ({why}): set TMPDIR to another folder"))
 }
 
 impl TraceDir {
     fn new(keep: Option<&Path>) -> Result<TraceDir> {
-        let (path, remove) = match keep {
-            Some(dir) => (dir.to_path_buf(), false),
-            None => {
-                let nanos = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.subsec_nanos());
-                let name = format!("streamlab-trace-{}-{nanos}", std::process::id());
-                (std::env::temp_dir().join(name), true)
-            }
+        let Some(dir) = keep else {
+            let path = temporary_folder()?;
+            return Ok(TraceDir { path, remove: true, made: true, ran: false });
         };
-        std::fs::create_dir_all(&path).map_err(|e| {
-            Error::InvalidInput(format!("creating the trace folder {}: {e}", path.display()))
+        let made = !dir.is_dir();
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::InvalidInput(format!("--keep {}: cannot make the folder: {e}", dir.display()))
         })?;
-        Ok(TraceDir { path, remove })
+        Ok(TraceDir { path: dir.to_path_buf(), remove: false, made, ran: false })
     }
 }
 
@@ -109,7 +152,7 @@ fn start(program: &[String], env: &[(String, String)]) -> std::result::Result<Ra
 /// Runs one trace; returns the exit code (the program's, see `streamlab trace --help`).
 pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, Failure> {
     let lang = settings.lang;
-    let dir = TraceDir::new(settings.keep.as_deref()).map_err(failure)?;
+    let mut dir = TraceDir::new(settings.keep.as_deref()).map_err(failure)?;
     let injection = prepare(&dir.path, settings.flush_ms, settings.max_records)
         .map_err(|why| failure(Error::NotRun(why)))?;
     let untraced = match settings.cost {
@@ -121,6 +164,7 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, 
         },
         false => None,
     };
+    dir.ran = true;
     let ran = match start(&settings.program, &injection.env) {
         Ok(ran) => ran,
         Err(code) => return Ok(code),
@@ -295,13 +339,59 @@ mod tests {
         let script = format!("touch {}", marker.display());
         let s = settings(&["sh", "-c", &script], &out);
         let none = |_: &Path, _: u64, _: u64| Err("libcupti not found: install it".to_string());
+        let mut s = s;
+        let keep = out.join("raw");
+        s.keep = Some(keep.clone());
         let (e, named) = trace(&s, &none).unwrap_err();
         assert_eq!((e.exit_code(), named), (3, Some("trace")));
         assert_eq!(e.to_string(), "libcupti not found: install it");
         assert!(!marker.exists(), "the program ran without its recorder");
+        assert!(!keep.exists(), "the --keep folder made for it was left, empty");
+        // A --keep folder that was there stays, as it was.
+        std::fs::create_dir(&keep).unwrap();
+        trace(&s, &none).unwrap_err();
+        assert!(keep.is_dir());
+        s.keep = None;
         // A program that is not there: the shell's 127.
         let s = settings(&["no-such-program-x"], &out);
         assert_eq!(trace(&s, &stand_in).unwrap(), 127);
         std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn keep_is_checked_writable_and_made_only_for_the_trace() {
+        let out = scratch("keep");
+        // A new folder can be made: it is, and removed again until the trace makes it.
+        let new = out.join("new");
+        check_keep(&new).unwrap();
+        assert!(!new.exists());
+        let e = check_keep(&out.join("no/such")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with(&format!("--keep {}: ", out.join("no/such").display())));
+        // A folder this user cannot write is refused (root writes anywhere: not checked).
+        use std::os::unix::fs::PermissionsExt;
+        let locked = out.join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let root = std::fs::write(locked.join("x"), "").is_ok();
+        if !root {
+            let e = check_keep(&locked).unwrap_err();
+            assert!(e.to_string().contains("cannot write in it"), "{e}");
+        }
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+        check_keep(&locked).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std::fs::read_dir(&locked).unwrap().count(), usize::from(root));
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn the_temporary_folder_is_new_and_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let (a, b) = (temporary_folder().unwrap(), temporary_folder().unwrap());
+        assert_ne!(a, b);
+        for dir in [&a, &b] {
+            assert_eq!(dir.metadata().unwrap().permissions().mode() & 0o777, 0o700);
+            std::fs::remove_dir(dir).unwrap();
+        }
     }
 }

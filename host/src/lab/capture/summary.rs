@@ -5,6 +5,7 @@
 //! in Chinese; the JSON keeps the English.
 use serde::Serialize;
 
+use crate::lab::capture::file_text::said;
 use crate::lab::capture::injection::Injection;
 use crate::lab::capture::model::{Capture, Ending, Process};
 use crate::lab::inspect::findings::Thresholds;
@@ -113,6 +114,8 @@ pub fn header(capture: &Capture, injection: &Injection, command: &[String]) -> V
         .filter(|p| !p.cupti.is_empty())
         .map(|p| (p.cupti.clone(), p.cupti_version))
         .collect();
+    // Each once, though processes of different libraries may come in any order.
+    libraries.sort();
     libraries.dedup();
     if libraries.is_empty() {
         libraries.push((injection.cupti.display().to_string(), injection.cupti_version));
@@ -145,17 +148,18 @@ fn process_lines(p: &Process) -> Vec<Text> {
     let devices =
         if devices.is_empty() { t!("trace.no_devices") } else { devices.join(", ").into() };
     let mut lines = vec![t!("trace.process", label, devices, records = p.records)];
+    // The recorder's sentences, in the report's language where the catalogs know them.
     for d in &p.dropped {
-        lines.push(t!("trace.dropped", label, count = d.count, why = d.why.clone()));
+        lines.push(t!("trace.dropped", label, count = d.count, why = said(&d.why)));
     }
     if p.skipped > 0 {
         lines.push(t!("trace.skipped", label, count = p.skipped));
     }
     for what in &p.missing {
-        lines.push(t!("trace.missing", label, what = what.clone()));
+        lines.push(t!("trace.missing", label, what = said(what)));
     }
     for text in &p.notes {
-        lines.push(t!("trace.note", label, text = text.clone()));
+        lines.push(t!("trace.note", label, text = said(text)));
     }
     for name in &p.unclosed {
         let ms = fixed(p.last_ms, 3);
@@ -251,24 +255,38 @@ mod tests {
         assert!(has("records: 19 kept, 8 dropped, 0 lines skipped"), "{lines:#?}");
         let label = "pid 4242 · python3 train.py --epochs 1";
         assert!(has(&format!("{label}: GPU 0 NVIDIA H200; 19 records")), "{lines:#?}");
-        assert!(has(&format!("{label}: 7 records dropped: past max_records")), "{lines:#?}");
+        let over = "over the limit of 250000 records (STREAMLAB_TRACE_MAX_RECORDS)";
+        assert!(has(&format!("{label}: 7 records dropped: {over}")), "{lines:#?}");
         assert!(has(&format!(
-            "{label}: not recorded: NVTX markers of other domains: not requested"
+            "{label}: not recorded: NVTX ranges and markers: NVTX_INJECTION64_PATH is not set, so the program's NVTX calls reach no tool"
         )));
-        assert!(has(&format!("{label}: another CUPTI subscriber was found")));
+        assert!(lines.iter().any(|l| l.starts_with(&format!(
+            "{label}: another CUPTI library is loaded in the process: /opt/torch/"
+        ))));
         assert!(has(&format!(
             "{label}: the NVTX range \"eval\" never ended: it is drawn up to the last record, 5.900 ms"
         )));
         assert!(has(&format!("{label}: recorded to its exit handlers, at 5.900 ms")), "{lines:#?}");
-        // In Chinese, every line is Chinese (names, paths and numbers aside).
+        // In Chinese, every line is Chinese, the recorder's sentences included: no English
+        // sentence of ours is left (the process's label is the program's own words).
         for line in header(&capture, &injection(), &command) {
             let zh = line.render(Lang::Zh);
             assert!(has_chinese(&zh) || zh.starts_with("CUPTI"), "{zh}");
-            let prose = zh.replace(label, "").replace("past max_records", "");
-            let prose = prose.replace("NVTX markers of other domains: not requested", "");
-            let prose = prose.replace("another CUPTI subscriber was found", "");
-            assert_eq!(english_sentence(&prose), None, "{zh}");
+            assert_eq!(english_sentence(&zh.replace(label, "")), None, "{zh}");
         }
+    }
+
+    #[test]
+    fn each_cupti_library_is_named_once_whatever_the_order_of_the_processes() {
+        let mut capture = read("two-processes");
+        let mut third = capture.processes[0].clone();
+        capture.processes[1].cupti = "/other/libcupti.so.12".into();
+        third.pid = 300;
+        capture.processes.push(third);
+        let lines: Vec<String> =
+            header(&capture, &injection(), &["x".into()]).iter().map(Text::en).collect();
+        let named: Vec<&String> = lines.iter().filter(|l| l.starts_with("CUPTI: ")).collect();
+        assert_eq!(named.len(), 2, "{named:?}");
     }
 
     #[test]

@@ -41,7 +41,13 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
         .collect();
     let tips: String =
         rest.iter().filter(|l| l.starts_with("tip:")).map(|t| format!("; {t}")).collect();
-    format!("{first}{values}{tips} (see {command} --help)")
+    let line = format!("{first}{values}{tips} (see {command} --help)");
+    // Every error of `trace` names it, as those said after its checks do.
+    if command == "streamlab trace" {
+        format!("trace: {line}")
+    } else {
+        line
+    }
 }
 
 /// The lesson `argv` runs (`streamlab run overlap --bad`: overlap), which an error line
@@ -52,8 +58,9 @@ pub fn lesson_named(argv: &[String], lessons: &'static [Entry]) -> Option<&'stat
     lessons.iter().find(|l| l.name == name).map(|l| l.name)
 }
 
-/// `trace`'s two mistakes that clap words for itself: no program, and a program given without
-/// `--` before it (clap then sees the program's name as an argument of its own).
+/// `trace`'s three mistakes that clap words for itself: no program, a program given without
+/// `--` before it (clap then sees the program's name as an argument of its own), and a flag
+/// trace does not have.
 fn trace_line(e: &clap::Error, command: &str) -> Option<String> {
     if command != "streamlab trace" {
         return None;
@@ -68,12 +75,15 @@ fn trace_line(e: &clap::Error, command: &str) -> Option<String> {
         ErrorKind::MissingRequiredArgument if named.iter().any(|n| n.contains("PROGRAM")) => {
             Some(format!("trace: the program to run is missing: {usage}"))
         }
-        ErrorKind::UnknownArgument => {
-            let word = named.first().filter(|w| !w.starts_with('-'))?;
-            Some(format!(
+        // clap's tip ("use '-- --flag'") would make the flag the program to run.
+        ErrorKind::UnknownArgument => match named.first()? {
+            flag if flag.starts_with('-') => Some(format!(
+                "trace: unknown flag '{flag}': trace's flags come before `--`, the program's own after it: {usage}"
+            )),
+            word => Some(format!(
                 "trace: unexpected argument '{word}': the program comes after `--`: {usage}"
-            ))
-        }
+            )),
+        },
         _ => None,
     }
 }

@@ -28,6 +28,7 @@ use std::time::Instant;
 
 pub use crate::lab::record::span::Span;
 use crate::lab::record::span::{current_name, rows, Source, Work};
+use crate::lab::text::Lang;
 use crate::runtime::{nccl, Error, Event, Observer, Op, OpKind, Result, Stream};
 use crate::t;
 
@@ -266,8 +267,14 @@ pub fn events_source(why: String, streams: &[&Stream]) -> Source {
 }
 
 /// Draws one row per stream (per device, where there are several), `width` characters
-/// wide, in order of first appearance.
+/// wide, in order of first appearance, with the legend in English (a lesson's report
+/// translates its timeline as a whole, `report.rs`'s `timeline_in`).
 pub fn render(spans: &[Span], width: usize) -> String {
+    render_in(spans, width, Lang::En)
+}
+
+/// [`render`] with the legend in `lang`.
+pub fn render_in(spans: &[Span], width: usize, lang: Lang) -> String {
     let end = spans.iter().map(|s| s.end_ms).fold(0.0, f64::max);
     if spans.is_empty() || end <= 0.0 || width == 0 {
         return String::new();
@@ -294,7 +301,7 @@ pub fn render(spans: &[Span], width: usize) -> String {
         format!("{end:.3} ms"),
         w = width.saturating_sub(3)
     ));
-    out.push_str(&format!("{:>name_width$}  {}\n", "", t!("timeline.legend").en()));
+    out.push_str(&format!("{:>name_width$}  {}\n", "", t!("timeline.legend").render(lang)));
     out
 }
 

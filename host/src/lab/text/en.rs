@@ -312,6 +312,40 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("trace.wrote_json", "report (JSON) written to {path}"),
     ("trace.kept", "the recorder's files kept in {path}"),
 
+    // What the recorder (inject/) and the reader (capture/reader.rs) write into a trace
+    // file in English: its notes, the reasons of its drops, the kinds it could not record.
+    // Each template is the sentence exactly as written, holes for what varies; the report
+    // reads them back (`Text::recover_among`) to say them in its language. Change a
+    // sentence there and here together (a test in capture/file_text.rs checks the pieces).
+    ("trace.file.other_cupti", "another CUPTI library is loaded in the process: {other} (the recorder's is {ours}); a profiler the program starts itself (torch.profiler) may record no CUDA activity while streamlab trace records"),
+    ("trace.file.probe_stopped", "the recorder's probe call (cuDriverGetVersion, one per flush) left no record for its last {flushes} flushes, since CUPTI time {time} ns, though it did before: another CUPTI client in the process registered its own activity buffers or turned recording off, and records after that time are missing"),
+    ("trace.file.probe_silent", "the recorder's probe call (cuDriverGetVersion, one per flush) has left no record for {seconds} s, since CUPTI time {time} ns, though it did before: another CUPTI client in the process registering its own activity buffers or turning recording off does this (torch.profiler does as it starts and stops), and records after that time may be missing"),
+    ("trace.file.probe_never", "the recorder's probe call (cuDriverGetVersion) never left a record, so whether another CUPTI client took over the activity buffers was not checked"),
+    ("trace.file.flush_failed", "{error}: the periodic flush failed (first at CUPTI time {time} ns)"),
+    ("trace.file.exit_flush_failed", "{error}: the flush at exit failed"),
+    ("trace.file.no_flush_thread", "no flush thread ({error}): records are written only as buffers fill and at exit"),
+    ("trace.file.other_format", "trace file format {format}, and this streamlab reads format {ours}: lines it does not know were skipped"),
+    ("trace.file.no_process_line", "the file has no process line (its start is missing): its command line and CUPTI are unknown"),
+    ("trace.file.over_limit", "over the limit of {max} records (STREAMLAB_TRACE_MAX_RECORDS)"),
+    ("trace.file.still_running", "work still running at exit: its records had no end"),
+    ("trace.file.no_buffer", "dropped by CUPTI: it had no buffer to write them in"),
+    ("trace.file.no_cupti", "everything: CUPTI could not be loaded: {error}"),
+    ("trace.file.no_buffers", "everything: {error}"),
+    ("trace.file.nvtx_unset", "NVTX ranges and markers: NVTX_INJECTION64_PATH is not set, so the program's NVTX calls reach no tool"),
+    ("trace.file.nvtx_other", "NVTX ranges and markers: NVTX_INJECTION64_PATH names {file}, not the recorder's CUPTI {ours}"),
+    ("trace.file.off_devices", "devices: {error}"),
+    ("trace.file.off_contexts", "contexts: {error}"),
+    ("trace.file.off_streams", "streams: {error}"),
+    ("trace.file.off_names", "names: {error}"),
+    ("trace.file.off_kernels", "kernels: {error}"),
+    ("trace.file.off_copies", "copies: {error}"),
+    ("trace.file.off_peer_copies", "peer copies: {error}"),
+    ("trace.file.off_memsets", "memsets: {error}"),
+    ("trace.file.off_synchronizations", "synchronizations: {error}"),
+    ("trace.file.off_markers", "NVTX ranges and markers: {error}"),
+    ("trace.file.off_driver_calls", "driver calls: {error}"),
+    ("trace.file.off_runtime_calls", "runtime calls: {error}"),
+
     // p2p
     ("p2p.access_on", "supported and on"),
     ("p2p.no_access", "NOT supported"),

@@ -1,6 +1,7 @@
 //! Reading English lines back into messages: a report kept only its English lines when it
 //! was recorded before the keys were stored, and [`Text::recover`] finds the message (and
 //! its arguments) each line is a rendering of, so that it can be shown in another language.
+use crate::lab::text::en;
 use crate::lab::text::template::{best_match, label_patterns, recoverable, Holes};
 use crate::lab::text::Text;
 
@@ -11,6 +12,25 @@ impl Text {
     /// before the keys were stored) in another language.
     pub fn recover(english: &str) -> Text {
         recover(english, true)
+    }
+
+    /// The message among those whose key starts with `prefix` that `english` is a
+    /// rendering of, its holes kept as they are (paths, counts, CUPTI's own error text);
+    /// `Plain` when none is. For sentences another program wrote in English, in words the
+    /// catalogs hold: the trace recorder's notes (`trace.file.`). Rendered in English, a
+    /// match gives back `english` exactly.
+    pub fn recover_among(english: &str, prefix: &str) -> Text {
+        let among = en::MESSAGES.iter().copied().filter(|(key, _)| key.starts_with(prefix));
+        match best_match(among, english, Holes::Anything) {
+            Some((key, args)) => Text::Message {
+                key: key.into(),
+                args: args
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), Text::from(v.to_string())))
+                    .collect(),
+            },
+            None => Text::Plain(english.into()),
+        }
     }
 }
 

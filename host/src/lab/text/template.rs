@@ -169,9 +169,11 @@ pub(super) fn best_match<'p, 't>(
 }
 
 /// The English messages a line of a report can be: all but the report's own frame
-/// (`report.check` would read any "a: b" as a check line).
+/// (`report.check` would read any "a: b" as a check line) and the trace recorder's
+/// sentences (`trace.file.`, parts of a line, read back only by `Text::recover_among`).
 pub(super) fn recoverable() -> impl Iterator<Item = (&'static str, &'static str)> {
-    en::MESSAGES.iter().copied().filter(|(key, _)| !key.starts_with("report."))
+    let part = |key: &str| key.starts_with("report.") || key.starts_with("trace.file.");
+    en::MESSAGES.iter().copied().filter(move |(key, _)| !part(key))
 }
 
 /// [`zh::LABELS`]' English patterns, as [`best_match`] takes them.
