@@ -8,22 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::built_library;
 use streamlab_cupti::trace_file::Line;
 
 const ROLE: &str = "STREAMLAB_INJECT_TEST_ROLE";
 const THIS_TEST: &str = "a_recorder_without_cupti_writes_its_process_and_exit_lines";
-
-/// `libstreamlab_inject.so` as cargo built it for this test: in `target/<profile>/deps/`
-/// beside the test (or one folder up, where `cargo build` puts it).
-fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let beside = deps.join("libstreamlab_inject.so");
-    if beside.is_file() {
-        return beside;
-    }
-    deps.parent().unwrap().join("libstreamlab_inject.so")
-}
 
 fn child(dir: &Path) {
     let library = built_library();

@@ -6,20 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::built_library;
 use streamlab_cupti::trace_file::{Direction, Line, MarkerPhase, Memory};
 
 const ROLE: &str = "STREAMLAB_INJECT_TEST_ROLE";
 const THIS_TEST: &str = "a_process_recorded_through_a_stand_in_cupti";
-
-fn built_library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let beside = deps.join("libstreamlab_inject.so");
-    if beside.is_file() {
-        return beside;
-    }
-    deps.parent().unwrap().join("libstreamlab_inject.so")
-}
 
 fn child() {
     let library = built_library();
