@@ -150,6 +150,8 @@ impl Process {
             text.push(' ');
             text.push_str(word);
         }
+        // One line: a `python -c` program's newlines (and any other white space) become spaces.
+        let mut text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         if text.chars().count() > COMMAND_CHARS {
             text = text.chars().take(COMMAND_CHARS - 1).collect::<String>() + "…";
         }
@@ -314,6 +316,8 @@ mod tests {
         assert_eq!(p.label(), "pid 42");
         p.args = vec!["/usr/bin/python3".into(), "train.py".into(), "--epochs".into(), "1".into()];
         assert_eq!(p.label(), "pid 42 · python3 train.py --epochs 1");
+        p.args = vec!["python".into(), "-c".into(), "\nimport torch\nx = 1\n".into()];
+        assert_eq!(p.label(), "pid 42 · python -c import torch x = 1");
         p.args = vec!["x".repeat(100)];
         let label = p.label();
         assert_eq!(label.chars().count(), "pid 42 · ".chars().count() + COMMAND_CHARS);
