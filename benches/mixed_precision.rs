@@ -1,4 +1,4 @@
-//! The mixed-precision lesson's two versions side by side, at its defaults (8 micro-batches of
+//! The mixed-precision lesson's two versions side by side, at its defaults (8 batches of
 //! 4,194,304 weights, 8 cell steps, the layer kernel on 50% of the GPU), in bf16 and in f16:
 //! the FP32 update and cast on the compute stream between layer steps, and on a side stream
 //! behind the next step. GPU time is measured with events by the lesson's own code, fed to

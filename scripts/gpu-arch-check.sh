@@ -169,7 +169,7 @@ def checks(path):
             ptx = r.get("details", {}).get("ptx", {}).get("arch")
             fig = {f["name"]: f["value"] for f in r["figures"]}
             fmt = r["parameters"].get("format", "bf16")
-            layer = fig.get(f"layer step in {fmt}, per micro-batch")
+            layer = (fig.get(f"layer step in {fmt}, per step") or fig.get(f"layer step in {fmt}, per micro-batch"))
             vs = f", {layer / twin[fmt]:.3f}x the C++ twin's {twin[fmt]:.4f} ms" if layer and fmt in twin else ""
             print(f"{path}: mixed-precision {fmt} (PTX {ptx}): layer step {layer} ms{vs}; measured / bound {fig.get('measured / bound')} (issue 22: <= 1.10)")
     return out

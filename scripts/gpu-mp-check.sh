@@ -101,8 +101,8 @@ for path in sorted(glob.glob(f"{logs}/run-*.json")):
         fig = {f["name"]: f["value"] for f in r["figures"]}
         p = r["parameters"]
         fmt, share = p.get("format", "bf16"), p.get("layer_share")
-        c = fig.get(f"layer step in {fmt}, per micro-batch")
-        u = fig.get("FP32 update + cast, per micro-batch")
+        c = (fig.get(f"layer step in {fmt}, per step") or fig.get(f"layer step in {fmt}, per micro-batch"))
+        u = (fig.get("FP32 update + cast, per step") or fig.get("FP32 update + cast, per micro-batch"))
         tc, tu = twin.get((fmt, "layer step")), twin.get((fmt, "update + cast"))
         vs_c = f" ({c / tc:.3f}x C++ {tc:.4f})" if c and tc and share == 50 else ""
         vs_u = f" ({u / tu:.3f}x C++ {tu:.4f})" if u and tu and share == 50 else ""

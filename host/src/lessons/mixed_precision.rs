@@ -3,7 +3,7 @@
 //! Mixed-precision training computes each layer in 16 bits (bfloat16 or binary16) and keeps an
 //! f32 master copy of the weights, where updates too small for a 16-bit weight still add up.
 //! Each step's update of the master copy and its cast back to 16 bits can run on a second
-//! stream while the compute stream works on the next micro-batch; events link the two.
+//! stream while the compute stream works on the next batch; events link the two.
 //!
 //! The seed technique (one stream computes in FP16/BF16, another keeps the FP32 master weights
 //! and hides the conversion), in CUDA C++ with `cuda_bf16.h`:
@@ -59,7 +59,7 @@ pub struct Args {
     /// Micro-batches, one layer step each [1..=1024]. Try 1: nothing to overlap.
     #[arg(long, default_value_t = 8, value_parser = args::whole(1usize..=1024))]
     pub batches: usize,
-    /// Weights = floats per micro-batch [1..=4294967295]; all micro-batches at most 268435456.
+    /// Weights = floats per batch [1..=4294967295]; all batches at most 268435456.
     #[arg(long, default_value_t = 1 << 22, value_parser = args::whole(1usize..=MAX_ELEMENTS))]
     pub elements: usize,
     /// Cell steps per element in the layer [1..=10000]: the layer's compute. Try 1 or 64.
@@ -209,7 +209,7 @@ impl Lesson for MixedPrecision {
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
         let (n, b) = (a.elements, a.batches);
-        let total = total_elements(b, n, "floats of micro-batches on the device")?;
+        let total = total_elements(b, n, "floats of batches on the device")?;
         let layer = model.compute_ms(n, a.iters) * 100.0 / a.layer_share as f64;
         let work = 2.0 * b as f64 * (layer + 2.0 * model.elementwise_ms(n));
         Ok(Plan::new()
@@ -299,8 +299,10 @@ pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut R
     let (c_ms, u_ms) = (one.part("layer"), one.part("update"));
     let bound_ms = pipeline_estimate(c_ms, u_ms, steps);
     let (serial_ms, side_ms, speedup) = (one.time.median, m.with().time.median, m.speedup());
-    r.figure(&format!("layer step in {name}, per micro-batch"), c_ms, "ms")
-        .figure("FP32 update + cast, per micro-batch", u_ms, "ms")
+    // "per step", not "per micro-batch" (recordings before 2026-11-26 say that): each batch
+    // ends with its own update, so it is a training step, not a slice of one.
+    r.figure(&format!("layer step in {name}, per step"), c_ms, "ms")
+        .figure("FP32 update + cast, per step", u_ms, "ms")
         .figure("bound c + (B-1) max(c, u) + u", bound_ms, "ms")
         .figure("measured / bound", side_ms / bound_ms, "x");
     let (x, of_bound, share) = (fixed(speedup, 2), fixed(side_ms / bound_ms, 2), a.layer_share);
@@ -348,7 +350,7 @@ mod tests {
     fn the_plan_counts_every_buffer() {
         let p = MixedPrecision::plan(&args(&[]), &WorkModel::H100).unwrap();
         let n = 1usize << 22;
-        // Host: 8 micro-batches, initial weights, two masters (f32); two weight copies (u16).
+        // Host: 8 batches, initial weights, two masters (f32); two weight copies (u16).
         assert_eq!(p.host_bytes, (8 * n + 3 * n) * 4 + 2 * n * 2);
         assert_eq!(p.device_bytes, (8 * n + 2 * n) * 4 + 4 * n * 2);
     }

@@ -262,7 +262,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("unified_memory.advice_no_better", "{advice}: no better than faulting on demand ({faults} ms) here."),
 
     // mixed-precision
-    ("mixed_precision.one_batch", "With one micro-batch the only update waits for the only layer step, and no next step can hide it: both versions run the same chain ({serial} ms on one stream, {side} ms with the side stream). Use --batches 2 or more."),
+    ("mixed_precision.one_batch", "With one batch the only update waits for the only layer step, and no next step can hide it: both versions run the same chain ({serial} ms on one stream, {side} ms with the side stream). Use --batches 2 or more."),
     ("mixed_precision.faster", "On one stream each step's update and cast wait their turn: {steps} x (layer {c} + update and cast {u} ms) = {serial} ms measured. On the side stream they ran while the next layer step computed: {side} ms, {x}x faster, {of_bound}x the bound ({bound} ms)."),
     ("mixed_precision.gained_little", "The side stream gained little ({side} ms against {serial} ms, {x}x) though a perfect overlap would take {bound} ms. The update and cast can only use the SMs the layer kernel leaves free, and it launched {share}% of the blocks the GPU holds at once: --timeline shows whether they ran beside it; try a smaller --layer-share."),
     ("mixed_precision.little_to_hide", "Little to hide here ({side} ms against {serial} ms, {x}x): the update and cast take {u} ms a step against {c} ms for the layer, so even a perfect overlap ({bound} ms) saves at most {save} ms."),

@@ -263,7 +263,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("unified_memory.advice_no_better", "{advice}：这里并不比按需缺页迁移（{faults} ms）好。"),
 
     // mixed-precision
-    ("mixed_precision.one_batch", "只有一个微批次时，唯一的一次更新要等唯一的层计算步做完，后面也没有下一步能把它掩盖：两个版本执行的是同一条链（单个流 {serial} ms，加上辅助流 {side} ms）。请用 --batches 2 或更多。"),
+    ("mixed_precision.one_batch", "只有一批时，唯一的一次更新要等唯一的层计算步做完，后面也没有下一步能把它掩盖：两个版本执行的是同一条链（单个流 {serial} ms，加上辅助流 {side} ms）。请用 --batches 2 或更多。"),
     ("mixed_precision.faster", "在单个流上，每一步的更新和半精度转换都要排队等候：{steps} x（层计算 {c} + 更新与转换 {u} ms）= 实测 {serial} ms。放到辅助流上后，它们在下一个层计算步进行的同时运行：{side} ms，快了 {x} 倍，是理论下限（{bound} ms）的 {of_bound} 倍。"),
     ("mixed_precision.gained_little", "辅助流几乎没有带来收益（{side} ms，单个流 {serial} ms，{x}x），而完美重叠只需 {bound} ms。更新和转换只能用层核函数空出来的 SM，而层核函数启动的线程块占了 GPU 能同时容纳的 {share}%：用 --timeline 看它们是否与层核函数并行；试试更小的 --layer-share。"),
     ("mixed_precision.little_to_hide", "这里没什么可掩盖的（{side} ms，单个流 {serial} ms，{x}x）：每步的更新和转换只要 {u} ms，层计算却要 {c} ms，所以即使完美重叠（{bound} ms）最多也只能省 {save} ms。"),
@@ -686,6 +686,8 @@ pub const LABELS: &[(&str, &str)] = &[
     ("GPU vs CPU reference, master and 16-bit weight, bit for bit", "GPU 与 CPU 参考值对比，主权重和半精度权重，逐位相同"),
     ("layer step in {name}, per micro-batch", "{name} 层计算步，每个微批次"),
     ("FP32 update + cast, per micro-batch", "FP32 更新 + 转换，每个微批次"),
+    ("layer step in {name}, per step", "{name} 层计算步，每一步"),
+    ("FP32 update + cast, per step", "FP32 更新 + 转换，每一步"),
     ("bound c + (B-1) max(c, u) + u", "理论下限 c + (B-1) max(c, u) + u"),
     ("updates below half a {name} ulp (sampled)", "小于半个 {name} ulp 的更新（抽查）"),
 
