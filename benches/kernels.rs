@@ -131,8 +131,8 @@ fn main() {
         }
     }
     match std::env::var("STREAMLAB_NVCC_KERNELS") {
-        Ok(path) => builds.push(("nvcc".into(), Build::File(path))),
-        Err(_) => println!("compute_kernel/nvcc: not run: set STREAMLAB_NVCC_KERNELS to a cubin of cuda-reference/kernels.cu"),
+        Ok(path) if !path.is_empty() => builds.push(("nvcc".into(), Build::File(path))),
+        _ => println!("compute_kernel/nvcc: not run: set STREAMLAB_NVCC_KERNELS to a cubin of cuda-reference/kernels.cu"),
     }
     let extra = std::env::var("STREAMLAB_EXTRA_KERNELS").unwrap_or_default();
     builds.extend(

@@ -5,7 +5,7 @@
 use crate::lab::inspect::engines::Engine;
 use crate::lab::inspect::findings::{by_stream, earliest, Example, Finding, Rule, Thresholds};
 use crate::lab::inspect::host::CallKind;
-use crate::lab::inspect::intervals::{covered, gaps, union, Interval, EPS_MS};
+use crate::lab::inspect::intervals::{covered, gaps, intersection, union, Interval, EPS_MS};
 use crate::lab::inspect::windows::WindowRecords;
 use crate::lab::record::span::{Span, Work};
 
@@ -30,7 +30,7 @@ pub(super) fn find(w: &WindowRecords, spans: &[&Span], t: &Thresholds) -> GapFin
     let inside = if w.intervals.is_empty() {
         gaps(&device)
     } else {
-        intersect(&gaps(&device), &w.intervals)
+        intersection(&gaps(&device), &w.intervals)
     };
     let long: Vec<Interval> =
         inside.into_iter().filter(|(s, e)| e - s > t.idle_gap_ms + EPS_MS).collect();
@@ -44,20 +44,6 @@ pub(super) fn find(w: &WindowRecords, spans: &[&Span], t: &Thresholds) -> GapFin
         launch_gaps: launch_gaps(w, spans, &device, t),
         idle_gap: gap_finding(Rule::IdleGap, &unexplained, spans),
     }
-}
-
-/// The parts of `a` inside `b` (both sorted and disjoint).
-fn intersect(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
-    let mut out = Vec::new();
-    for &(start, end) in a {
-        for &(from, to) in b {
-            let (lo, hi) = (start.max(from), end.min(to));
-            if hi > lo {
-                out.push((lo, hi));
-            }
-        }
-    }
-    out
 }
 
 /// A finding of `gaps`: their count, their summed length, and the first work after the first

@@ -31,15 +31,15 @@ pub fn length(union: &[Interval]) -> f64 {
     union.iter().fold(0.0, |total, (start, end)| total + (end - start))
 }
 
-/// The time two unions cover together (both must be unions: sorted and disjoint).
-pub fn overlap(a: &[Interval], b: &[Interval]) -> f64 {
+/// The parts of `a` inside `b`, in order (both must be unions: sorted and disjoint).
+pub fn intersection(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
     // Walk both in order, always stepping past the interval that ends first.
-    let (mut i, mut j, mut total) = (0, 0, 0.0);
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
     while i < a.len() && j < b.len() {
         let start = a[i].0.max(b[j].0);
         let end = a[i].1.min(b[j].1);
         if end > start {
-            total += end - start;
+            out.push((start, end));
         }
         if a[i].1 < b[j].1 {
             i += 1;
@@ -47,7 +47,12 @@ pub fn overlap(a: &[Interval], b: &[Interval]) -> f64 {
             j += 1;
         }
     }
-    total
+    out
+}
+
+/// The time two unions cover together (both must be unions: sorted and disjoint).
+pub fn overlap(a: &[Interval], b: &[Interval]) -> f64 {
+    length(&intersection(a, b))
 }
 
 /// The time a union covers inside `[start, end)`.
@@ -81,6 +86,8 @@ mod tests {
         let a = union(vec![(0.0, 2.0), (3.0, 6.0)]);
         let b = union(vec![(1.0, 4.0), (5.0, 7.0)]);
         // [1, 2) + [3, 4) + [5, 6)
+        assert_eq!(intersection(&a, &b), [(1.0, 2.0), (3.0, 4.0), (5.0, 6.0)]);
+        assert_eq!(intersection(&b, &a), intersection(&a, &b));
         assert_eq!(overlap(&a, &b), 3.0);
         assert_eq!(overlap(&b, &a), 3.0);
         assert_eq!(covered(&a, 1.5, 3.5), 1.0);

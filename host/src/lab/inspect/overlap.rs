@@ -106,12 +106,6 @@ pub fn overlap_report(records: &Records, thresholds: &Thresholds) -> OverlapRepo
     }
 }
 
-/// The overlap report of spans alone (a lesson's recording: no host records, one window per
-/// device).
-pub fn overlap_report_of_spans(spans: &[Span], thresholds: &Thresholds) -> OverlapReport {
-    overlap_report(&Records { spans, ..Default::default() }, thresholds)
-}
-
 fn ratio(part: f64, whole: f64) -> Option<f64> {
     (whole > 0.0).then(|| part / whole)
 }
@@ -316,7 +310,7 @@ mod tests {
     }
 
     fn report(spans: &[Span]) -> OverlapReport {
-        overlap_report_of_spans(spans, &Thresholds::DEFAULT)
+        overlap_report(&Records { spans, ..Default::default() }, &Thresholds::DEFAULT)
     }
 
     #[test]
