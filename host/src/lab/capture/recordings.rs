@@ -105,21 +105,22 @@ pub fn trace_json(
     serde_json::to_string(&value).map_err(|e| Error::Internal(format!("trace JSON: {e}")))
 }
 
-/// Writes the trace and the picture that were asked for.
+/// Writes the trace and the picture that were asked for, from the capture's recordings
+/// ([`recordings`], made once by the caller).
 pub fn write(
     capture: &Capture,
+    recordings: &[Recording],
     command: &[String],
     trace_to: Option<&OutputFile>,
     svg_to: Option<&OutputFile>,
 ) -> Result<()> {
-    let recordings = recordings(capture);
     if let Some(file) = trace_to {
-        file.write(&trace_json(capture, &recordings, command)?)?;
+        file.write(&trace_json(capture, recordings, command)?)?;
     }
     if let Some(file) = svg_to {
-        let c = caption(capture, &recordings, command);
+        let c = caption(capture, recordings, command);
         file.write(
-            &timeline_svg(&c, &plain_panels(&recordings), &Drawing::PLAIN)
+            &timeline_svg(&c, &plain_panels(recordings), &Drawing::PLAIN)
                 .map_err(Error::Internal)?,
         )?;
     }

@@ -198,13 +198,17 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, 
     for line in &lines {
         say(line, lang);
     }
+    // One set of recordings for the timeline, the trace and the picture (a capture can hold
+    // a quarter of a million spans a process).
+    let drawn = recordings::recordings(&capture);
     if settings.timeline {
-        eprint!("{}", timeline_text(&recordings::recordings(&capture), lang));
+        eprint!("{}", timeline_text(&drawn, lang));
     }
     let report = overlap(&capture, &settings.thresholds);
     eprint!("{}", overlap_text(&report, lang));
     let written = recordings::write(
         &capture,
+        &drawn,
         &settings.program,
         settings.trace.as_ref(),
         settings.svg.as_ref(),
