@@ -3,7 +3,7 @@
 //! pipeline (rustc's NVPTX backend + libdevice + LLVM's tools); lists the recorded runs in
 //! `docs/recorded/*.json` for `--recorded` (`$OUT_DIR/recorded.rs`); and builds the recorder
 //! `streamlab trace` injects (`inject/`, release) into `$OUT_DIR/libstreamlab_inject.so`, which
-//! `lab::capture::injection` embeds. `STREAMLAB_PTX_ARCHS` (comma-separated) replaces the
+//! `trace::capture::injection` embeds. `STREAMLAB_PTX_ARCHS` (comma-separated) replaces the
 //! default set, sm_75, sm_80 and sm_90; `STREAMLAB_LIBDEVICE` names libdevice. Which PTX a GPU
 //! loads is decided at run time (`runtime::ptx`).
 use std::collections::hash_map::DefaultHasher;

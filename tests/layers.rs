@@ -1,11 +1,14 @@
 //! The architecture, checked from the source: arrows point one way.
-//! - `runtime` imports neither `lab` nor `lessons`; `lab` does not import `lessons`;
-//! - no lesson imports another lesson;
+//! - `runtime` imports neither `lab` nor `lessons` nor `trace`; `lab` imports neither
+//!   `lessons` nor `trace`;
+//! - no lesson imports another lesson; `lessons` and `trace` never import each other, and
+//!   `trace` uses only the drawing room (`lab::record`) and the words (`lab::text`) of the lab;
 //! - no file imports form a cycle (files are nodes, `use crate::…` lines are edges);
 //! - no raw driver call outside the driver layer (`runtime/driver/`);
 //! - lesson files hold no `unsafe` (`overlap`, the lesson that sets the shape, stays within
 //!   180 lines before its tests);
-//! - between `lab`'s rooms, arrows point down, in the order `lab/mod.rs` declares them;
+//! - between `lab`'s rooms, and between `trace`'s, arrows point down, in the order their
+//!   `mod.rs` declares them;
 //! - `lab` holds no lesson helper: no module of it that only one lesson imports;
 //! - no file in `host/src` is over 600 lines, tests included, but the catalogs.
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,10 +98,11 @@ fn layer(module: &str) -> &str {
 fn arrows_point_down_only() {
     let t = tree();
     assert!(t.files.contains_key("runtime::stream") && t.files.contains_key("lessons::overlap"));
+    // `lessons` and `trace` stand side by side on the lab: neither imports the other.
     let rank = |m: &str| match layer(m) {
         "runtime" => 0,
         "lab" => 1,
-        "lessons" => 2,
+        "lessons" | "trace" => 2,
         _ => 3,
     };
     for (from, to) in &t.edges {
@@ -115,6 +119,11 @@ fn arrows_point_down_only() {
                     "lesson {from} imports {m}: lessons never import each other"
                 );
             }
+            let side_by_side = [layer(from), layer(m)];
+            assert!(
+                side_by_side != ["lessons", "trace"] && side_by_side != ["trace", "lessons"],
+                "{from} imports {m}: lessons and trace never import each other"
+            );
         }
     }
 }
@@ -189,24 +198,39 @@ fn lesson_files_are_short_and_hold_no_unsafe() {
 
 /// `lab::record::span` -> `record`; `lab` itself and anything outside it -> None.
 fn room(module: &str) -> Option<&str> {
-    module.strip_prefix("lab::").map(|rest| rest.split("::").next().unwrap_or(rest))
+    room_of("lab", module)
 }
 
-/// The rooms of `lab`, top down, as `lab/mod.rs` declares them (`pub mod ...;`).
-fn rooms(lab_mod: &str) -> Vec<String> {
-    lab_mod
+/// The room of `module` inside the layer `layer` (`trace::inspect::rules` -> `inspect`).
+fn room_of<'a>(layer: &str, module: &'a str) -> Option<&'a str> {
+    let rest = module.strip_prefix(layer)?.strip_prefix("::")?;
+    Some(rest.split("::").next().unwrap_or(rest))
+}
+
+/// The rooms of a layer, top down, as its `mod.rs` declares them (`pub mod ...;`).
+fn rooms(layer_mod: &str) -> Vec<String> {
+    layer_mod
         .lines()
         .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
         .map(str::to_string)
         .collect()
 }
 
-/// The first import that goes up between rooms: `(from, to)`.
+/// The first import that goes up between the rooms of `lab`: `(from, to)`.
 fn upward(
     edges: &BTreeMap<String, BTreeSet<String>>,
     order: &[String],
 ) -> Option<(String, String)> {
-    let rank = |m: &str| room(m).and_then(|r| order.iter().position(|o| o == r));
+    upward_in("lab", edges, order)
+}
+
+/// The first import that goes up between the rooms of `layer`: `(from, to)`.
+fn upward_in(
+    layer: &str,
+    edges: &BTreeMap<String, BTreeSet<String>>,
+    order: &[String],
+) -> Option<(String, String)> {
+    let rank = |m: &str| room_of(layer, m).and_then(|r| order.iter().position(|o| o == r));
     for (from, to) in edges {
         for m in to {
             if let (Some(a), Some(b)) = (rank(from), rank(m)) {
@@ -223,7 +247,7 @@ fn upward(
 fn arrows_point_down_between_the_rooms_of_lab() {
     let t = tree();
     let order = rooms(&t.files["lab"]);
-    let expected = ["capture", "ddp", "kit", "harness", "inspect", "record", "text"];
+    let expected = ["ddp", "kit", "harness", "record", "text"];
     assert_eq!(order, expected, "lab/mod.rs's rooms");
     // Every file of lab lives in a room.
     for m in t.files.keys().filter(|m| m.starts_with("lab::")) {
@@ -238,6 +262,49 @@ fn arrows_point_down_between_the_rooms_of_lab() {
         [("lab::record::picture".to_string(), BTreeSet::from(["lab::harness::stats".to_string()]))]
             .into();
     assert!(upward(&fake, &order).is_some(), "the room check missed record -> harness");
+}
+
+/// The rooms of the lab that `trace` may use: the drawing room and the words.
+const LAB_ROOMS_FOR_TRACE: [&str; 2] = ["record", "text"];
+
+/// The first import of `trace` into a room of the lab other than [`LAB_ROOMS_FOR_TRACE`].
+fn trace_beyond_its_lab_rooms(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+    for (from, to) in edges.iter().filter(|(m, _)| layer(m) == "trace") {
+        for m in to.iter().filter(|m| layer(m) == "lab") {
+            if !room(m).is_some_and(|r| LAB_ROOMS_FOR_TRACE.contains(&r)) {
+                return Some(format!("{from} imports {m}"));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn trace_has_rooms_of_its_own_and_uses_only_record_and_text_of_the_lab() {
+    let t = tree();
+    let order = rooms(&t.files["trace"]);
+    assert_eq!(order, ["capture", "inspect"], "trace/mod.rs's rooms");
+    for m in t.files.keys().filter(|m| m.starts_with("trace::")) {
+        let r = room_of("trace", m).unwrap();
+        assert!(order.iter().any(|o| o == r), "{m} is in no room of trace/mod.rs");
+    }
+    if let Some((from, to)) = upward_in("trace", &t.edges, &order) {
+        panic!("{from} imports {to}: a room of trace imports only the rooms below it");
+    }
+    if let Some(found) = trace_beyond_its_lab_rooms(&t.edges) {
+        panic!("{found}: trace uses only lab::record and lab::text of the lab");
+    }
+    // The checks can fail: an arrow up between trace's rooms, and one into the harness.
+    let fake: BTreeMap<String, BTreeSet<String>> = [
+        (
+            "trace::inspect::rules".to_string(),
+            BTreeSet::from(["trace::capture::model".to_string()]),
+        ),
+        ("trace::capture::command".to_string(), BTreeSet::from(["lab::harness::args".to_string()])),
+    ]
+    .into();
+    assert!(upward_in("trace", &fake, &order).is_some(), "missed inspect -> capture");
+    assert!(trace_beyond_its_lab_rooms(&fake).is_some(), "missed trace -> lab::harness");
 }
 
 /// The modules of `lab` that exactly one lesson imports and nothing else does (no other lab

@@ -1,9 +1,12 @@
 //! streamlab: CUDA streams and concurrency, taught and measured from Rust.
 //!
 //! Three layers, arrows pointing down only:
-//! - [`lessons`]: one file per technique, each reading like the tutorial it teaches;
+//! - [`lessons`]: one file per technique, each reading like the tutorial it teaches; beside
+//!   them [`trace`], a profiler of any CUDA program, which never runs a lesson (the two never
+//!   import each other);
 //! - [`lab`]: the lesson harness (warm-up, interleaved repeats, statistics, checks, budget,
-//!   timeline, report, exit code) that every lesson runs in;
+//!   timeline, report, exit code) that every lesson runs in, and the drawing room
+//!   (`lab::record`) and the words (`lab::text`) that `trace` shares;
 //! - [`runtime`]: a thin, safe view of the CUDA driver (context, streams, events, memory,
 //!   kernels, graphs), which knows nothing of lessons.
 //!
@@ -11,6 +14,7 @@
 pub mod lab;
 pub mod lessons;
 pub mod runtime;
+pub mod trace;
 
 /// The per-element arithmetic the kernels run, compiled for the host: the CPU reference.
 pub use kernels_gpu::math;

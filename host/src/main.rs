@@ -1,11 +1,10 @@
 //! The `streamlab` command: device facts, the list of lessons, running them, and tracing any
 //! CUDA program. It parses, dispatches and exits; each command lives in its room, its flags
 //! beside it: `lab::harness` (`info_command`, `list_command`, `run_command`), `lab::ddp`
-//! (`launch`), `lab::capture` (`trace`).
+//! (`launch`), `trace::capture` (`trace`).
 use std::process::ExitCode;
 
 use clap::{Arg, ArgMatches, Command};
-use streamlab::lab::capture::command as trace_command;
 use streamlab::lab::ddp::launcher;
 use streamlab::lab::ddp::ranks;
 use streamlab::lab::harness::cli_errors::{clap_error_line, command_path, lesson_named};
@@ -14,6 +13,7 @@ use streamlab::lab::harness::info_command::{self, InfoFlags};
 use streamlab::lab::harness::list_command::{self, ListFlags};
 use streamlab::lab::harness::run_command::{self, Failure};
 use streamlab::lessons::LESSONS;
+use streamlab::trace::capture::command as trace_command;
 use streamlab::Error;
 
 const AFTER_HELP: &str = "\
@@ -201,7 +201,7 @@ fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         Some(("trace", m)) => {
-            let code = trace_command::run(m)?;
+            let code = trace_command::run(m).map_err(|e| (e, Some("trace")))?;
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         _ => Err((Error::Internal("no subcommand".into()), None)),

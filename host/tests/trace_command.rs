@@ -2,7 +2,7 @@
 //! program's own exit code after. Without a GPU (no libcuda), or without CUPTI, the trace
 //! stops with exit 3 before the program starts; with both, the program runs under the
 //! recorder. The rest of the
-//! command runs without a GPU in the unit tests of `lab::capture` (a stand-in recorder).
+//! command runs without a GPU in the unit tests of `trace::capture` (a stand-in recorder).
 mod common;
 use common::{machine_has_nvidia_gpu, stderr, stdout, streamlab};
 

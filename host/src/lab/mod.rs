@@ -14,31 +14,22 @@
 //!
 //! The lab has rooms, declared below from the top down. A room imports only the rooms
 //! below it (`tests/layers.rs` checks it, in this order):
-//! - [`capture`]: `streamlab trace -- <program>`: any CUDA program run with CUPTI injected,
-//!   its records read back per process, drawn and reported on;
 //! - [`ddp`]: one process per GPU: the ranks, their rendezvous, the launcher;
 //! - [`kit`]: what several lessons share: the stream pipeline, the host's batch log, sleep
 //!   kernels, batches, the other GPUs;
 //! - [`harness`]: the [`Lesson`] trait, the run loop, the common flags (`harness::common`),
 //!   budget, statistics, checks, data, and the commands `main.rs` dispatches to (`info`,
 //!   `list`, `run`);
-//! - [`inspect`]: what a recorded run says about overlap: each engine class's busy time, the
-//!   bound, and the findings that name the lesson teaching each fix (it reads `record`'s
-//!   spans; `streamlab trace` feeds it another program's);
 //! - [`record`]: recorders, spans, timeline, trace, picture, plot, output, the report and the
 //!   recorded runs (the report is here, not in the harness, because everything that draws
-//!   or writes a run reads it);
+//!   or writes a run reads it); `crate::trace` draws with it too;
 //! - [`text`]: the catalogs and the `t!` macro.
 // The rooms, top down: `tests/layers.rs` reads this order (rustfmt keeps it, one per group).
-pub mod capture;
-// -
 pub mod ddp;
 // -
 pub mod kit;
 // -
 pub mod harness;
-// -
-pub mod inspect;
 // -
 pub mod record;
 // -

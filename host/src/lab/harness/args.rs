@@ -1,47 +1,11 @@
-//! Value parsers for lesson flags, so every range is checked and worded the same way:
-//! `--streams 100: must be a whole number from 1 to 64`. A lesson writes the same range in
-//! its flag's help (`Number of streams [1..=64]`); `tests` check the two agree.
-//! It also makes the runtime's `HalfFormat` a flag's value (`--format bf16`).
-use std::ops::RangeInclusive;
-use std::str::FromStr;
-
+//! The lessons' flag values: the range-checked numbers (`whole`, `number`, kept beside the
+//! words in `text::flag_values` so that `streamlab trace` shares them), and the runtime's
+//! `HalfFormat` as a flag's value (`--format bf16`).
 use clap::builder::PossibleValue;
 
+pub use crate::lab::text::flag_values::{number, whole};
+
 use crate::runtime::HalfFormat;
-
-/// A whole number in `range`.
-pub fn whole<T>(
-    range: RangeInclusive<T>,
-) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
-where
-    T: FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
-{
-    move |s: &str| {
-        let message =
-            || format!("must be a whole number from {} to {}", range.start(), range.end());
-        let v: T = s.trim().parse().map_err(|_| message())?;
-        if range.contains(&v) {
-            Ok(v)
-        } else {
-            Err(message())
-        }
-    }
-}
-
-/// A number (decimals allowed) in `range`.
-pub fn number(
-    range: RangeInclusive<f64>,
-) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let message = || format!("must be a number from {} to {}", range.start(), range.end());
-        let v: f64 = s.trim().parse().map_err(|_| message())?;
-        if v.is_finite() && range.contains(&v) {
-            Ok(v)
-        } else {
-            Err(message())
-        }
-    }
-}
 
 /// `--format bf16|f16`: the runtime's `HalfFormat` as a flag's value. The runtime knows no CLI,
 /// so the flag's side of it lives here.

@@ -192,7 +192,7 @@ impl Common {
 
     /// The language `--lang` names, else the locale's ([`Lang::from_env`]).
     pub fn lang(&self) -> Lang {
-        lang_or_locale(self.lang.as_deref())
+        Lang::or_locale(self.lang.as_deref())
     }
 
     /// Resolves the flags for this process, `rank` of a multi-process run or alone, running
@@ -242,11 +242,6 @@ impl Resolved {
             svg: self.svg.as_ref().map(file),
         }
     }
-}
-
-/// The language `name` (a `--lang` value) says, else the locale's.
-pub fn lang_or_locale(name: Option<&str>) -> Lang {
-    name.and_then(Lang::parse).unwrap_or_else(Lang::from_env)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `streamlab list`: the lessons, in the order `run all` runs them.
 use clap::Args as _;
 
-use crate::lab::harness::common::{lang_or_locale, LANG_HELP};
+use crate::lab::harness::common::LANG_HELP;
 use crate::lab::harness::entry::Entry;
 use crate::lab::text::{label, Lang};
 use crate::t;
@@ -38,7 +38,7 @@ pub fn print(lessons: &[Entry], flags: &ListFlags) {
         println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
         return;
     }
-    let lang = lang_or_locale(flags.lang.as_deref());
+    let lang = Lang::or_locale(flags.lang.as_deref());
     let width = lessons.iter().map(|l| l.name.len()).max().unwrap_or(0);
     for l in lessons {
         println!("{:<width$}  {}", l.name, label(lang, l.summary));

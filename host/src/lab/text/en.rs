@@ -286,7 +286,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("run.summary", "== all: {done} of {lessons} lessons run, {skipped} not run; checks: {passed} passed, {not_asserted} not asserted, {failed} failed"),
     ("run.summary_recorded", "== all: {done} of {lessons} recorded runs shown, {skipped} not shown; their checks as recorded: {passed} passed, {not_asserted} not asserted, {failed} failed"),
 
-    // the trace command (lab/capture)
+    // the trace command (trace/capture)
     ("trace.program", "== traced: {command}"),
     ("trace.cupti", "CUPTI: {file}, API version {version}"),
     ("trace.flush", "records flushed every {flush} ms and at exit; at most {max} kept per process"),
@@ -383,7 +383,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("pipeline_parallel.piped", "Pipelined, GPU 0 starts micro-batch m+1 while GPU 1 works on m: {piped} ms, {x}x, {off}% from the bound {bound} ms."),
     ("pipeline_parallel.fill", "The fill (GPU 1 idle before the first micro-batch arrives) and the drain (GPU 0 idle after the last) cost one micro-batch's trip; the other {rest} micro-batches go at the pace of the slowest step, {slowest}. More micro-batches make the fill and drain a smaller share."),
 
-    // The overlap report (lab::inspect), shown by `streamlab trace`.
+    // The overlap report (trace::inspect), shown by `streamlab trace`.
     ("inspect.header", "overlap report (thresholds: idle gap > {idle} ms; launch gap > {launch} ms; back to back <= {b2b} ms; small kernel <= {small} ms; many = {many} or more; late rank > {late} ms; each set by the flag of the same name)"),
     ("inspect.no_host_calls", "(no host calls were recorded: the launch-gap rule counts every gap between small kernels, not only those while the host was inside a call)"),
     ("inspect.none", "no device spans recorded: nothing to report"),

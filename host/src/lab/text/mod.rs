@@ -15,6 +15,7 @@
 //! stay English in the lesson; [`zh::LABELS`] translates them for display, with `{x}` holes
 //! for the parts that vary (`"{k} streams"`).
 pub mod en;
+pub mod flag_values;
 pub mod zh;
 // Below the messages: templates cut, filled and matched (`template`); above them, English
 // lines read back into messages (`read_back`, which adds `Text::recover`).
@@ -69,6 +70,11 @@ impl Lang {
         let var = |name| std::env::var(name).ok();
         let (all, messages, lang) = (var("LC_ALL"), var("LC_MESSAGES"), var("LANG"));
         Lang::from_locale(all.as_deref(), messages.as_deref(), lang.as_deref())
+    }
+
+    /// The language `name` (a `--lang` value) says, else the locale's.
+    pub fn or_locale(name: Option<&str>) -> Lang {
+        name.and_then(Lang::parse).unwrap_or_else(Lang::from_env)
     }
 
     fn messages(self) -> &'static [(&'static str, &'static str)] {

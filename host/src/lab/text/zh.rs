@@ -287,7 +287,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("run.summary", "== all：{lessons} 课中运行了 {done} 课，{skipped} 课未运行；检查：{passed} 项通过，{not_asserted} 项不作断言，{failed} 项失败"),
     ("run.summary_recorded", "== all：{lessons} 课中显示了 {done} 次录制运行，{skipped} 课未显示；录制时的检查：{passed} 项通过，{not_asserted} 项不作断言，{failed} 项失败"),
 
-    // trace 命令（lab/capture）
+    // trace 命令（trace/capture）
     ("trace.program", "== 追踪：{command}"),
     ("trace.cupti", "CUPTI：{file}，API 版本 {version}"),
     ("trace.flush", "每 {flush} ms 及退出时写出记录；每个进程最多保留 {max} 条"),
@@ -380,7 +380,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("pipeline_parallel.piped", "流水线中，GPU 1 处理第 m 个微批次时，GPU 0 已开始第 m+1 个：{piped} ms，{x}x，与理论下限 {bound} ms 相差 {off}%。"),
     ("pipeline_parallel.fill", "填充（第一个微批次到达前 GPU 1 空闲）和排空（最后一个之后 GPU 0 空闲）共花掉一个微批次走完全程的时间；其余 {rest} 个微批次按最慢的一步（{slowest}）的节奏进行。微批次越多，填充和排空所占的比例越小。"),
 
-    // 重叠报告（lab::inspect），由 `streamlab trace` 打印。
+    // 重叠报告（trace::inspect），由 `streamlab trace` 打印。
     ("inspect.header", "重叠报告（阈值：空闲间隙 > {idle} ms；启动间隙 > {launch} ms；紧接 <= {b2b} ms；小 kernel <= {small} ms；“很多”= {many} 个及以上；迟到的 rank > {late} ms；每项可用同名参数设置）"),
     ("inspect.no_host_calls", "（没有录到主机端调用：启动间隙规则统计小 kernel 之间的所有间隙，而不只是主机正在调用时的间隙）"),
     ("inspect.none", "没有录到设备上的操作：无可报告"),

@@ -4,8 +4,8 @@
 //! issued, on every rank).
 use std::collections::BTreeMap;
 
-use crate::lab::inspect::findings::{Example, Finding, Rule, Thresholds};
 use crate::lab::record::span::{Span, Work};
+use crate::trace::inspect::findings::{Example, Finding, Rule, Thresholds};
 
 /// The late-rank finding over every participant's collectives; `None` with fewer than two
 /// participants or no collective started more than `late_rank_ms` apart.

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::lab::inspect::host::{CallKind, HostCall, HostWait, Range};
 use crate::lab::record::span::{HostSpan, Span};
+use crate::trace::inspect::host::{CallKind, HostCall, HostWait, Range};
 
 /// A device a process used, as its Device line names it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -5,16 +5,16 @@
 //! in Chinese; the JSON keeps the English.
 use serde::Serialize;
 
-use crate::lab::capture::file_text::said;
-use crate::lab::capture::injection::Injection;
-use crate::lab::capture::model::{Capture, Ending, Process};
-use crate::lab::inspect::findings::Thresholds;
-use crate::lab::inspect::host::{HostCall, HostWait, Range};
-use crate::lab::inspect::overlap::{overlap_report, OverlapReport};
-use crate::lab::inspect::windows::Records;
 use crate::lab::record::span::Span;
 use crate::lab::text::{fixed, Lang, Text};
 use crate::t;
+use crate::trace::capture::file_text::said;
+use crate::trace::capture::injection::Injection;
+use crate::trace::capture::model::{Capture, Ending, Process};
+use crate::trace::inspect::findings::Thresholds;
+use crate::trace::inspect::host::{HostCall, HostWait, Range};
+use crate::trace::inspect::overlap::{overlap_report, OverlapReport};
+use crate::trace::inspect::windows::Records;
 
 /// How the traced program ended, as a shell reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -225,9 +225,9 @@ impl<'a> TraceReport<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::capture::reader_tests::read;
-    use crate::lab::inspect::findings::Rule;
     use crate::lab::text::{english_sentence, has_chinese};
+    use crate::trace::capture::reader_tests::read;
+    use crate::trace::inspect::findings::Rule;
 
     fn injection() -> Injection {
         Injection {

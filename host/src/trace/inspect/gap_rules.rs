@@ -2,12 +2,12 @@
 //! ([`Rule::HostSyncIdle`]), short gaps between small kernels while the host was issuing
 //! ([`Rule::LaunchGaps`]), and long gaps nothing recorded explains ([`Rule::IdleGap`]). A long
 //! gap is counted by one rule only.
-use crate::lab::inspect::engines::Engine;
-use crate::lab::inspect::findings::{by_stream, earliest, Example, Finding, Rule, Thresholds};
-use crate::lab::inspect::host::CallKind;
-use crate::lab::inspect::intervals::{covered, gaps, intersection, union, Interval, EPS_MS};
-use crate::lab::inspect::windows::WindowRecords;
+use crate::lab::record::intervals::{covered, gaps, intersection, union, Interval, EPS_MS};
 use crate::lab::record::span::{Span, Work};
+use crate::trace::inspect::engines::Engine;
+use crate::trace::inspect::findings::{by_stream, earliest, Example, Finding, Rule, Thresholds};
+use crate::trace::inspect::host::CallKind;
+use crate::trace::inspect::windows::WindowRecords;
 
 /// What the gap rules found in one window.
 #[derive(Debug, Default)]
@@ -102,7 +102,7 @@ fn launch_gaps(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::inspect::host::{HostCall, HostWait, WaitKind};
+    use crate::trace::inspect::host::{HostCall, HostWait, WaitKind};
 
     fn span(stream: &str, kind: Work, start_ms: f64, end_ms: f64) -> Span {
         Span::new(stream, kind, kind.role(), start_ms, end_ms)

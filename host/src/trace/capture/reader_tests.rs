@@ -3,14 +3,14 @@
 //! its exit handlers.
 use std::path::{Path, PathBuf};
 
-use crate::lab::capture::model::{Capture, Ending, Process};
-use crate::lab::capture::reader::{capture, read_dir, read_file, File};
-use crate::lab::inspect::host::{CallKind, WaitKind};
 use crate::lab::record::span::{HostWork, Work};
 use crate::runtime::cupti::trace_file::{Line, MarkerPhase};
+use crate::trace::capture::model::{Capture, Ending, Process};
+use crate::trace::capture::reader::{capture, read_dir, read_file, File};
+use crate::trace::inspect::host::{CallKind, WaitKind};
 
 pub(crate) fn testdata(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lab/capture/testdata").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/trace/capture/testdata").join(name)
 }
 
 pub(crate) fn read(name: &str) -> Capture {

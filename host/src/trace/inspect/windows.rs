@@ -5,9 +5,9 @@
 //! device, clipped to its occurrences; its host calls and waits are those that overlap them.
 use serde::Serialize;
 
-use crate::lab::inspect::host::{HostCall, HostWait, Range};
-use crate::lab::inspect::intervals::{length, union, Interval, EPS_MS};
+use crate::lab::record::intervals::{length, union, Interval, EPS_MS};
 use crate::lab::record::span::Span;
+use crate::trace::inspect::host::{HostCall, HostWait, Range};
 
 /// The most range names that get a window of their own, per process (in the order they were
 /// first marked); a program that names every step differently would otherwise flood the
@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_window_holds_only_its_process_calls_and_its_device_waits() {
-        use crate::lab::inspect::host::{CallKind, WaitKind};
+        use crate::trace::inspect::host::{CallKind, WaitKind};
         let spans = [span(1, 0, 0.0, 4.0)];
         let call = |process: u32, start_ms: f64| HostCall {
             process,

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map};
 
-use crate::lab::capture::model::{Capture, Process};
 use crate::lab::record::drawing::{plain_panels, Drawing};
 use crate::lab::record::output::{today, OutputFile};
 use crate::lab::record::picture::{timeline_svg, Caption};
@@ -17,6 +16,7 @@ use crate::lab::record::trace::{self, Meta};
 use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::trace::capture::model::{Capture, Process};
 
 /// Columns of the terminal's timeline.
 const TIMELINE_WIDTH: usize = 72;
@@ -130,8 +130,8 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::capture::reader_tests::read;
     use crate::lab::record::span::{HostWork, Work};
+    use crate::trace::capture::reader_tests::read;
 
     /// The round trip: records -> spans -> Perfetto trace -> spans, nothing lost.
     #[test]
@@ -199,7 +199,7 @@ mod tests {
             assert!(texts.iter().any(|t| t == row), "{row}: {texts:?}");
         }
         assert!(texts.iter().any(|t| t == "streamlab trace -- python3"), "{texts:?}");
-        // To look at it: STREAMLAB_PICTURES=dir cargo test -p streamlab --lib lab::capture
+        // To look at it: STREAMLAB_PICTURES=dir cargo test -p streamlab --lib trace::capture
         if let Some(dir) = std::env::var_os("STREAMLAB_PICTURES") {
             std::fs::write(std::path::Path::new(&dir).join("trace-test.svg"), &svg).unwrap();
         }

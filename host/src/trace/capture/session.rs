@@ -5,17 +5,16 @@
 //! trace file, so that everything after the injection runs on a machine without a GPU.
 use std::path::{Path, PathBuf};
 
-use crate::lab::capture::injection::Injection;
-use crate::lab::capture::program::{self, Ran};
-use crate::lab::capture::reader;
-use crate::lab::capture::recordings::{self, timeline_text};
-use crate::lab::capture::summary::{header, overlap, overlap_text, Cost, TraceReport};
-use crate::lab::harness::run_command::Failure;
-use crate::lab::inspect::findings::Thresholds;
 use crate::lab::record::output::OutputFile;
 use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::trace::capture::injection::Injection;
+use crate::trace::capture::program::{self, Ran};
+use crate::trace::capture::reader;
+use crate::trace::capture::recordings::{self, timeline_text};
+use crate::trace::capture::summary::{header, overlap, overlap_text, Cost, TraceReport};
+use crate::trace::inspect::findings::Thresholds;
 
 /// What one trace was asked to do.
 #[derive(Debug, Clone)]
@@ -132,10 +131,6 @@ impl TraceDir {
     }
 }
 
-fn failure(e: Error) -> Failure {
-    (e, Some("trace"))
-}
-
 /// A line of the report, on stderr (stdout is the program's).
 fn say(line: &Text, lang: Lang) {
     eprintln!("{}", line.render(lang));
@@ -150,11 +145,11 @@ fn start(program: &[String], env: &[(String, String)]) -> std::result::Result<Ra
 }
 
 /// Runs one trace; returns the exit code (the program's, see `streamlab trace --help`).
-pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, Failure> {
+pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     let lang = settings.lang;
-    let mut dir = TraceDir::new(settings.keep.as_deref()).map_err(failure)?;
-    let injection = prepare(&dir.path, settings.flush_ms, settings.max_records)
-        .map_err(|why| failure(Error::NotRun(why)))?;
+    let mut dir = TraceDir::new(settings.keep.as_deref())?;
+    let injection =
+        prepare(&dir.path, settings.flush_ms, settings.max_records).map_err(Error::NotRun)?;
     let untraced = match settings.cost {
         true => match start(&settings.program, &[]) {
             // Asked to stop during the first run: no second one.
@@ -242,8 +237,8 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> std::result::Result<i32, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::capture::program::RUNS;
-    use crate::lab::capture::reader_tests::testdata;
+    use crate::trace::capture::program::RUNS;
+    use crate::trace::capture::reader_tests::testdata;
 
     fn scratch(name: &str) -> PathBuf {
         let dir =
@@ -346,8 +341,8 @@ mod tests {
         let mut s = s;
         let keep = out.join("raw");
         s.keep = Some(keep.clone());
-        let (e, named) = trace(&s, &none).unwrap_err();
-        assert_eq!((e.exit_code(), named), (3, Some("trace")));
+        let e = trace(&s, &none).unwrap_err();
+        assert_eq!(e.exit_code(), 3);
         assert_eq!(e.to_string(), "libcupti not found: install it");
         assert!(!marker.exists(), "the program ran without its recorder");
         assert!(!keep.exists(), "the --keep folder made for it was left, empty");

@@ -3,7 +3,7 @@
 //! at once); work of different classes can overlap, work of one class mostly queues.
 use serde::Serialize;
 
-use crate::lab::inspect::intervals::{union, Interval};
+use crate::lab::record::intervals::{union, Interval};
 use crate::lab::record::span::{Span, Work};
 
 /// An engine class of the overlap report.

@@ -1,12 +1,12 @@
 //! The rules over one window's spans and host calls, and [`find`], which runs every rule of a
 //! window (the gap rules included) in [`Rule`]'s order.
-use crate::lab::inspect::engines::{busy, Engine};
-use crate::lab::inspect::findings::{by_stream, earliest, Example, Finding, Rule, Thresholds};
-use crate::lab::inspect::gap_rules;
-use crate::lab::inspect::host::CallKind;
-use crate::lab::inspect::intervals::{covered, length, overlap, union, EPS_MS};
-use crate::lab::inspect::windows::WindowRecords;
+use crate::lab::record::intervals::{covered, length, overlap, union, EPS_MS};
 use crate::lab::record::span::{Span, Work};
+use crate::trace::inspect::engines::{busy, Engine};
+use crate::trace::inspect::findings::{by_stream, earliest, Example, Finding, Rule, Thresholds};
+use crate::trace::inspect::gap_rules;
+use crate::trace::inspect::host::CallKind;
+use crate::trace::inspect::windows::WindowRecords;
 
 /// The findings of one window, in [`Rule`]'s order (all but [`Rule::LateRank`]).
 pub fn find(w: &WindowRecords, t: &Thresholds) -> Vec<Finding> {
@@ -110,7 +110,7 @@ fn alloc_between_work(w: &WindowRecords, spans: &[&Span]) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::inspect::host::HostCall;
+    use crate::trace::inspect::host::HostCall;
 
     fn span(stream: &str, kind: Work, start_ms: f64, end_ms: f64) -> Span {
         Span::new(stream, kind, kind.role(), start_ms, end_ms)

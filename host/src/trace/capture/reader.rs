@@ -10,14 +10,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use crate::lab::capture::model::{
-    call_kind, call_name, is_nccl_kernel, kernel_name, Capture, Device, Dropped, Ending, Process,
-};
-use crate::lab::inspect::host::{HostCall, HostWait, Range, WaitKind};
 use crate::lab::record::drawing::LEGACY_STREAM;
 use crate::lab::record::span::{HostSpan, HostWork, Span, Work};
 use crate::runtime::cupti::trace_file::{Direction, Line, MarkerPhase, Memory, SyncKind, FORMAT};
 use crate::t;
+use crate::trace::capture::model::{
+    call_kind, call_name, is_nccl_kernel, kernel_name, Capture, Device, Dropped, Ending, Process,
+};
+use crate::trace::inspect::host::{HostCall, HostWait, Range, WaitKind};
 
 /// The NVTX domains libraries mark their own calls in, as their sources name them: NCCL's
 /// (`ncclAllReduce`, ...), NVSHMEM's, and RAPIDS' libcudf, librmm and cuVS. Their ranges are

@@ -4,15 +4,15 @@
 //! [`Thresholds`]; [`OverlapReport::to_text`] renders it in the catalogs' words.
 use serde::Serialize;
 
-use crate::lab::inspect::engines::{busy, Engine};
-use crate::lab::inspect::findings::{Finding, Thresholds};
-use crate::lab::inspect::intervals::{length, overlap};
-use crate::lab::inspect::ranks::late_rank;
-use crate::lab::inspect::rules::find;
-use crate::lab::inspect::windows::{window_records, windows, Records, Window};
+use crate::lab::record::intervals::{length, overlap};
 use crate::lab::record::span::Span;
 use crate::lab::text::{fixed, Lang, Text};
 use crate::t;
+use crate::trace::inspect::engines::{busy, Engine};
+use crate::trace::inspect::findings::{Finding, Thresholds};
+use crate::trace::inspect::ranks::late_rank;
+use crate::trace::inspect::rules::find;
+use crate::trace::inspect::windows::{window_records, windows, Records, Window};
 
 /// The time each engine class was busy: the union of its spans (spans that run at once count
 /// once).
@@ -285,7 +285,7 @@ impl OverlapReport {
             out += &t!(
                 "inspect.ranges_left_out",
                 n = self.range_names_left_out,
-                max = crate::lab::inspect::windows::MAX_RANGE_NAMES
+                max = crate::trace::inspect::windows::MAX_RANGE_NAMES
             )
             .render(lang);
             out += "\n";
@@ -302,8 +302,8 @@ impl OverlapReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::inspect::findings::Rule;
     use crate::lab::record::span::Work;
+    use crate::trace::inspect::findings::Rule;
 
     fn span(stream: &str, kind: Work, start_ms: f64, end_ms: f64) -> Span {
         Span::new(stream, kind, kind.role(), start_ms, end_ms)
@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn a_range_window_lasts_its_occurrences_and_finds_what_happened_inside() {
-        use crate::lab::inspect::host::Range;
+        use crate::trace::inspect::host::Range;
         // One stream alternates copy and kernel in the range "phase 1" (twice), and runs a
         // copy under a kernel in "phase 2".
         let spans = [

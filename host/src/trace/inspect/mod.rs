@@ -6,7 +6,7 @@
 //! recorder made them. `streamlab trace -- <program>` feeds it another program's spans
 //! (recorded by the injected CUPTI library), with its host calls and NVTX ranges.
 //!
-//! Its parts, each a floor below the next: [`intervals`] (time as unions of spans),
+//! Its parts, each a floor below the next (time as unions of spans is `lab::record::intervals`):
 //! [`engines`] (which engine class each kind of work occupies), [`host`] (the host's calls,
 //! waits and NVTX ranges), [`windows`] (whole runs and ranges), [`findings`] (the rules and
 //! their thresholds), [`rules`] and `gap_rules` (one window's findings), [`ranks`] (late
@@ -15,7 +15,6 @@ pub mod engines;
 pub mod findings;
 mod gap_rules;
 pub mod host;
-pub mod intervals;
 pub mod overlap;
 pub mod ranks;
 pub mod rules;

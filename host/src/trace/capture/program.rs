@@ -22,7 +22,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getpgrp, tcgetpgrp, Pid};
 
-use crate::lab::capture::summary::Ended;
+use crate::trace::capture::summary::Ended;
 
 /// Why the program could not be started, and the code a shell would exit with.
 #[derive(Debug, Clone, PartialEq, Eq)]

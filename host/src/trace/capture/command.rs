@@ -5,15 +5,14 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args as _, FromArgMatches as _};
 
-use crate::lab::capture::session::{self, check_keep, Settings};
-use crate::lab::capture::{injection, program};
-use crate::lab::harness::args::{number, whole};
-use crate::lab::harness::common::lang_or_locale;
-use crate::lab::harness::run_command::Failure;
-use crate::lab::inspect::findings::Thresholds;
 use crate::lab::record::output::OutputFile;
+use crate::lab::text::flag_values::{number, whole};
+use crate::lab::text::Lang;
 use crate::runtime::context::driver_library_present;
 use crate::runtime::Error;
+use crate::trace::capture::session::{self, check_keep, Settings};
+use crate::trace::capture::{injection, program};
+use crate::trace::inspect::findings::Thresholds;
 
 /// How often the recorder hands CUPTI's records to its file, unless `--flush-ms` says.
 pub const FLUSH_MS: u64 = 200;
@@ -226,21 +225,18 @@ pub fn command() -> clap::Command {
     TraceFlags::augment_args(trace)
 }
 
-fn failure(e: Error) -> Failure {
-    (e, Some("trace"))
-}
-
-/// `streamlab trace` with `matches` (the subcommand's): the exit code to use.
-pub fn run(matches: &ArgMatches) -> Result<i32, Failure> {
-    let flags = TraceFlags::from_arg_matches(matches)
-        .map_err(|e| (Error::Internal(e.to_string()), None))?;
+/// `streamlab trace` with `matches` (the subcommand's): the exit code to use. An error is
+/// streamlab's own (`main.rs` names `trace` in its line).
+pub fn run(matches: &ArgMatches) -> Result<i32, Error> {
+    let flags =
+        TraceFlags::from_arg_matches(matches).map_err(|e| Error::Internal(e.to_string()))?;
     let file = |flag: &'static str, path: &Option<PathBuf>| {
-        path.as_deref().map(|p| OutputFile::checked(flag, p)).transpose().map_err(failure)
+        path.as_deref().map(|p| OutputFile::checked(flag, p)).transpose()
     };
     let (trace, svg, json) =
         (file("--trace", &flags.trace)?, file("--svg", &flags.svg)?, file("--json", &flags.json)?);
     if let Some(dir) = &flags.keep {
-        check_keep(dir).map_err(failure)?;
+        check_keep(dir)?;
     }
     let path = std::env::var("PATH").ok();
     if let Err(not) = program::resolve(&flags.program[0], path.as_deref()) {
@@ -250,11 +246,11 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Failure> {
     // Only looked for: this process must not start CUDA (the program's driver would then
     // share nothing with it, but a driver started here costs time and GPU memory).
     if !driver_library_present() {
-        return Err(failure(Error::NoDevice(
+        return Err(Error::NoDevice(
             "libcuda.so.1 (the NVIDIA driver's library) is not installed on this machine: \
              install the NVIDIA driver; nothing to trace"
                 .into(),
-        )));
+        ));
     }
     let settings = Settings {
         program: flags.program.clone(),
@@ -262,7 +258,7 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Failure> {
         svg,
         json,
         timeline: flags.timeline,
-        lang: lang_or_locale(flags.lang.as_deref()),
+        lang: Lang::or_locale(flags.lang.as_deref()),
         keep: flags.keep.clone(),
         flush_ms: flags.flush_ms,
         max_records: flags.max_records,
@@ -341,7 +337,7 @@ mod tests {
             assert!(help.contains(want), "{want}: {help}");
         }
         // Which NVTX domains make no window: the reader's list, every name of it.
-        let domains = crate::lab::capture::reader::LIBRARY_DOMAINS;
+        let domains = crate::trace::capture::reader::LIBRARY_DOMAINS;
         assert!(domains.iter().all(|d| help.contains(d)), "{domains:?}: {help}");
     }
 }
