@@ -3,12 +3,74 @@
 //! its buffers over (at every periodic flush and at exit), so a process killed even with
 //! SIGKILL leaves every line up to its last flush, and a cut last line is simply skipped.
 //!
+//! Where the recorder keeps the last records or a sample of ranges ([`WhenFull`]), the
+//! records themselves (kernels, copies, peer copies, memsets, synchronizations, calls and NVTX
+//! markers) go to segment files beside it, `<dir>/<pid>.<seq>.jsonl` ([`segment_path`]), so
+//! that the oldest can be deleted whole; the main file keeps every other line. A reader takes
+//! the main file, then the segments in `seq` order, as one process ([`file_name`]).
+//!
 //! Times are CUPTI timestamps in ns (one clock for every process of a host). Stream and
 //! context ids are CUPTI's (not the `CUstream` handles).
 use serde::{Deserialize, Serialize};
 
-/// The format's version, written in the [`Line::Process`] line.
-pub const FORMAT: u32 = 1;
+/// The format's version, written in the [`Line::Process`] line. Version 2 added the
+/// `Process` line's `keep`, the `Gate`, `Sampled` and `Crashed` lines, `Dropped`'s `before`
+/// and the segment files; a version 1 file reads as one that kept the first records.
+pub const FORMAT: u32 = 2;
+
+/// `<dir>/<pid>.jsonl`: a process's main file.
+pub fn main_path(dir: &std::path::Path, pid: u32) -> std::path::PathBuf {
+    dir.join(format!("{pid}.jsonl"))
+}
+
+/// `<dir>/<pid>.<seq>.jsonl`: one of a process's segment files.
+pub fn segment_path(dir: &std::path::Path, pid: u32, seq: u64) -> std::path::PathBuf {
+    dir.join(format!("{pid}.{seq}.jsonl"))
+}
+
+/// What a trace folder's file name says: `(pid, None)` for a main file, `(pid, Some(seq))`
+/// for a segment; `None` for a name of neither shape.
+pub fn file_name(name: &str) -> Option<(u32, Option<u64>)> {
+    let stem = name.strip_suffix(".jsonl")?;
+    match stem.split_once('.') {
+        None => Some((stem.parse().ok()?, None)),
+        Some((pid, seq)) => Some((pid.parse().ok()?, Some(seq.parse().ok()?))),
+    }
+}
+
+/// Which records the recorder keeps once it has kept `max_records`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenFull {
+    /// The first ones: later records are counted as dropped (format 1's only way).
+    #[default]
+    First,
+    /// The last ones: the oldest segment files are deleted ([`Line::Dropped`]'s `before`
+    /// says up to when).
+    Last,
+    /// Whole occurrences of one NVTX range, thinned evenly over the run
+    /// ([`Line::Sampled`] says which).
+    Sample,
+}
+
+/// What the recorder was asked to keep: the `Process` line's `keep`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Keep {
+    #[serde(default)]
+    pub when_full: WhenFull,
+    /// Records are kept from the start of the first NVTX range of this name (on any thread)...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_range: Option<String>,
+    /// ...until this many of them have ended (0: to the end of the run).
+    #[serde(default)]
+    pub capture_count: u64,
+    /// Records are kept from this many ms after the program was started...
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// ...for this many ms (`None`: to the end of the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
 
 /// Where a copy's source or destination lives (`CUpti_ActivityMemoryKind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +144,9 @@ pub enum Line {
         max_records: u64,
         /// CUPTI's clock when recording began.
         start_ns: u64,
+        /// What it was asked to keep (format 1 files have none: the first records).
+        #[serde(default)]
+        keep: Keep,
         /// What the recorder could not turn on, one reason each ("NVTX markers: …").
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         missing: Vec<String>,
@@ -176,7 +241,24 @@ pub enum Line {
     /// A name the program gave a stream, a device, a context or a thread through NVTX.
     Name { object: String, id: u32, name: String },
     /// Records lost: past `max_records`, or dropped by CUPTI itself for want of buffers.
-    Dropped { count: u64, why: String },
+    /// `before`, where the oldest records were dropped to keep the last ones: every record
+    /// dropped had completed before this time, and every record that completed later is kept.
+    Dropped {
+        count: u64,
+        why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<u64>,
+    },
+    /// The recorder began (`open`) or stopped keeping records at `time`, for the reason
+    /// `why` (a capture range's start, its last end, `--delay`, `--duration`). A host call or
+    /// marker is kept by its start; GPU work by the call that launched it.
+    Gate { time: u64, open: bool, why: String },
+    /// Per-range sampling: of the `total` occurrences of the NVTX range `range` seen so far,
+    /// these (numbered from 1) are kept whole, every `every`-th; the records of the others
+    /// were deleted. The last such line holds.
+    Sampled { range: String, every: u64, total: u64, kept: Vec<u64> },
+    /// A fatal signal reached the process; the recorder flushed what it could first.
+    Crashed { signal: i32, time: u64 },
     /// Something the recorder saw and the report should say (another CUPTI user, say).
     Note { text: String },
     /// A periodic flush finished: every record CUPTI completed up to `time` is above.

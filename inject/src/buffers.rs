@@ -98,7 +98,7 @@ unsafe fn write_records(context: *mut c_void, stream: u32, buffer: *mut u8, vali
     // SAFETY: the caller's promise.
     if let Ok(count @ 1..) = unsafe { cupti.dropped_in(context, stream) } {
         let why = "dropped by CUPTI: it had no buffer to write them in".to_string();
-        text.push_str(&Line::Dropped { count: count as u64, why }.to_json_line());
+        text.push_str(&Line::Dropped { count: count as u64, why, before: None }.to_json_line());
     }
     lock(&recorder.writer).append(&text);
 }
@@ -160,7 +160,9 @@ impl Budget {
             let now = count.load(Ordering::Relaxed);
             let before = written.swap(now, Ordering::Relaxed);
             if now > before {
-                text.push_str(&Line::Dropped { count: now - before, why }.to_json_line());
+                text.push_str(
+                    &Line::Dropped { count: now - before, why, before: None }.to_json_line(),
+                );
             }
         };
         let over = format!("over the limit of {} records (STREAMLAB_TRACE_MAX_RECORDS)", self.max);
@@ -202,7 +204,7 @@ mod tests {
         assert!(!budget.admit(&kernel(7, 0)));
         let lines: Vec<Line> =
             budget.dropped_lines().lines().map(|l| Line::parse(l).unwrap()).collect();
-        let [Line::Dropped { count: 1, why: over }, Line::Dropped { count: 1, why: running }] =
+        let [Line::Dropped { count: 1, why: over, .. }, Line::Dropped { count: 1, why: running, .. }] =
             &lines[..]
         else {
             panic!("{lines:?}")

@@ -185,6 +185,7 @@ fn start() {
         flush_ms: config.flush_ms,
         max_records: config.max_records,
         start_ns,
+        keep: Default::default(),
         missing,
     };
     lock(&recorder.writer).start(&process);

@@ -95,6 +95,7 @@ mod tests {
             flush_ms: 200,
             max_records: 10,
             start_ns: 5,
+            keep: Default::default(),
             missing: vec![],
         }
     }

@@ -138,7 +138,7 @@ fn a_process_recorded_through_a_stand_in_cupti() {
         lines
             .iter()
             .map(|l| match l {
-                Line::Dropped { count, why } if why.contains(word) => *count,
+                Line::Dropped { count, why, .. } if why.contains(word) => *count,
                 _ => 0,
             })
             .sum()

@@ -210,7 +210,7 @@ fn read_names(lines: &[Line], p: &mut Process) -> Names {
                 (p.pid, p.ppid, p.args) = (*pid, *ppid, args.clone());
                 (p.cupti, p.cupti_version) = (cupti.clone(), *cupti_version);
                 (p.flush_ms, p.max_records, p.missing) = (*flush_ms, *max_records, missing.clone());
-                if *format != FORMAT {
+                if *format > FORMAT {
                     p.notes
                         .push(t!("trace.file.other_format", format = *format, ours = FORMAT).en());
                 }
@@ -392,7 +392,7 @@ fn process(file: File, origin: u64) -> Process {
                     end_ms: ms(time),
                 }),
             },
-            Line::Dropped { count, why } => match p.dropped.iter_mut().find(|d| d.why == why) {
+            Line::Dropped { count, why, .. } => match p.dropped.iter_mut().find(|d| d.why == why) {
                 Some(d) => d.count += count,
                 None => p.dropped.push(Dropped { count, why }),
             },
