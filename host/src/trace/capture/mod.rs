@@ -8,6 +8,7 @@
 //!
 //! Named "capture" so that its files are not confused with the Perfetto writer
 //! (`record::trace`).
+pub mod analysis;
 pub mod command;
 pub mod file_text;
 pub mod injection;

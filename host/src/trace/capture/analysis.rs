@@ -1,0 +1,23 @@
+//! The analysis of a trace folder, from its files to the overlap report, with nothing drawn
+//! or written: what `streamlab trace` does once the program has ended, what `streamlab
+//! report DIR` does with a kept folder, and what `benches/trace_analysis.rs` times.
+use std::path::Path;
+
+use crate::trace::capture::model::Capture;
+use crate::trace::capture::reader;
+use crate::trace::capture::summary::overlap;
+use crate::trace::inspect::findings::Thresholds;
+use crate::trace::inspect::overlap::OverlapReport;
+
+/// A trace folder read and reported on.
+pub struct Analysis {
+    pub capture: Capture,
+    pub report: OverlapReport,
+}
+
+/// Reads every recorder file of `dir` and reports on them with `thresholds`.
+pub fn analyse(dir: &Path, thresholds: &Thresholds) -> Result<Analysis, String> {
+    let capture = reader::read_dir(dir)?;
+    let report = overlap(&capture, thresholds);
+    Ok(Analysis { capture, report })
+}
