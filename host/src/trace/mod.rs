@@ -5,8 +5,12 @@
 //! - [`capture`]: running another program under the recorder (`inject/`, loaded by the CUDA
 //!   driver), its files read back per process, drawn and reported on;
 //! - [`inspect`]: what the records say about overlap: windows, each engine class's busy
-//!   time, the bound, and the findings that name the lesson teaching each fix.
+//!   time, the bound, and the findings that name the lesson teaching each fix;
+//! - [`read`]: the recorder's files read as a stream into columns, one clock for every
+//!   process.
 // The rooms, top down: `tests/layers.rs` reads this order.
 pub mod capture;
 // -
 pub mod inspect;
+// -
+pub mod read;

@@ -3,11 +3,10 @@
 //! report DIR` does with a kept folder, and what `benches/trace_analysis.rs` times.
 use std::path::Path;
 
-use crate::trace::capture::model::Capture;
-use crate::trace::capture::reader;
-use crate::trace::capture::summary::overlap;
 use crate::trace::inspect::findings::Thresholds;
-use crate::trace::inspect::overlap::OverlapReport;
+use crate::trace::inspect::overlap::{overlap_report, OverlapReport};
+use crate::trace::read::model::Capture;
+use crate::trace::read::reader;
 
 /// A trace folder read and reported on.
 pub struct Analysis {
@@ -18,6 +17,6 @@ pub struct Analysis {
 /// Reads every recorder file of `dir` and reports on them with `thresholds`.
 pub fn analyse(dir: &Path, thresholds: &Thresholds) -> Result<Analysis, String> {
     let capture = reader::read_dir(dir)?;
-    let report = overlap(&capture, thresholds);
+    let report = overlap_report(&capture, thresholds);
     Ok(Analysis { capture, report })
 }

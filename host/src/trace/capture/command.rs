@@ -195,6 +195,16 @@ pub struct TraceFlags {
     )]
     pub late_rank_ms: f64,
     #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = Thresholds::DEFAULT.cpu_ahead_ms,
+        allow_negative_numbers = true,
+        value_parser = number(0.0..=600_000.0),
+        help_heading = THRESHOLDS,
+        help = "In an NVTX range's window, the work it launched ending more than MS after the range (at the median of its occurrences) is the CPU running ahead of the GPU [0..=600000]"
+    )]
+    pub cpu_ahead_ms: f64,
+    #[arg(
         last = true,
         required = true,
         num_args = 1..,
@@ -213,6 +223,7 @@ pub fn thresholds(f: &TraceFlags) -> Thresholds {
         small_kernel_ms: f.small_kernel_ms,
         many_small_kernels: f.many_small_kernels,
         late_rank_ms: f.late_rank_ms,
+        cpu_ahead_ms: f.cpu_ahead_ms,
     }
 }
 
@@ -337,7 +348,7 @@ mod tests {
             assert!(help.contains(want), "{want}: {help}");
         }
         // Which NVTX domains make no window: the reader's list, every name of it.
-        let domains = crate::trace::capture::reader::LIBRARY_DOMAINS;
+        let domains = crate::trace::read::builder::LIBRARY_DOMAINS;
         assert!(domains.iter().all(|d| help.contains(d)), "{domains:?}: {help}");
     }
 }

@@ -60,7 +60,7 @@ mod tests {
     fn every_template_is_still_written_by_the_recorder_or_the_reader() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut code = String::new();
-        for dir in ["inject/src", "host/src/trace/capture"] {
+        for dir in ["inject/src", "host/src/trace/capture", "host/src/trace/read"] {
             for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
                 let path = entry.path();
                 // Not this file, whose tests write every sentence out.

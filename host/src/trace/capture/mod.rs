@@ -12,11 +12,7 @@ pub mod analysis;
 pub mod command;
 pub mod file_text;
 pub mod injection;
-pub mod model;
 pub mod program;
-pub mod reader;
-#[cfg(test)]
-mod reader_tests;
 pub mod recordings;
 pub mod session;
 pub mod summary;

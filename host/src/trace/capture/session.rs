@@ -9,12 +9,13 @@ use crate::lab::record::output::OutputFile;
 use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::trace::capture::analysis::analyse;
 use crate::trace::capture::injection::Injection;
 use crate::trace::capture::program::{self, Ran};
-use crate::trace::capture::reader;
 use crate::trace::capture::recordings::{self, timeline_text};
-use crate::trace::capture::summary::{header, overlap, overlap_text, Cost, TraceReport};
+use crate::trace::capture::summary::{header, Cost, TraceReport};
 use crate::trace::inspect::findings::Thresholds;
+use crate::trace::inspect::overlap_text::report_text;
 
 /// What one trace was asked to do.
 #[derive(Debug, Clone)]
@@ -175,13 +176,15 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
             code
         }
     };
-    let capture = match reader::read_dir(&dir.path) {
-        Ok(c) => c,
+    let analysis = match analyse(&dir.path, &settings.thresholds) {
+        Ok(a) => a,
         Err(why) => {
             return Ok(after(Error::Internal(format!("reading the recorder's files: {why}"))))
         }
     };
-    let mut lines = header(&capture, &injection, &settings.program);
+    let (capture, report) = (&analysis.capture, &analysis.report);
+    let fallback = (injection.cupti.display().to_string(), injection.cupti_version);
+    let mut lines = header(capture, Some(fallback), &settings.program);
     lines.push(ran.ended.line());
     let cost = untraced.map(|u| Cost {
         untraced_ms: u.wall_ms,
@@ -195,14 +198,13 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     }
     // One set of recordings for the timeline, the trace and the picture (a capture can hold
     // a quarter of a million spans a process).
-    let drawn = recordings::recordings(&capture);
+    let drawn = recordings::recordings(capture);
     if settings.timeline {
         eprint!("{}", timeline_text(&drawn, lang));
     }
-    let report = overlap(&capture, &settings.thresholds);
-    eprint!("{}", overlap_text(&report, lang));
+    eprint!("{}", report_text(report, lang));
     let written = recordings::write(
-        &capture,
+        capture,
         &drawn,
         &settings.program,
         settings.trace.as_ref(),
@@ -212,7 +214,8 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
         return Ok(after(e));
     }
     if let Some(file) = &settings.json {
-        let json = TraceReport::new(&settings.program, ran.ended, &lines, &capture, &report, cost);
+        let json =
+            TraceReport::new(&settings.program, Some(ran.ended), &lines, capture, report, cost);
         let text = serde_json::to_string_pretty(&json)
             .map_err(|e| Error::Internal(format!("report JSON: {e}")));
         if let Err(e) = text.and_then(|t| file.write(&t)) {
@@ -238,7 +241,7 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
 mod tests {
     use super::*;
     use crate::trace::capture::program::RUNS;
-    use crate::trace::capture::reader_tests::testdata;
+    use crate::trace::read::reader_tests::testdata;
 
     fn scratch(name: &str) -> PathBuf {
         let dir =

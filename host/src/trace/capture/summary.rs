@@ -3,21 +3,20 @@
 //! recording ended), the overlap report of each process from `inspect`, and the same as
 //! JSON for `--json FILE`. Every sentence comes from the catalogs, so `--lang zh` reads it
 //! in Chinese; the JSON keeps the English.
-use serde::Serialize;
+use std::path::PathBuf;
 
-use crate::lab::record::span::Span;
-use crate::lab::text::{fixed, Lang, Text};
+use serde::{Deserialize, Serialize};
+
+use crate::lab::text::{fixed, Text};
+use crate::runtime::cupti::trace_file::{Keep, WhenFull};
 use crate::t;
 use crate::trace::capture::file_text::said;
-use crate::trace::capture::injection::Injection;
-use crate::trace::capture::model::{Capture, Ending, Process};
-use crate::trace::inspect::findings::Thresholds;
-use crate::trace::inspect::host::{HostCall, HostWait, Range};
-use crate::trace::inspect::overlap::{overlap_report, OverlapReport};
-use crate::trace::inspect::windows::Records;
+use crate::trace::inspect::overlap::OverlapReport;
+use crate::trace::inspect::wholeness::end_missing;
+use crate::trace::read::model::{Capture, Cut, Device, Dropped, Ending, Ns, Process, Sampled};
 
 /// How the traced program ended, as a shell reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ended {
     /// It exited with this code.
@@ -39,18 +38,13 @@ impl Ended {
     pub fn line(self) -> Text {
         match self {
             Ended::Code(code) => t!("trace.exited", code),
-            Ended::Signal(n) => {
-                let name = nix::sys::signal::Signal::try_from(n)
-                    .map(|s| s.as_str().to_string())
-                    .unwrap_or_else(|_| "unknown signal".into());
-                t!("trace.killed", n, name)
-            }
+            Ended::Signal(n) => t!("trace.killed", n, name = signal_name(n)),
         }
     }
 }
 
 /// What tracing cost: the program's wall time run once without the recorder and once with.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
     pub untraced_ms: f64,
     pub traced_ms: f64,
@@ -74,39 +68,11 @@ impl Cost {
     }
 }
 
-/// The overlap report of the capture: every process's records together (its spans, host
-/// calls, waits, NVTX ranges and legacy default rows), one window per process and device and
-/// per NVTX range, and the findings across them (a late rank).
-pub fn overlap(capture: &Capture, thresholds: &Thresholds) -> OverlapReport {
-    fn all<T: Clone>(capture: &Capture, part: impl Fn(&Process) -> &[T]) -> Vec<T> {
-        capture.processes.iter().flat_map(|p| part(p).iter().cloned()).collect()
-    }
-    let spans: Vec<Span> = all(capture, |p| &p.spans);
-    let calls: Vec<HostCall> = all(capture, |p| &p.calls);
-    let waits: Vec<HostWait> = all(capture, |p| &p.waits);
-    let ranges: Vec<Range> = all(capture, |p| &p.ranges);
-    let rows_of = |rows: fn(&Process) -> &Vec<String>| -> Vec<(u32, String)> {
-        let each = capture.processes.iter();
-        each.flat_map(|p| rows(p).iter().map(|row| (p.pid, row.clone()))).collect()
-    };
-    let legacy_rows = rows_of(|p| &p.legacy_rows);
-    let blocking_rows = rows_of(|p| &p.blocking_rows);
-    let records = Records {
-        spans: &spans,
-        calls: &calls,
-        waits: &waits,
-        ranges: &ranges,
-        legacy_rows: &legacy_rows,
-        blocking_rows: &blocking_rows,
-        host_calls_recorded: !calls.is_empty(),
-    };
-    overlap_report(&records, thresholds)
-}
-
-/// The header's lines: the program, which CUPTI (each library once; the injection's where no
-/// process wrote a file), the flush interval and limit, the records, then each process's
-/// devices, drops, skipped lines, what it could not record, notes, and how it ended.
-pub fn header(capture: &Capture, injection: &Injection, command: &[String]) -> Vec<Text> {
+/// The header's lines: the program, which CUPTI (each library once; `fallback`, the
+/// injection's, where no process wrote a file), the flush interval and limit, the records,
+/// then each process's devices, what it kept, drops, skipped lines, what it could not record,
+/// notes, ranges without their end, and how it ended.
+pub fn header(capture: &Capture, fallback: Option<(String, u32)>, command: &[String]) -> Vec<Text> {
     let mut lines = vec![t!("trace.program", command = command.join(" "))];
     let mut libraries: Vec<(String, u32)> = capture
         .processes
@@ -118,7 +84,7 @@ pub fn header(capture: &Capture, injection: &Injection, command: &[String]) -> V
     libraries.sort();
     libraries.dedup();
     if libraries.is_empty() {
-        libraries.push((injection.cupti.display().to_string(), injection.cupti_version));
+        libraries.extend(fallback);
     }
     for (file, version) in libraries {
         lines.push(t!("trace.cupti", file, version));
@@ -127,8 +93,9 @@ pub fn header(capture: &Capture, injection: &Injection, command: &[String]) -> V
     let told = capture.processes.first();
     let flush = told.map_or(0, |p| p.flush_ms);
     let max = told.map_or(0, |p| p.max_records);
-    if told.is_some() {
+    if let Some(p) = told {
         lines.push(t!("trace.flush", flush, max));
+        lines.extend(keep_line(p));
     }
     let (kept, dropped, skipped) = (capture.records(), capture.dropped(), capture.skipped());
     lines.push(t!("trace.records", kept, dropped, skipped));
@@ -136,21 +103,57 @@ pub fn header(capture: &Capture, injection: &Injection, command: &[String]) -> V
         lines.push(t!("trace.no_process"));
     }
     for p in &capture.processes {
-        lines.extend(process_lines(p));
+        lines.extend(process_lines(capture, p));
     }
     lines
 }
 
-fn process_lines(p: &Process) -> Vec<Text> {
+/// What the recorder was asked to keep, where it is more than "the first records".
+fn keep_line(p: &Process) -> Option<Text> {
+    let keep = &p.keep;
+    let mut what: Vec<Text> = Vec::new();
+    if let Some(range) = &keep.capture_range {
+        let range = format!("\"{range}\"");
+        what.push(match keep.capture_count {
+            0 => t!("trace.keep.range_all", range),
+            count => t!("trace.keep.range", range, count),
+        });
+    }
+    if keep.delay_ms > 0 {
+        what.push(t!("trace.keep.delay", s = fixed(keep.delay_ms as f64 / 1e3, 3)));
+    }
+    if let Some(ms) = keep.duration_ms {
+        what.push(t!("trace.keep.duration", s = fixed(ms as f64 / 1e3, 3)));
+    }
+    what.push(match keep.when_full {
+        WhenFull::First => t!("trace.keep.first"),
+        WhenFull::Last => t!("trace.keep.last"),
+        WhenFull::Sample => t!("trace.keep.sample"),
+    });
+    Some(t!("trace.keep", what = Text::List(what)))
+}
+
+fn process_lines(capture: &Capture, p: &Process) -> Vec<Text> {
+    let ms = |ns: Ns| fixed(capture.ms(ns), 3);
     let label = p.label();
     let devices: Vec<String> =
         p.devices.iter().map(|d| format!("GPU {} {}", d.id, d.name)).collect();
     let devices =
         if devices.is_empty() { t!("trace.no_devices") } else { devices.join(", ").into() };
     let mut lines = vec![t!("trace.process", label, devices, records = p.records)];
+    for gate in &p.gates {
+        let why = said(&gate.why);
+        lines.push(match gate.open {
+            true => t!("trace.gate_open", label, ms = ms(gate.time), why),
+            false => t!("trace.gate_closed", label, ms = ms(gate.time), why),
+        });
+    }
     // The recorder's sentences, in the report's language where the catalogs know them.
     for d in &p.dropped {
         lines.push(t!("trace.dropped", label, count = d.count, why = said(&d.why)));
+    }
+    if let Some(before) = p.dropped_before {
+        lines.push(t!("trace.kept_from", label, ms = ms(before)));
     }
     if p.skipped > 0 {
         lines.push(t!("trace.skipped", label, count = p.skipped));
@@ -161,29 +164,132 @@ fn process_lines(p: &Process) -> Vec<Text> {
     for text in &p.notes {
         lines.push(t!("trace.note", label, text = said(text)));
     }
+    // A range without its end never ended only where the record is whole to the exit.
     for name in &p.unclosed {
-        let ms = fixed(p.last_ms, 3);
-        lines.push(t!("trace.unclosed", label, name = format!("\"{name}\""), ms));
+        let name = format!("\"{name}\"");
+        lines.push(match end_missing(p) {
+            None => t!("trace.unclosed", label, name, ms = ms(p.last_ns)),
+            Some((at, cut)) => {
+                let why = match cut {
+                    Cut::Gate => t!("trace.cut.gate"),
+                    Cut::Limit => t!("trace.cut.limit"),
+                    Cut::Ended => t!("trace.cut.ended"),
+                };
+                t!("trace.end_not_recorded", label, name, ms = ms(at), why)
+            }
+        });
     }
     lines.push(match p.ending {
-        Ending::Exit { at_ms } => t!("trace.ended_exit", label, ms = fixed(at_ms, 3)),
-        Ending::LastFlush { at_ms } => t!("trace.ended_flush", label, ms = fixed(at_ms, 3)),
+        Ending::Exit { at } => t!("trace.ended_exit", label, ms = ms(at)),
+        Ending::Crashed { signal, at } => {
+            let name = signal_name(signal);
+            t!("trace.ended_crashed", label, n = signal, name, ms = ms(at))
+        }
+        Ending::LastFlush { at } => t!("trace.ended_flush", label, ms = ms(at)),
         Ending::NoFlush => t!("trace.ended_none", label),
     });
     lines
 }
 
-/// The overlap report as text.
-pub fn overlap_text(report: &OverlapReport, lang: Lang) -> String {
-    report.to_text(lang)
+/// `SIGSEGV`, or "unknown signal".
+fn signal_name(n: i32) -> String {
+    nix::sys::signal::Signal::try_from(n)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| "unknown signal".into())
+}
+
+/// How a process's recording ended, as the JSON says it: times in ms from the origin.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum EndingReport {
+    Exit { at_ms: f64 },
+    Crashed { signal: i32, at_ms: f64 },
+    LastFlush { at_ms: f64 },
+    NoFlush,
+}
+
+/// A recorder's gate, its time in ms from the origin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateReport {
+    pub at_ms: f64,
+    pub open: bool,
+    pub why: String,
+}
+
+/// One process, as the JSON says it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessReport<'a> {
+    pub pid: u32,
+    pub ppid: u32,
+    pub args: &'a [String],
+    pub files: &'a [PathBuf],
+    pub cupti: &'a str,
+    pub cupti_version: u32,
+    pub flush_ms: u64,
+    pub max_records: u64,
+    pub keep: &'a Keep,
+    pub missing: &'a [String],
+    pub devices: &'a [Device],
+    pub records: u64,
+    pub dropped: &'a [Dropped],
+    /// Every record from this time on was kept (older ones dropped to keep the last ones).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_from_ms: Option<f64>,
+    pub gates: Vec<GateReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<&'a Sampled>,
+    pub notes: &'a [String],
+    pub skipped: u64,
+    /// NVTX ranges whose end was not recorded.
+    pub unclosed: &'a [String],
+    pub ending: EndingReport,
+}
+
+impl<'a> ProcessReport<'a> {
+    pub fn new(capture: &Capture, p: &'a Process) -> ProcessReport<'a> {
+        let ms = |ns: Ns| capture.ms(ns);
+        ProcessReport {
+            pid: p.pid,
+            ppid: p.ppid,
+            args: &p.args,
+            files: &p.files,
+            cupti: &p.cupti,
+            cupti_version: p.cupti_version,
+            flush_ms: p.flush_ms,
+            max_records: p.max_records,
+            keep: &p.keep,
+            missing: &p.missing,
+            devices: &p.devices,
+            records: p.records,
+            dropped: &p.dropped,
+            kept_from_ms: p.dropped_before.map(ms),
+            gates: p
+                .gates
+                .iter()
+                .map(|g| GateReport { at_ms: ms(g.time), open: g.open, why: g.why.clone() })
+                .collect(),
+            sampled: p.sampled.as_ref(),
+            notes: &p.notes,
+            skipped: p.skipped,
+            unclosed: &p.unclosed,
+            ending: match p.ending {
+                Ending::Exit { at } => EndingReport::Exit { at_ms: ms(at) },
+                Ending::Crashed { signal, at } => EndingReport::Crashed { signal, at_ms: ms(at) },
+                Ending::LastFlush { at } => EndingReport::LastFlush { at_ms: ms(at) },
+                Ending::NoFlush => EndingReport::NoFlush,
+            },
+        }
+    }
 }
 
 /// What `--json FILE` holds.
 #[derive(Debug, Serialize)]
 pub struct TraceReport<'a> {
     pub command: &'a [String],
-    pub ended: Ended,
-    pub exit_code: i32,
+    /// How the program ended (`streamlab report` on a folder the trace command did not
+    /// describe does not know).
+    pub ended: Option<Ended>,
+    pub exit_code: Option<i32>,
     /// The header's lines, in English.
     pub header: Vec<String>,
     pub records: u64,
@@ -191,7 +297,7 @@ pub struct TraceReport<'a> {
     pub skipped: u64,
     /// CUPTI's clock at time 0 of every `_ms` below.
     pub origin_ns: u64,
-    pub processes: &'a [Process],
+    pub processes: Vec<ProcessReport<'a>>,
     pub overlap: &'a OverlapReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
@@ -200,7 +306,7 @@ pub struct TraceReport<'a> {
 impl<'a> TraceReport<'a> {
     pub fn new(
         command: &'a [String],
-        ended: Ended,
+        ended: Option<Ended>,
         header: &[Text],
         capture: &'a Capture,
         overlap: &'a OverlapReport,
@@ -209,13 +315,13 @@ impl<'a> TraceReport<'a> {
         TraceReport {
             command,
             ended,
-            exit_code: ended.exit_code(),
+            exit_code: ended.map(Ended::exit_code),
             header: header.iter().map(Text::en).collect(),
             records: capture.records(),
             dropped: capture.dropped(),
             skipped: capture.skipped(),
             origin_ns: capture.origin_ns,
-            processes: &capture.processes,
+            processes: capture.processes.iter().map(|p| ProcessReport::new(capture, p)).collect(),
             overlap,
             cost,
         }
@@ -225,17 +331,15 @@ impl<'a> TraceReport<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::text::{english_sentence, has_chinese};
-    use crate::trace::capture::reader_tests::read;
-    use crate::trace::inspect::findings::Rule;
+    use crate::lab::text::{english_sentence, has_chinese, Lang};
+    use crate::trace::inspect::findings::{Rule, Thresholds};
+    use crate::trace::inspect::overlap::overlap_report;
+    use crate::trace::inspect::overlap_text::report_text;
+    use crate::trace::read::reader_tests::read;
 
-    fn injection() -> Injection {
-        Injection {
-            library: "/cache/libstreamlab_inject.so".into(),
-            cupti: "/usr/lib/libcupti.so.13".into(),
-            cupti_version: 130001,
-            env: Vec::new(),
-        }
+    /// The injection's CUPTI, said where no process wrote a file.
+    fn injection() -> Option<(String, u32)> {
+        Some(("/usr/lib/libcupti.so.13".into(), 130001))
     }
 
     #[test]
@@ -243,7 +347,7 @@ mod tests {
         let capture = read("one-process");
         let command = vec!["python3".to_string(), "train.py".into()];
         let lines: Vec<String> =
-            header(&capture, &injection(), &command).iter().map(Text::en).collect();
+            header(&capture, injection(), &command).iter().map(Text::en).collect();
         let has = |want: &str| lines.iter().any(|l| l == want);
         assert!(has("== traced: python3 train.py"), "{lines:#?}");
         // The process's own CUPTI, not the injection's.
@@ -263,13 +367,15 @@ mod tests {
         assert!(lines.iter().any(|l| l.starts_with(&format!(
             "{label}: another CUPTI library is loaded in the process: /opt/torch/"
         ))));
+        // Records past the limit were dropped from the start (the first ones kept): the
+        // range's end may be among them, so it is not said to have never ended.
         assert!(has(&format!(
-            "{label}: the NVTX range \"eval\" never ended: it is drawn up to the last record, 5.900 ms"
-        )));
+            "{label}: the end of the NVTX range \"eval\" was not recorded: the record limit was reached, and the first records were kept, at 0.000 ms (it is drawn up to there)"
+        )), "{lines:#?}");
         assert!(has(&format!("{label}: recorded to its exit handlers, at 5.900 ms")), "{lines:#?}");
         // In Chinese, every line is Chinese, the recorder's sentences included: no English
         // sentence of ours is left (the process's label is the program's own words).
-        for line in header(&capture, &injection(), &command) {
+        for line in header(&capture, injection(), &command) {
             let zh = line.render(Lang::Zh);
             assert!(has_chinese(&zh) || zh.starts_with("CUPTI"), "{zh}");
             assert_eq!(english_sentence(&zh.replace(label, "")), None, "{zh}");
@@ -284,7 +390,7 @@ mod tests {
         third.pid = 300;
         capture.processes.push(third);
         let lines: Vec<String> =
-            header(&capture, &injection(), &["x".into()]).iter().map(Text::en).collect();
+            header(&capture, injection(), &["x".into()]).iter().map(Text::en).collect();
         let named: Vec<&String> = lines.iter().filter(|l| l.starts_with("CUPTI: ")).collect();
         assert_eq!(named.len(), 2, "{named:?}");
     }
@@ -293,7 +399,7 @@ mod tests {
     fn a_killed_process_is_said_to_end_at_its_last_flush() {
         let capture = read("killed");
         let lines: Vec<String> =
-            header(&capture, &injection(), &["./overlap".into()]).iter().map(Text::en).collect();
+            header(&capture, injection(), &["./overlap".into()]).iter().map(Text::en).collect();
         assert!(
             lines.contains(&"pid 777 · overlap: recorded up to the last flush at 0.500 ms; the program did not reach its exit handlers".to_string()),
             "{lines:#?}"
@@ -304,7 +410,7 @@ mod tests {
         // Without any process, the injection's CUPTI is named and the report says why.
         let empty = Capture { processes: Vec::new(), origin_ns: 0 };
         let lines: Vec<String> =
-            header(&empty, &injection(), &["true".into()]).iter().map(Text::en).collect();
+            header(&empty, injection(), &["true".into()]).iter().map(Text::en).collect();
         assert!(lines.contains(&"CUPTI: /usr/lib/libcupti.so.13, API version 130001".to_string()));
         assert!(lines.iter().any(|l| l.starts_with("no process wrote a trace file")), "{lines:#?}");
     }
@@ -312,7 +418,7 @@ mod tests {
     #[test]
     fn each_process_gets_its_overlap_report_and_endings_their_lines() {
         let capture = read("one-process");
-        let report = overlap(&capture, &Thresholds::DEFAULT);
+        let report = overlap_report(&capture, &Thresholds::DEFAULT);
         let windows: Vec<(u32, u32, Option<&str>)> = report
             .windows
             .iter()
@@ -322,7 +428,7 @@ mod tests {
         let rules: Vec<Rule> = report.windows[0].findings.iter().map(|f| f.rule).collect();
         assert!(rules.contains(&Rule::PageableCopy), "{rules:?}");
         assert!(report.host_calls_recorded);
-        let text = overlap_text(&report, Lang::En);
+        let text = report_text(&report, Lang::En);
         assert!(text.contains("pinned-vs-pageable"), "{text}");
         assert_eq!(Ended::Signal(9).exit_code(), 137);
         assert_eq!(Ended::Signal(9).line().en(), "the program was killed by signal 9 (SIGKILL)");

@@ -3,8 +3,7 @@
 //! at once); work of different classes can overlap, work of one class mostly queues.
 use serde::Serialize;
 
-use crate::lab::record::intervals::{union, Interval};
-use crate::lab::record::span::{Span, Work};
+use crate::lab::record::span::Work;
 
 /// An engine class of the overlap report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -61,17 +60,6 @@ impl Engine {
     }
 }
 
-/// The union of the spans whose engine class `keep` accepts (spans on no engine left out):
-/// the time at least one of them was running.
-pub fn busy(spans: &[&Span], keep: impl Fn(Engine) -> bool) -> Vec<Interval> {
-    let intervals = spans
-        .iter()
-        .filter(|s| Engine::of(s.kind).is_some_and(&keep))
-        .map(|s| (s.start_ms, s.end_ms))
-        .collect();
-    union(intervals)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,17 +72,5 @@ mod tests {
         assert_eq!(Engine::of(Work::Memset), Some(Engine::Compute));
         assert_eq!(Engine::of(Work::CopyPeer), Some(Engine::DeviceCopy));
         assert!(!Engine::Collective.is_copy() && Engine::DeviceCopy.is_copy());
-    }
-
-    #[test]
-    fn busy_keeps_only_the_classes_asked_for() {
-        let spans = [
-            Span::new("a", Work::Kernel, "k", 0.0, 2.0),
-            Span::new("b", Work::CopyToDevice, "h2d", 1.0, 3.0),
-            Span::new("c", Work::HostFn, "f", 5.0, 6.0),
-        ];
-        let spans: Vec<&Span> = spans.iter().collect();
-        assert_eq!(busy(&spans, |e| e == Engine::Compute), [(0.0, 2.0)]);
-        assert_eq!(busy(&spans, |_| true), [(0.0, 3.0)]);
     }
 }

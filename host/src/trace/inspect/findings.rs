@@ -1,13 +1,12 @@
 //! What a finding is: the rules (each stated exactly in its [`Rule`] variant's doc), their
 //! thresholds, and a match's count, cost and example. A finding is only what the records
 //! show, and its wording (the catalogs' `inspect.seen.*`) says what was seen, not why. The
-//! rules themselves live in `rules` (over one window's spans and calls), `gap_rules` (over
-//! the device's idle gaps) and `ranks` (across windows).
-use std::collections::BTreeMap;
-
+//! rules themselves live in `rules` (over one window's records and calls), `gap_rules` (over
+//! the device's idle gaps), `ahead` (the CPU ahead of the GPU) and `ranks` (across windows).
 use serde::Serialize;
 
-use crate::lab::record::span::Span;
+use crate::trace::inspect::windows::Piece;
+use crate::trace::read::model::{ms_since, Ns, Process};
 
 /// Every threshold a finding uses. The defaults are [`Thresholds::DEFAULT`], declared once;
 /// `streamlab trace` has a flag for each, and the report prints those it used.
@@ -27,6 +26,9 @@ pub struct Thresholds {
     pub many_small_kernels: usize,
     /// A collective whose ranks started it further apart than this waited for a late rank.
     pub late_rank_ms: f64,
+    /// The work a range launched ending this much after the range, at the median over its
+    /// occurrences, is the CPU running ahead of the GPU.
+    pub cpu_ahead_ms: f64,
 }
 
 impl Thresholds {
@@ -45,7 +47,36 @@ impl Thresholds {
         many_small_kernels: 100,
         // 50 µs: ranks that issue the same step drift by a few µs; more is a rank behind.
         late_rank_ms: 0.05,
+        // 1 ms: a launch's work normally ends some µs after its call returns; a millisecond
+        // later is work queued behind the GPU.
+        cpu_ahead_ms: 1.0,
     };
+
+    /// The thresholds in ns, as the rules compare them.
+    pub fn ns(&self) -> Limits {
+        let ns = |ms: f64| (ms * 1e6).round() as Ns;
+        Limits {
+            idle_gap: ns(self.idle_gap_ms),
+            launch_gap: ns(self.launch_gap_ms),
+            back_to_back: ns(self.back_to_back_ms),
+            small_kernel: ns(self.small_kernel_ms),
+            many_small_kernels: self.many_small_kernels,
+            late_rank: ns(self.late_rank_ms),
+            cpu_ahead: ns(self.cpu_ahead_ms),
+        }
+    }
+}
+
+/// [`Thresholds`] in ns (CUPTI's unit): what the rules compare, exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub idle_gap: Ns,
+    pub launch_gap: Ns,
+    pub back_to_back: Ns,
+    pub small_kernel: Ns,
+    pub many_small_kernels: usize,
+    pub late_rank: Ns,
+    pub cpu_ahead: Ns,
 }
 
 impl Default for Thresholds {
@@ -91,6 +122,11 @@ pub enum Rule {
     /// An idle gap longer than `idle_gap_ms` that no other rule explains. Its cost: the gaps'
     /// lengths, summed.
     IdleGap,
+    /// In a range's window: the work each occurrence launched ended, at the median, more than
+    /// `cpu_ahead_ms` after the occurrence itself ended: the CPU ran ahead of the GPU. Not a
+    /// cost but a fact (normal, and good, unless the launch queue is full): its "cost" is that
+    /// median lead, and it is listed after the costs, never folded.
+    CpuAhead,
 }
 
 impl Rule {
@@ -107,7 +143,15 @@ impl Rule {
             // A gap the records do not explain: the events lesson teaches making a stream,
             // not the host, wait for another's work, the usual way to keep the device fed.
             Rule::IdleGap => "run events",
+            // Running ahead is what streams are for: the lesson that shows the host issuing
+            // while the GPU works.
+            Rule::CpuAhead => "run sync-methods",
         }
+    }
+
+    /// Whether its figure is a cost (ranked and folded) rather than a fact.
+    pub fn is_cost(self) -> bool {
+        self != Rule::CpuAhead
     }
 
     /// The rule's name in the catalogs' keys (`inspect.seen.<key>`, `inspect.cost.<key>`) and
@@ -122,11 +166,12 @@ impl Rule {
             Rule::AllocBetweenWork => "alloc_between_work",
             Rule::LateRank => "late_rank",
             Rule::IdleGap => "idle_gap",
+            Rule::CpuAhead => "cpu_ahead",
         }
     }
 }
 
-/// One span a finding points at.
+/// One record a finding points at.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Example {
     pub stream: String,
@@ -135,13 +180,27 @@ pub struct Example {
 }
 
 impl Example {
-    pub(super) fn of(span: &Span) -> Example {
+    /// The record `piece` of `p` (its clipped start), its time from `origin`.
+    pub fn of(p: &Process, piece: &Piece, origin: Ns) -> Example {
+        let i = piece.index as usize;
         Example {
-            stream: span.stream.clone(),
-            label: span.title().to_string(),
-            start_ms: span.start_ms,
+            stream: p.rows[p.gpu.row[i] as usize].name.clone(),
+            label: p.names.get(p.gpu.label[i]).to_string(),
+            start_ms: ms_since(origin, piece.start),
         }
     }
+}
+
+/// How far the CPU ran ahead ([`Rule::CpuAhead`]): the lead of each occurrence's work over
+/// the occurrence's end, at the median and at most, in ms and in occurrences (the median lead
+/// over the median time from one occurrence's start to the next's), and how long launch
+/// calls took in the window at the median (a full launch queue makes them block).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ahead {
+    pub median_ms: f64,
+    pub max_ms: f64,
+    pub steps: Option<f64>,
+    pub launch_call_us: Option<f64>,
 }
 
 /// A rule that matched, how often, what it cost (each rule's doc defines it), the earliest
@@ -153,26 +212,94 @@ pub struct Finding {
     pub cost_ms: f64,
     pub example: Example,
     pub lesson: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<Ahead>,
 }
 
 impl Finding {
-    pub(super) fn new(rule: Rule, count: usize, cost_ms: f64, example: Example) -> Finding {
-        Finding { rule, count, cost_ms, example, lesson: rule.lesson() }
+    pub fn new(rule: Rule, count: usize, cost_ms: f64, example: Example) -> Finding {
+        Finding { rule, count, cost_ms, example, lesson: rule.lesson(), ahead: None }
     }
 }
 
-/// Each stream's spans in the order they ran.
-pub(super) fn by_stream<'a>(spans: &[&'a Span]) -> BTreeMap<&'a str, Vec<&'a Span>> {
-    let mut streams: BTreeMap<&str, Vec<&Span>> = BTreeMap::new();
-    for s in spans {
-        streams.entry(s.stream.as_str()).or_default().push(s);
-    }
-    for list in streams.values_mut() {
-        list.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms).then(a.end_ms.total_cmp(&b.end_ms)));
-    }
-    streams
+/// Findings under this share of their window's time are folded into one line.
+pub const FOLD_SHARE: f64 = 0.01;
+
+/// The findings folded into one line: how many, how many matches, their cost summed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Folded {
+    pub findings: usize,
+    pub count: usize,
+    pub cost_ms: f64,
 }
 
-pub(super) fn earliest<'a>(spans: impl IntoIterator<Item = &'a Span>) -> Option<&'a Span> {
-    spans.into_iter().min_by(|a, b| a.start_ms.total_cmp(&b.start_ms))
+/// `found` ranked by cost, the costliest first (facts after the costs, in rule order); those
+/// whose cost is under [`FOLD_SHARE`] of `window_ms` folded apart.
+pub fn rank(mut found: Vec<Finding>, window_ms: f64) -> (Vec<Finding>, Option<Folded>) {
+    found.sort_by(|a, b| {
+        let fact = |f: &Finding| !f.rule.is_cost();
+        fact(a).cmp(&fact(b)).then(b.cost_ms.total_cmp(&a.cost_ms))
+    });
+    let small = |f: &Finding| f.rule.is_cost() && f.cost_ms < FOLD_SHARE * window_ms;
+    let (folded, kept): (Vec<Finding>, Vec<Finding>) = found.into_iter().partition(small);
+    let summary = (!folded.is_empty()).then(|| Folded {
+        findings: folded.len(),
+        count: folded.iter().map(|f| f.count).sum(),
+        cost_ms: folded.iter().map(|f| f.cost_ms).sum(),
+    });
+    (kept, summary)
+}
+
+/// Each row's pieces, in the order they ran.
+pub fn by_row(p: &Process, pieces: &[Piece]) -> Vec<Vec<Piece>> {
+    let mut sorted: Vec<Piece> = pieces.to_vec();
+    sorted.sort_unstable_by_key(|piece| (p.gpu.row[piece.index as usize], piece.start, piece.end));
+    let mut rows: Vec<Vec<Piece>> = Vec::new();
+    let mut current = None;
+    for piece in sorted {
+        let row = p.gpu.row[piece.index as usize];
+        if current != Some(row) {
+            current = Some(row);
+            rows.push(Vec::new());
+        }
+        if let Some(last) = rows.last_mut() {
+            last.push(piece);
+        }
+    }
+    rows
+}
+
+/// The piece that started first.
+pub fn earliest<'a>(pieces: impl IntoIterator<Item = &'a Piece>) -> Option<&'a Piece> {
+    pieces.into_iter().min_by_key(|p| (p.start, p.end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(rule: Rule, cost_ms: f64) -> Finding {
+        let example = Example { stream: "s".into(), label: "k".into(), start_ms: 0.0 };
+        Finding::new(rule, 2, cost_ms, example)
+    }
+
+    #[test]
+    fn findings_are_ranked_by_cost_and_the_small_ones_folded() {
+        let found = vec![
+            finding(Rule::PageableCopy, 0.5),
+            finding(Rule::CpuAhead, 0.001),
+            finding(Rule::IdleGap, 600.0),
+            finding(Rule::LaunchGaps, 0.007),
+            finding(Rule::HostSyncIdle, 3.0),
+        ];
+        let (kept, folded) = rank(found, 1000.0);
+        let rules: Vec<Rule> = kept.iter().map(|f| f.rule).collect();
+        // Under 1% of 1000 ms (10 ms): folded; the fact is kept whatever its figure.
+        assert_eq!(rules, [Rule::IdleGap, Rule::CpuAhead]);
+        let folded = folded.unwrap();
+        assert_eq!((folded.findings, folded.count), (3, 6));
+        assert!((folded.cost_ms - 3.507).abs() < 1e-9, "{folded:?}");
+        let (kept, folded) = rank(vec![finding(Rule::IdleGap, 1.0)], 50.0);
+        assert_eq!((kept.len(), folded), (1, None));
+    }
 }

@@ -1,21 +1,27 @@
-//! What a recorded run says about overlap, from its spans (and a traced program's host
-//! records where it has them): each engine class's busy
-//! time, how much of the copying ran under compute, the bound that perfect overlap would
-//! reach, and the findings that keep a run from it, each naming the lesson that teaches the
-//! fix ([`overlap::overlap_report`]). It needs no GPU: it reads `record`'s spans, whichever
-//! recorder made them. `streamlab trace -- <program>` feeds it another program's spans
-//! (recorded by the injected CUPTI library), with its host calls and NVTX ranges.
+//! What a capture says about overlap: per window, each engine class's busy time, how much of
+//! the copying ran under compute, the bound that perfect overlap would reach, and the
+//! findings that keep a run from it, each naming the lesson that teaches the fix
+//! ([`overlap::overlap_report`]). It needs no GPU: it reads the columns of `read`.
 //!
-//! Its parts, each a floor below the next (time as unions of spans is `lab::record::intervals`):
-//! [`engines`] (which engine class each kind of work occupies), [`host`] (the host's calls,
-//! waits and NVTX ranges), [`windows`] (whole runs and ranges), [`findings`] (the rules and
-//! their thresholds), [`rules`] and `gap_rules` (one window's findings), [`ranks`] (late
-//! ranks, across windows) and [`overlap`] (the report, and its text in the catalogs' words).
+//! Its parts, each a floor below the next: [`overlap`] (the report) and [`overlap_text`] (its
+//! words); [`ranks`] (late ranks, across windows), [`ahead`] (the CPU ahead of the GPU),
+//! [`rules`] and `gap_rules` (one window's findings); [`measure`] (a window's figures);
+//! [`windows`] (whole runs, start-up and the rest, ranges launched in and ran during),
+//! [`projection`] (each record charged to the range that launched it), [`wholeness`]
+//! (which ranges were recorded whole); [`findings`] (the rules and their thresholds),
+//! [`host_index`] and [`union`] (the questions the rules ask, answered by binary search);
+//! [`engines`] (which engine class each kind of work occupies).
+pub mod ahead;
 pub mod engines;
 pub mod findings;
 mod gap_rules;
-pub mod host;
+pub mod host_index;
+pub mod measure;
 pub mod overlap;
+pub mod overlap_text;
+pub mod projection;
 pub mod ranks;
 pub mod rules;
+pub mod union;
+pub mod wholeness;
 pub mod windows;

@@ -1,24 +1,57 @@
-//! The rules over one window's spans and host calls, and [`find`], which runs every rule of a
-//! window (the gap rules included) in [`Rule`]'s order.
-use crate::lab::record::intervals::{covered, length, overlap, union, EPS_MS};
-use crate::lab::record::span::{Span, Work};
-use crate::trace::inspect::engines::{busy, Engine};
-use crate::trace::inspect::findings::{by_stream, earliest, Example, Finding, Rule, Thresholds};
+//! The rules over one window's records and host calls, and [`find`], which runs every rule of
+//! a window (the gap rules included) in [`Rule`]'s order. Each rule is O(n log n) in the
+//! window's records: pairs of records ask the unions and the host index, which answer by
+//! binary search.
+use crate::lab::record::span::Work;
+use crate::trace::inspect::engines::Engine;
+use crate::trace::inspect::findings::{by_row, earliest, Example, Finding, Limits, Rule};
 use crate::trace::inspect::gap_rules;
-use crate::trace::inspect::host::CallKind;
-use crate::trace::inspect::windows::WindowRecords;
+use crate::trace::inspect::host_index::HostIndex;
+use crate::trace::inspect::measure::busy_union;
+use crate::trace::inspect::union::Union;
+use crate::trace::inspect::windows::{Held, Piece};
+use crate::trace::read::model::{ms_since, CallKind, HostMemory, Ns, Process};
 
-/// The findings of one window, in [`Rule`]'s order (all but [`Rule::LateRank`]).
-pub fn find(w: &WindowRecords, t: &Thresholds) -> Vec<Finding> {
-    let spans = w.span_refs();
-    let gaps = gap_rules::find(w, &spans, t);
+/// What one window's rules read.
+pub struct Scope<'a> {
+    pub p: &'a Process,
+    pub device: u32,
+    pub held: &'a Held,
+    pub host: &'a HostIndex,
+    pub limits: Limits,
+    /// The trace's origin, for the examples' times.
+    pub origin: Ns,
+}
+
+impl Scope<'_> {
+    pub fn kind(&self, piece: &Piece) -> Work {
+        self.p.gpu.kind[piece.index as usize]
+    }
+
+    pub fn on_engine(&self, piece: &Piece) -> bool {
+        Engine::of(self.kind(piece)).is_some()
+    }
+
+    pub fn example(&self, piece: &Piece) -> Example {
+        Example::of(self.p, piece, self.origin)
+    }
+
+    pub fn ms(&self, ns: Ns) -> f64 {
+        ns as f64 / 1e6
+    }
+}
+
+/// The findings of one window, in [`Rule`]'s order (all but the late rank and the CPU
+/// running ahead, which read more than one window's records).
+pub fn find(scope: &Scope) -> Vec<Finding> {
+    let gaps = gap_rules::find(scope);
     [
-        pageable_copies(&spans),
-        legacy_default_stream(w, &spans),
+        pageable_copies(scope),
+        legacy_default_stream(scope),
         gaps.host_sync_idle,
         gaps.launch_gaps,
-        copy_kernel_one_stream(&spans, t),
-        alloc_between_work(w, &spans),
+        copy_kernel_one_stream(scope),
+        alloc_between_work(scope),
         gaps.idle_gap,
     ]
     .into_iter()
@@ -30,214 +63,99 @@ fn is_host_copy(kind: Work) -> bool {
     matches!(kind, Work::CopyToDevice | Work::CopyToHost)
 }
 
-fn pageable_copies(spans: &[&Span]) -> Option<Finding> {
-    let pageable: Vec<&Span> =
-        spans.iter().copied().filter(|s| is_host_copy(s.kind) && s.memory == "pageable").collect();
-    let cost: f64 = pageable.iter().map(|s| s.ms()).sum();
+fn pageable_copies(scope: &Scope) -> Option<Finding> {
+    let memory = &scope.p.gpu.memory;
+    let pageable: Vec<&Piece> = scope
+        .held
+        .pieces
+        .iter()
+        .filter(|piece| {
+            is_host_copy(scope.kind(piece)) && memory[piece.index as usize] == HostMemory::Pageable
+        })
+        .collect();
+    let cost: Ns = pageable.iter().map(|piece| piece.end - piece.start).sum();
     let example = earliest(pageable.iter().copied())?;
-    Some(Finding::new(Rule::PageableCopy, pageable.len(), cost, Example::of(example)))
+    Some(Finding::new(Rule::PageableCopy, pageable.len(), scope.ms(cost), scope.example(example)))
 }
 
-fn legacy_default_stream(w: &WindowRecords, spans: &[&Span]) -> Option<Finding> {
+fn legacy_default_stream(scope: &Scope) -> Option<Finding> {
     // Only blocking streams wait for the legacy one (and it for them); a stream created
     // non-blocking, or one whose flags the records do not give, is not claimed.
-    let on_engine: Vec<&Span> =
-        spans.iter().copied().filter(|s| Engine::of(s.kind).is_some()).collect();
-    let legacy: Vec<&Span> = on_engine.iter().copied().filter(|s| w.is_legacy(&s.stream)).collect();
-    let blocking: Vec<&Span> = on_engine
-        .iter()
-        .copied()
-        .filter(|s| !w.is_legacy(&s.stream) && w.is_blocking(&s.stream))
-        .collect();
+    let rows = &scope.p.rows;
+    let row = |piece: &Piece| &rows[scope.p.gpu.row[piece.index as usize] as usize];
+    let on_engine = scope.held.pieces.iter().filter(|piece| scope.on_engine(piece));
+    let legacy: Vec<&Piece> = on_engine.clone().filter(|piece| row(piece).legacy).collect();
+    let blocking = on_engine.filter(|piece| row(piece).blocking);
+    let blocking = Union::of_sorted(blocking.map(|piece| (piece.start, piece.end)));
     if legacy.is_empty() || blocking.is_empty() {
         return None;
     }
-    let legacy_busy = union(legacy.iter().map(|s| (s.start_ms, s.end_ms)).collect());
-    let others_busy = union(blocking.iter().map(|s| (s.start_ms, s.end_ms)).collect());
-    let alone = length(&legacy_busy) - overlap(&legacy_busy, &others_busy);
+    let legacy_busy = Union::of_sorted(legacy.iter().map(|piece| (piece.start, piece.end)));
+    let alone = legacy_busy.length() - legacy_busy.overlap(&blocking);
     let example = earliest(legacy.iter().copied())?;
-    Some(Finding::new(Rule::LegacyDefaultStream, legacy.len(), alone, Example::of(example)))
+    let finding = Finding::new(
+        Rule::LegacyDefaultStream,
+        legacy.len(),
+        scope.ms(alone),
+        scope.example(example),
+    );
+    Some(finding)
 }
 
-fn copy_kernel_one_stream(spans: &[&Span], t: &Thresholds) -> Option<Finding> {
-    let compute = busy(spans, |e| e == Engine::Compute);
-    let copies = busy(spans, Engine::is_copy);
-    let mut pairs: Vec<(&Span, f64)> = Vec::new();
-    for list in by_stream(spans).values() {
+fn copy_kernel_one_stream(scope: &Scope) -> Option<Finding> {
+    let compute = busy_union(scope.p, scope.held, |e| e == Engine::Compute);
+    let copies = busy_union(scope.p, scope.held, Engine::is_copy);
+    let mut pairs: Vec<(Piece, Ns)> = Vec::new();
+    for list in by_row(scope.p, &scope.held.pieces) {
         for pair in list.windows(2) {
             let (first, second) = (pair[0], pair[1]);
-            let (copy, kernel) = match (first.kind, second.kind) {
+            let (copy, kernel) = match (scope.kind(&first), scope.kind(&second)) {
                 (c, Work::Kernel) if is_host_copy(c) => (first, second),
                 (Work::Kernel, c) if is_host_copy(c) => (second, first),
                 _ => continue,
             };
-            let back_to_back = second.start_ms - first.end_ms <= t.back_to_back_ms + EPS_MS;
-            let copy_alone = covered(&compute, copy.start_ms, copy.end_ms) <= EPS_MS;
-            let kernel_alone = covered(&copies, kernel.start_ms, kernel.end_ms) <= EPS_MS;
+            let back_to_back = second.start.saturating_sub(first.end) <= scope.limits.back_to_back;
+            let copy_alone = compute.covered(copy.start, copy.end) == 0;
+            let kernel_alone = copies.covered(kernel.start, kernel.end) == 0;
             if back_to_back && copy_alone && kernel_alone {
-                pairs.push((first, copy.ms().min(kernel.ms())));
+                let shorter = (copy.end - copy.start).min(kernel.end - kernel.start);
+                pairs.push((first, shorter));
             }
         }
     }
-    let cost = pairs.iter().map(|(_, ms)| ms).sum();
-    let example = earliest(pairs.iter().map(|(s, _)| *s))?;
-    Some(Finding::new(Rule::CopyKernelOneStream, pairs.len(), cost, Example::of(example)))
+    let cost: Ns = pairs.iter().map(|(_, ns)| ns).sum();
+    let example = earliest(pairs.iter().map(|(piece, _)| piece))?;
+    let finding = Finding::new(
+        Rule::CopyKernelOneStream,
+        pairs.len(),
+        scope.ms(cost),
+        scope.example(example),
+    );
+    Some(finding)
 }
 
-fn alloc_between_work(w: &WindowRecords, spans: &[&Span]) -> Option<Finding> {
-    let on_engine: Vec<&Span> =
-        spans.iter().copied().filter(|s| Engine::of(s.kind).is_some()).collect();
-    let between: Vec<_> = w
-        .calls
-        .iter()
-        .filter(|c| matches!(c.kind, CallKind::Alloc | CallKind::Free))
-        .filter(|c| {
-            let before = on_engine.iter().any(|s| s.end_ms <= c.start_ms + EPS_MS);
-            let after = on_engine.iter().any(|s| s.start_ms >= c.end_ms - EPS_MS);
-            before && after
-        })
+/// Whether `[start, end)` overlaps one of `intervals` (sorted, disjoint).
+fn overlaps(start: Ns, end: Ns, intervals: &[(Ns, Ns)]) -> bool {
+    let n = intervals.partition_point(|(from, _)| *from < end);
+    n.checked_sub(1).is_some_and(|i| intervals[i].1 > start)
+}
+
+fn alloc_between_work(scope: &Scope) -> Option<Finding> {
+    let on_engine = scope.held.pieces.iter().filter(|piece| scope.on_engine(piece));
+    let first_end = on_engine.clone().map(|piece| piece.end).min()?;
+    let last_start = on_engine.map(|piece| piece.start).max()?;
+    let calls = &scope.p.calls;
+    let between: Vec<usize> = (0..calls.len())
+        .filter(|&i| matches!(calls.kind[i], CallKind::Alloc | CallKind::Free))
+        .filter(|&i| overlaps(calls.start[i], calls.end[i], &scope.held.intervals))
+        .filter(|&i| first_end <= calls.start[i] && last_start >= calls.end[i])
         .collect();
-    let first = between.iter().min_by(|a, b| a.start_ms.total_cmp(&b.start_ms))?;
-    let cost = between.iter().map(|c| c.end_ms - c.start_ms).sum();
+    let &first = between.first()?;
+    let cost: Ns = between.iter().map(|&i| calls.end[i] - calls.start[i]).sum();
     let example = Example {
-        stream: format!("host thread {}", first.thread),
-        label: first.name.clone(),
-        start_ms: first.start_ms,
+        stream: format!("host {}", scope.p.thread_name(calls.thread[first])),
+        label: scope.p.names.get(calls.name[first]).to_string(),
+        start_ms: ms_since(scope.origin, calls.start[first]),
     };
-    Some(Finding::new(Rule::AllocBetweenWork, between.len(), cost, example))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::trace::inspect::host::HostCall;
-
-    fn span(stream: &str, kind: Work, start_ms: f64, end_ms: f64) -> Span {
-        Span::new(stream, kind, kind.role(), start_ms, end_ms)
-    }
-
-    fn window<'a>(spans: &[Span], calls: &[&'a HostCall], legacy: &[&str]) -> WindowRecords<'a> {
-        WindowRecords {
-            spans: spans.to_vec(),
-            calls: calls.to_vec(),
-            waits: Vec::new(),
-            legacy_rows: legacy.iter().map(|r| r.to_string()).collect(),
-            // Every other row blocking, as streams created without flags are.
-            blocking_rows: spans.iter().map(|s| s.stream.clone()).collect(),
-            host_calls_recorded: !calls.is_empty(),
-            intervals: Vec::new(),
-        }
-    }
-
-    fn found(spans: &[Span], t: &Thresholds, rule: Rule) -> Option<Finding> {
-        find(&window(spans, &[], &[]), t).into_iter().find(|f| f.rule == rule)
-    }
-
-    fn assert_ms(actual: f64, expected: f64) {
-        assert!((actual - expected).abs() < 1e-9, "{actual} ms, expected {expected} ms");
-    }
-
-    #[test]
-    fn pageable_copies_are_found_with_their_time() {
-        let mut spans = vec![
-            span("s", Work::CopyToDevice, 2.0, 3.0),
-            span("s", Work::CopyToDevice, 0.5, 2.0),
-            span("s", Work::Kernel, 3.0, 4.0),
-            span("t", Work::CopyToHost, 4.0, 4.25),
-        ];
-        spans[0].memory = "pinned".into();
-        spans[1].memory = "pageable".into();
-        spans[3].memory = "pageable".into();
-        let f = found(&spans, &Thresholds::DEFAULT, Rule::PageableCopy).unwrap();
-        assert_eq!((f.count, f.lesson), (2, "run pinned-vs-pageable"));
-        assert_ms(f.cost_ms, 1.75);
-        assert_eq!(
-            f.example,
-            Example { stream: "s".into(), label: "copy-in".into(), start_ms: 0.5 }
-        );
-        // Pinned only: nothing found.
-        spans[1].memory = "pinned".into();
-        spans[3].memory = String::new();
-        assert_eq!(found(&spans, &Thresholds::DEFAULT, Rule::PageableCopy), None);
-    }
-
-    #[test]
-    fn copy_kernel_copy_on_one_stream_is_flagged_and_the_same_work_on_two_streams_is_not() {
-        let chunk = |stream: &str, at: f64| {
-            vec![
-                span(stream, Work::CopyToDevice, at, at + 1.0),
-                span(stream, Work::Kernel, at + 1.0, at + 2.0),
-                span(stream, Work::CopyToHost, at + 2.0, at + 3.0),
-            ]
-        };
-        // Two chunks, one after the other on one stream: four copy-kernel pairs, each alone.
-        let one_stream = [chunk("s", 0.0), chunk("s", 3.0)].concat();
-        let f = found(&one_stream, &Thresholds::DEFAULT, Rule::CopyKernelOneStream).unwrap();
-        assert_eq!((f.count, f.lesson), (4, "run overlap"));
-        assert_ms(f.cost_ms, 4.0);
-        assert_eq!((f.example.stream.as_str(), f.example.start_ms), ("s", 0.0));
-        // The same chunks on two streams, the second a step behind: each copy but the first
-        // and the last runs under a kernel, so no pair ran with the other engine idle.
-        let two_streams = [chunk("a", 0.0), chunk("b", 1.0)].concat();
-        assert_eq!(found(&two_streams, &Thresholds::DEFAULT, Rule::CopyKernelOneStream), None);
-        // Not back to back: a kernel 0.5 ms after its copy is not a pair (over 0.05 ms).
-        let apart = [span("s", Work::CopyToDevice, 0.0, 1.0), span("s", Work::Kernel, 1.5, 2.5)];
-        assert_eq!(found(&apart, &Thresholds::DEFAULT, Rule::CopyKernelOneStream), None);
-    }
-
-    #[test]
-    fn the_legacy_stream_beside_others_is_found_with_the_time_it_ran_alone() {
-        let legacy = ["legacy default stream"];
-        let spans = [
-            span("legacy default stream", Work::Kernel, 0.0, 2.0),
-            span("stream 13", Work::Kernel, 1.5, 3.0),
-            span("stream 14", Work::CopyToDevice, 3.0, 4.0),
-        ];
-        let all = find(&window(&spans, &[], &legacy), &Thresholds::DEFAULT);
-        let f = all.iter().find(|f| f.rule == Rule::LegacyDefaultStream).unwrap();
-        assert_eq!((f.count, f.lesson), (1, "run default-stream"));
-        assert_ms(f.cost_ms, 1.5);
-        // Only the legacy stream, or no legacy stream among the rows: nothing.
-        let alone = find(&window(&spans[..1], &[], &legacy), &Thresholds::DEFAULT);
-        assert!(alone.iter().all(|f| f.rule != Rule::LegacyDefaultStream));
-        let none = find(&window(&spans, &[], &[]), &Thresholds::DEFAULT);
-        assert!(none.iter().all(|f| f.rule != Rule::LegacyDefaultStream));
-        // The other streams created non-blocking (PyTorch's side streams are): they do not
-        // wait for the legacy stream, so nothing is claimed.
-        let mut non_blocking = window(&spans, &[], &legacy);
-        non_blocking.blocking_rows.clear();
-        let found = find(&non_blocking, &Thresholds::DEFAULT);
-        assert!(found.iter().all(|f| f.rule != Rule::LegacyDefaultStream));
-    }
-
-    #[test]
-    fn an_allocation_between_work_is_found_and_one_before_all_work_is_not() {
-        let call = |name: &str, kind: CallKind, start_ms: f64| HostCall {
-            process: 0,
-            thread: 3,
-            name: name.into(),
-            kind,
-            start_ms,
-            end_ms: start_ms + 0.25,
-        };
-        let spans = [span("s", Work::Kernel, 1.0, 2.0), span("s", Work::Kernel, 3.0, 4.0)];
-        let before = call("cuMemAlloc_v2", CallKind::Alloc, 0.0);
-        let between = call("cudaFree", CallKind::Free, 2.2);
-        let launch = call("cuLaunchKernel", CallKind::Launch, 2.6);
-        let all = find(&window(&spans, &[&before, &between, &launch], &[]), &Thresholds::DEFAULT);
-        let f = all.iter().find(|f| f.rule == Rule::AllocBetweenWork).unwrap();
-        assert_eq!((f.count, f.lesson), (1, "run stream-ordered-alloc"));
-        assert_ms(f.cost_ms, 0.25);
-        assert_eq!(
-            f.example,
-            Example { stream: "host thread 3".into(), label: "cudaFree".into(), start_ms: 2.2 }
-        );
-        let all = find(&window(&spans, &[&before, &launch], &[]), &Thresholds::DEFAULT);
-        assert!(all.iter().all(|f| f.rule != Rule::AllocBetweenWork));
-    }
-
-    #[test]
-    fn no_spans_no_findings() {
-        assert!(find(&window(&[], &[], &[]), &Thresholds::DEFAULT).is_empty());
-    }
+    Some(Finding::new(Rule::AllocBetweenWork, between.len(), scope.ms(cost), example))
 }

@@ -1,37 +1,39 @@
-//! The report's windows, and what each one holds. Every process's work on each device is a
-//! window (the whole run); each NVTX range a process marked at the top level is one more,
-//! per device, with every occurrence of the same name folded into it ("step", marked 100
-//! times, is one window of 100 occurrences). A window's spans are its process's spans on its
-//! device, clipped to its occurrences; its host calls and waits are those that overlap them.
+//! The report's windows, and the GPU work each one holds. Per process and device:
+//! - the whole run, from its first GPU work to its last;
+//! - where the program marked NVTX ranges, the run split in two: its start-up (the work
+//!   launched before the first range began) and the rest;
+//! - each NVTX range name the program marked at the top level (at most [`MAX_RANGE_NAMES`]
+//!   names), every occurrence of it folded into one window ("step", marked 100 times, is one
+//!   window of 100 occurrences).
+//!
+//! A range's window holds its work two ways: *launched in* (the work its code launched,
+//! through the [`projection`](super::projection), each occurrence from that work's first
+//! start to its last end) and *ran during* (the work that ran while it was open, clipped to
+//! its occurrences). The first is what the findings read; the two differ when the CPU runs
+//! ahead. One pass over each device's records fills every window of the process.
 use serde::Serialize;
 
-use crate::lab::record::intervals::{length, union, Interval, EPS_MS};
-use crate::lab::record::span::Span;
-use crate::trace::inspect::host::{HostCall, HostWait, Range};
+use crate::trace::inspect::projection::{Projection, NONE};
+use crate::trace::inspect::union::Union;
+use crate::trace::read::model::{Ns, Process};
 
 /// The most range names that get a window of their own, per process (in the order they were
 /// first marked); a program that names every step differently would otherwise flood the
 /// report. The report says how many were left out.
 pub const MAX_RANGE_NAMES: usize = 20;
 
-/// What the report reads: a recording's device spans and, where a traced program's records
-/// hold them, its host calls, its host waits, its NVTX ranges and which rows are legacy
-/// default streams. A lesson's own recording has spans only.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Records<'a> {
-    pub spans: &'a [Span],
-    pub calls: &'a [HostCall],
-    pub waits: &'a [HostWait],
-    pub ranges: &'a [Range],
-    /// The rows (`Span::stream`) that are a context's legacy default (NULL) stream, with their
-    /// process.
-    pub legacy_rows: &'a [(u32, String)],
-    /// The rows of streams the records show were created blocking (they wait for, and are
-    /// waited on by, the legacy default stream), with their process.
-    pub blocking_rows: &'a [(u32, String)],
-    /// Whether host calls were recorded at all: the launch-gap rule needs them to say the host
-    /// was issuing calls during a gap, and says so where they were not.
-    pub host_calls_recorded: bool,
+/// Which part of a process's run a window is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// Every GPU work of the process on the device.
+    Whole,
+    /// The work launched before the program's first NVTX range began.
+    StartUp,
+    /// The work launched from then on.
+    Rest,
+    /// An NVTX range name's occurrences.
+    Range,
 }
 
 /// Which work a window covers.
@@ -39,257 +41,243 @@ pub struct Records<'a> {
 pub struct Window {
     pub process: u32,
     pub device: u32,
-    /// The NVTX range's name; `None` for the whole run of the process on the device.
+    pub part: Part,
+    /// The NVTX range's name (for [`Part::Range`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range: Option<String>,
-    /// How many times the range was marked (1 for a whole-run window).
+    /// How many times the range was marked (1 for the other parts).
     pub occurrences: usize,
-    /// The times the window covers, in ms (for a whole run: its first span's start to its
-    /// last span's end).
-    #[serde(skip)]
-    pub intervals: Vec<Interval>,
 }
 
-impl Window {
-    /// How long the window lasted: the sum of its intervals.
-    pub fn length_ms(&self) -> f64 {
-        length(&self.intervals)
+/// A record of GPU work as a window holds it: its index in the process's columns, and its
+/// times, clipped to the window where it ran partly outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    pub index: u32,
+    pub start: Ns,
+    pub end: Ns,
+}
+
+/// A window's records, by start, and the times it covers (sorted, disjoint): a gap between
+/// two of them is not the window's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Held {
+    pub pieces: Vec<Piece>,
+    pub intervals: Vec<(Ns, Ns)>,
+}
+
+impl Held {
+    /// The time the window covers.
+    pub fn length(&self) -> Ns {
+        self.intervals.iter().map(|(s, e)| e - s).sum()
     }
 }
 
-/// A window's share of the records.
-#[derive(Debug, Clone, Default)]
-pub struct WindowRecords<'a> {
-    /// Device spans clipped to the window.
-    pub spans: Vec<Span>,
-    pub calls: Vec<&'a HostCall>,
-    pub waits: Vec<&'a HostWait>,
-    /// The window's process's legacy default stream rows, and its blocking streams' rows.
-    pub legacy_rows: Vec<String>,
-    pub blocking_rows: Vec<String>,
-    pub host_calls_recorded: bool,
-    /// The window's times ([`Window::intervals`]): a gap between two of them is not the
-    /// window's.
-    pub intervals: Vec<Interval>,
+/// One occurrence of a range, as the CPU-ahead finding reads it: the host's interval, and
+/// the first start and last end of the work launched in it (`None` without any).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occurrence {
+    pub start: Ns,
+    pub end: Ns,
+    pub work: Option<(Ns, Ns)>,
 }
 
-impl WindowRecords<'_> {
-    pub fn span_refs(&self) -> Vec<&Span> {
-        self.spans.iter().collect()
-    }
-
-    pub fn is_legacy(&self, row: &str) -> bool {
-        self.legacy_rows.iter().any(|r| r == row)
-    }
-
-    pub fn is_blocking(&self, row: &str) -> bool {
-        self.blocking_rows.iter().any(|r| r == row)
-    }
+/// A window and what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowRecords {
+    pub window: Window,
+    /// The work launched in it (for the whole run and its parts: the work itself).
+    pub launched: Held,
+    /// The work that ran while its range was open (range windows only).
+    pub ran_during: Option<Held>,
+    /// Its occurrences, by start (range windows only).
+    pub occurrences: Vec<Occurrence>,
 }
 
-/// The windows of `records`, process by process and device by device: each whole run, then
-/// its ranges. The second value counts the range names left out past [`MAX_RANGE_NAMES`].
-pub fn windows(records: &Records) -> (Vec<Window>, usize) {
-    let mut out = Vec::new();
-    let mut left_out = 0;
-    let mut processes: Vec<u32> = records.spans.iter().map(|s| s.process).collect();
-    processes.sort_unstable();
-    processes.dedup();
-    for process in processes {
-        let of_process: Vec<&Span> =
-            records.spans.iter().filter(|s| s.process == process).collect();
-        let mut devices: Vec<u32> = of_process.iter().map(|s| s.device).collect();
-        devices.sort_unstable();
-        devices.dedup();
-        for &device in &devices {
-            let on_device = of_process.iter().filter(|s| s.device == device);
-            let start = on_device.clone().map(|s| s.start_ms).fold(f64::INFINITY, f64::min);
-            let end = on_device.map(|s| s.end_ms).fold(f64::NEG_INFINITY, f64::max);
-            out.push(Window {
-                process,
-                device,
-                range: None,
-                occurrences: 1,
-                intervals: vec![(start, end)],
-            });
+/// The program's top-level range names of `p` (by first start, at most
+/// [`MAX_RANGE_NAMES`]), each with its ranges' indices, and the number of names left out.
+fn range_names(p: &Process) -> (Vec<(u32, Vec<u32>)>, usize) {
+    let mut names: Vec<(u32, Vec<u32>)> = Vec::new();
+    let mut group_of_name: std::collections::HashMap<u32, usize> = Default::default();
+    for (index, r) in p.ranges.iter().enumerate() {
+        if r.depth != 0 || r.library {
+            continue;
         }
-        let (named, dropped) = top_level_ranges(records.ranges, process);
-        left_out += dropped;
-        for (name, occurrences) in named {
-            let intervals = union(occurrences.clone());
-            for &device in &devices {
-                let touches = of_process
-                    .iter()
-                    .any(|s| s.device == device && clipped(s, &intervals).next().is_some());
-                if touches {
-                    out.push(Window {
-                        process,
-                        device,
-                        range: Some(name.clone()),
-                        occurrences: occurrences.len(),
-                        intervals: intervals.clone(),
-                    });
+        let group = *group_of_name.entry(r.name).or_insert_with(|| {
+            names.push((r.name, Vec::new()));
+            names.len() - 1
+        });
+        names[group].1.push(index as u32);
+    }
+    let left_out = names.len().saturating_sub(MAX_RANGE_NAMES);
+    names.truncate(MAX_RANGE_NAMES);
+    (names, left_out)
+}
+
+/// The extent of `pieces`: one interval from the first start to the last end (none when
+/// empty).
+fn extent(pieces: &[Piece]) -> Vec<(Ns, Ns)> {
+    let start = pieces.iter().map(|p| p.start).min();
+    let end = pieces.iter().map(|p| p.end).max();
+    match (start, end) {
+        (Some(start), Some(end)) => vec![(start, end)],
+        _ => Vec::new(),
+    }
+}
+
+/// Every window of `p`, device by device, and how many range names were left out.
+pub fn windows(p: &Process, projection: &Projection) -> (Vec<WindowRecords>, usize) {
+    let (names, left_out) = range_names(p);
+    // Which name group each range belongs to.
+    let mut group_of_range = vec![NONE; p.ranges.len()];
+    for (group, (_, ranges)) in names.iter().enumerate() {
+        for &r in ranges {
+            group_of_range[r as usize] = group as u32;
+        }
+    }
+    let first_range =
+        names.iter().flat_map(|(_, rs)| rs.iter().map(|&r| p.ranges[r as usize].start)).min();
+    let host_unions: Vec<Union> = names
+        .iter()
+        .map(|(_, rs)| {
+            Union::of(rs.iter().map(|&r| (p.ranges[r as usize].start, p.ranges[r as usize].end)))
+        })
+        .collect();
+    let mut parts = Vec::new();
+    let mut ranges = Vec::new();
+    for device in p.work_devices() {
+        let on_device: Vec<u32> = (0..p.gpu.len() as u32)
+            .filter(|&i| p.rows[p.gpu.row[i as usize] as usize].device == device)
+            .collect();
+        if on_device.is_empty() {
+            continue;
+        }
+        let piece =
+            |i: u32| Piece { index: i, start: p.gpu.start[i as usize], end: p.gpu.end[i as usize] };
+        let window = |part: Part, range: Option<String>, occurrences: usize| Window {
+            process: p.pid,
+            device,
+            part,
+            range,
+            occurrences,
+        };
+        let all: Vec<Piece> = on_device.iter().map(|&i| piece(i)).collect();
+        let whole = Held { intervals: extent(&all), pieces: all };
+        parts.push(WindowRecords {
+            window: window(Part::Whole, None, 1),
+            launched: whole,
+            ran_during: None,
+            occurrences: Vec::new(),
+        });
+        if let Some(first) = first_range {
+            let launched =
+                |i: &u32| projection.launched_at[*i as usize].unwrap_or(p.gpu.start[*i as usize]);
+            let (start_up, rest): (Vec<u32>, Vec<u32>) =
+                on_device.iter().partition(|i| launched(i) < first);
+            for (part, list) in [(Part::StartUp, start_up), (Part::Rest, rest)] {
+                if list.is_empty() {
+                    continue;
                 }
+                let pieces: Vec<Piece> = list.into_iter().map(piece).collect();
+                let held = Held { intervals: extent(&pieces), pieces };
+                parts.push(WindowRecords {
+                    window: window(part, None, 1),
+                    launched: held,
+                    ran_during: None,
+                    occurrences: Vec::new(),
+                });
             }
         }
-    }
-    (out, left_out)
-}
-
-/// A process's top-level ranges grouped by name, in the order each name first appears, at
-/// most [`MAX_RANGE_NAMES`] of them; and how many names were left out.
-fn top_level_ranges(ranges: &[Range], process: u32) -> (Vec<(String, Vec<Interval>)>, usize) {
-    let mut top: Vec<&Range> =
-        ranges.iter().filter(|r| r.process == process && r.depth == 0).collect();
-    top.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
-    let mut named: Vec<(String, Vec<Interval>)> = Vec::new();
-    for r in top {
-        match named.iter_mut().find(|(name, _)| *name == r.name) {
-            Some((_, occurrences)) => occurrences.push((r.start_ms, r.end_ms)),
-            None => named.push((r.name.clone(), vec![(r.start_ms, r.end_ms)])),
+        // Each name group's work, launched in and ran during, in one pass.
+        let mut launched: Vec<Vec<Piece>> = vec![Vec::new(); names.len()];
+        let mut ran: Vec<Vec<Piece>> = vec![Vec::new(); names.len()];
+        let mut work_of_range: std::collections::HashMap<u32, (Ns, Ns)> = Default::default();
+        for &i in &on_device {
+            let (start, end) = (p.gpu.start[i as usize], p.gpu.end[i as usize]);
+            let range = projection.range[i as usize];
+            if range != NONE && group_of_range[range as usize] != NONE {
+                launched[group_of_range[range as usize] as usize].push(piece(i));
+                let e = work_of_range.entry(range).or_insert((start, end));
+                *e = (e.0.min(start), e.1.max(end));
+            }
+            for (group, union) in host_unions.iter().enumerate() {
+                clip(union, i, start, end, &mut ran[group]);
+            }
+        }
+        for (group, (name, members)) in names.iter().enumerate() {
+            let (mine, during) =
+                (std::mem::take(&mut launched[group]), std::mem::take(&mut ran[group]));
+            if mine.is_empty() && during.is_empty() {
+                continue;
+            }
+            let occurrences: Vec<Occurrence> = members
+                .iter()
+                .map(|&r| {
+                    let range = &p.ranges[r as usize];
+                    Occurrence {
+                        start: range.start,
+                        end: range.end,
+                        work: work_of_range.get(&r).copied(),
+                    }
+                })
+                .collect();
+            let intervals = Union::of(occurrences.iter().filter_map(|o| o.work)).spans().to_vec();
+            let mut during = during;
+            during.sort_unstable_by_key(|p| (p.start, p.end));
+            ranges.push(WindowRecords {
+                window: window(Part::Range, Some(p.names.get(*name).to_string()), members.len()),
+                launched: Held { pieces: mine, intervals },
+                ran_during: Some(Held {
+                    pieces: during,
+                    intervals: host_unions[group].spans().to_vec(),
+                }),
+                occurrences,
+            });
         }
     }
-    let left_out = named.len().saturating_sub(MAX_RANGE_NAMES);
-    named.truncate(MAX_RANGE_NAMES);
-    (named, left_out)
+    parts.extend(ranges);
+    (parts, left_out)
 }
 
-/// The parts of `span` inside `intervals` (none when it ran outside them all).
-fn clipped<'s>(span: &'s Span, intervals: &'s [Interval]) -> impl Iterator<Item = Span> + 's {
-    intervals.iter().filter_map(move |&(start, end)| {
-        let from = span.start_ms.max(start);
-        let to = span.end_ms.min(end);
-        // A span of no length at a window's edge belongs to the window it starts in.
-        let inside = to > from + EPS_MS || (span.ms() <= EPS_MS && from >= start && from < end);
-        inside.then(|| Span { start_ms: from, end_ms: to, ..span.clone() })
-    })
-}
-
-fn overlaps(start: f64, end: f64, intervals: &[Interval]) -> bool {
-    intervals.iter().any(|&(from, to)| start < to && end > from)
-}
-
-fn of_process(rows: &[(u32, String)], process: u32) -> Vec<String> {
-    rows.iter().filter(|(p, _)| *p == process).map(|(_, row)| row.clone()).collect()
-}
-
-/// What `window` holds of `records`.
-pub fn window_records<'a>(records: &Records<'a>, window: &Window) -> WindowRecords<'a> {
-    let spans = records
-        .spans
-        .iter()
-        .filter(|s| s.process == window.process && s.device == window.device)
-        .flat_map(|s| clipped(s, &window.intervals).collect::<Vec<_>>())
-        .collect();
-    let calls = records
-        .calls
-        .iter()
-        .filter(|c| c.process == window.process)
-        .filter(|c| overlaps(c.start_ms, c.end_ms, &window.intervals))
-        .collect();
-    let waits = records
-        .waits
-        .iter()
-        .filter(|w| w.process == window.process && w.device == window.device)
-        .filter(|w| overlaps(w.start_ms, w.end_ms, &window.intervals))
-        .collect();
-    WindowRecords {
-        spans,
-        calls,
-        waits,
-        legacy_rows: of_process(records.legacy_rows, window.process),
-        blocking_rows: of_process(records.blocking_rows, window.process),
-        host_calls_recorded: records.host_calls_recorded,
-        intervals: window.intervals.clone(),
+/// The parts of record `index` (`[start, end)`) inside `union`, pushed onto `out`. A record
+/// of no length belongs to the interval it starts in.
+fn clip(union: &Union, index: u32, start: Ns, end: Ns, out: &mut Vec<Piece>) {
+    let spans = union.spans();
+    // The intervals that start before the record ends; walk back while they reach into it.
+    let mut at = spans.partition_point(|(s, _)| *s < end.max(start + 1));
+    while at > 0 {
+        at -= 1;
+        let (s, e) = spans[at];
+        if e <= start && !(start == end && s <= start && start < e) {
+            break;
+        }
+        let (from, to) = (start.max(s), end.min(e));
+        if to > from || (start == end && s <= start && start < e) {
+            out.push(Piece { index, start: from, end: to });
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::record::span::Work;
-
-    fn span(process: u32, device: u32, start_ms: f64, end_ms: f64) -> Span {
-        let mut s = Span::new("s", Work::Kernel, "k", start_ms, end_ms);
-        (s.process, s.device) = (process, device);
-        s
-    }
-
-    fn range(process: u32, name: &str, start_ms: f64, end_ms: f64, depth: u32) -> Range {
-        Range { process, thread: 1, name: name.into(), start_ms, end_ms, depth }
-    }
 
     #[test]
-    fn one_whole_run_window_per_process_and_device() {
-        let spans = [span(7, 0, 1.0, 2.0), span(7, 1, 0.5, 3.0), span(9, 0, 4.0, 5.0)];
-        let (w, left_out) = windows(&Records { spans: &spans, ..Default::default() });
-        let keys: Vec<(u32, u32, Vec<Interval>)> =
-            w.iter().map(|w| (w.process, w.device, w.intervals.clone())).collect();
-        assert_eq!(
-            keys,
-            [(7, 0, vec![(1.0, 2.0)]), (7, 1, vec![(0.5, 3.0)]), (9, 0, vec![(4.0, 5.0)])]
-        );
-        assert_eq!(left_out, 0);
-    }
-
-    #[test]
-    fn ranges_of_one_name_fold_into_one_window_and_spans_are_clipped_to_them() {
-        let spans = [span(1, 0, 0.0, 10.0)];
-        let ranges = [
-            range(1, "step", 1.0, 2.0, 0),
-            range(1, "inner", 1.2, 1.5, 1),
-            range(1, "step", 5.0, 6.5, 0),
-            // Another process's range does not make a window here.
-            range(2, "other", 0.0, 10.0, 0),
-        ];
-        let records = Records { spans: &spans, ranges: &ranges, ..Default::default() };
-        let (w, _) = windows(&records);
-        assert_eq!(w.len(), 2, "{w:?}");
-        let step = &w[1];
-        assert_eq!((step.range.as_deref(), step.occurrences), (Some("step"), 2));
-        assert_eq!(step.length_ms(), 2.5);
-        let held = window_records(&records, step);
-        let clipped: Vec<(f64, f64)> = held.spans.iter().map(|s| (s.start_ms, s.end_ms)).collect();
-        assert_eq!(clipped, [(1.0, 2.0), (5.0, 6.5)]);
-    }
-
-    #[test]
-    fn past_the_cap_range_names_are_counted_not_shown() {
-        let spans = [span(1, 0, 0.0, 100.0)];
-        let ranges: Vec<Range> = (0..MAX_RANGE_NAMES + 3)
-            .map(|i| range(1, &format!("r{i}"), i as f64, i as f64 + 0.5, 0))
-            .collect();
-        let (w, left_out) =
-            windows(&Records { spans: &spans, ranges: &ranges, ..Default::default() });
-        assert_eq!((w.len(), left_out), (1 + MAX_RANGE_NAMES, 3));
-    }
-
-    #[test]
-    fn a_window_holds_only_its_process_calls_and_its_device_waits() {
-        use crate::trace::inspect::host::{CallKind, WaitKind};
-        let spans = [span(1, 0, 0.0, 4.0)];
-        let call = |process: u32, start_ms: f64| HostCall {
-            process,
-            thread: 1,
-            name: "cuMemAlloc_v2".into(),
-            kind: CallKind::Alloc,
-            start_ms,
-            end_ms: start_ms + 0.1,
-        };
-        let wait = |device: u32| HostWait {
-            process: 1,
-            kind: WaitKind::Context,
-            device,
-            stream: None,
-            start_ms: 1.0,
-            end_ms: 2.0,
-        };
-        let calls = [call(1, 1.0), call(2, 1.0), call(1, 9.0)];
-        let waits = [wait(0), wait(1)];
-        let records = Records { spans: &spans, calls: &calls, waits: &waits, ..Default::default() };
-        let (w, _) = windows(&records);
-        let held = window_records(&records, &w[0]);
-        assert_eq!(held.calls, [&calls[0]]);
-        assert_eq!(held.waits, [&waits[0]]);
+    fn a_record_is_clipped_to_each_interval_it_crosses() {
+        let union = Union::of([(10, 20), (30, 40)]);
+        let mut out = Vec::new();
+        clip(&union, 1, 15, 35, &mut out);
+        let mut got: Vec<(Ns, Ns)> = out.iter().map(|p| (p.start, p.end)).collect();
+        got.sort_unstable();
+        assert_eq!(got, [(15, 20), (30, 35)]);
+        out.clear();
+        clip(&union, 2, 20, 30, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // No length: in the interval it starts in, not in the one it ends at.
+        clip(&union, 3, 12, 12, &mut out);
+        clip(&union, 4, 20, 20, &mut out);
+        clip(&union, 5, 30, 30, &mut out);
+        let got: Vec<u32> = out.iter().map(|p| p.index).collect();
+        assert_eq!(got, [3, 5]);
     }
 }
