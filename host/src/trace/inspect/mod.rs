@@ -18,10 +18,16 @@ mod gap_rules;
 pub mod host_index;
 pub mod measure;
 pub mod overlap;
+#[cfg(test)]
+mod overlap_tests;
 pub mod overlap_text;
 pub mod projection;
 pub mod ranks;
 pub mod rules;
+#[cfg(test)]
+mod rules_tests;
+#[cfg(test)]
+pub(crate) mod test_lines;
 pub mod union;
 pub mod wholeness;
 pub mod windows;

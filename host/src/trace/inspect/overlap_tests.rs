@@ -1,0 +1,323 @@
+//! The report's windows and figures on records written as the recorder writes them: busy
+//! time and the bound, windows per process and device, start-up and the rest, ranges with the
+//! work they launched and the work that ran during them (the CPU running ahead), late ranks,
+//! which ranges were recorded whole, and the text.
+use crate::lab::text::Lang;
+use crate::runtime::cupti::trace_file::{Direction, Line, Memory};
+use crate::trace::inspect::engines::Engine;
+use crate::trace::inspect::findings::{Rule, Thresholds};
+use crate::trace::inspect::overlap::{overlap_report, WindowReport};
+use crate::trace::inspect::overlap_text::report_text;
+use crate::trace::inspect::test_lines::{
+    assert_ms, at, call, capture_of, context, copy, kernel, nccl, range, report_of,
+};
+use crate::trace::inspect::windows::{Part, MAX_RANGE_NAMES};
+use crate::trace::read::reader::capture;
+use crate::trace::read::reader_tests::process_of;
+
+fn range_window<'a>(windows: &'a [WindowReport], name: &str) -> &'a WindowReport {
+    windows.iter().find(|w| w.window.range.as_deref() == Some(name)).unwrap()
+}
+
+#[test]
+fn two_overlapping_copies_count_once() {
+    let lines = [
+        copy(13, Direction::HostToDevice, Memory::Pinned, 0.0, 2.0),
+        copy(14, Direction::HostToDevice, Memory::Pinned, 1.0, 3.0),
+        kernel(13, 3.0, 4.0, 1),
+    ];
+    let f = &report_of(&lines).windows[0].figures;
+    assert_eq!((f.busy.copy_in_ms, f.busy.compute_ms), (3.0, 1.0));
+    assert_eq!((f.copy_ms, f.copy_and_compute_ms), (3.0, 0.0));
+    assert_eq!((f.span_ms, f.bound_ms, f.bound_engine), (4.0, 3.0, Some(Engine::CopyIn)));
+    assert_eq!(f.measured_over_bound, Some(4.0 / 3.0));
+    assert_eq!((f.counts.kernels, f.counts.copies), (1, 2));
+}
+
+#[test]
+fn a_copy_fully_under_a_kernel() {
+    let lines = [
+        kernel(13, 0.0, 4.0, 1),
+        copy(14, Direction::DeviceToHost, Memory::Pinned, 1.0, 2.0),
+        Line::Memset {
+            device: 0,
+            context: 1,
+            stream: 14,
+            start: at(2.5),
+            end: at(3.0),
+            correlation: 0,
+            bytes: 64,
+        },
+    ];
+    let report = report_of(&lines);
+    let f = &report.windows[0].figures;
+    // The memset is compute, inside the kernel's time: compute stays 4 ms.
+    assert_eq!((f.busy.compute_ms, f.busy.copy_out_ms), (4.0, 1.0));
+    assert_eq!(f.copy_and_compute_ms, 1.0);
+    assert_eq!((f.copy_under_compute, f.compute_under_copy), (Some(1.0), Some(0.25)));
+    assert_eq!((f.bound_ms, f.measured_over_bound), (4.0, Some(1.0)));
+    let text = report_text(&report, Lang::En);
+    assert!(text.contains("100% of the copy time"), "{text}");
+    assert!(text.contains("25% of the compute time"), "{text}");
+    assert!(text.contains("measured over bound: 1.00x"), "{text}");
+    assert!(text.contains("= 4.000 ms (compute)"), "{text}");
+    assert!(text.contains("1 kernels, 1 copies, 1 memsets, 0 collectives"), "{text}");
+}
+
+#[test]
+fn one_window_per_process_and_device_and_each_finds_its_own() {
+    let mut pageable = copy(13, Direction::HostToDevice, Memory::Pageable, 0.0, 1.0);
+    if let Line::Copy { device, .. } = &mut pageable {
+        *device = 1;
+    }
+    let report = report_of(&[kernel(13, 0.0, 1.0, 1), pageable]);
+    let devices: Vec<u32> = report.windows.iter().map(|w| w.window.device).collect();
+    assert_eq!(devices, [0, 1]);
+    assert!(report.windows[0].findings.is_empty());
+    let rules: Vec<Rule> = report.windows[1].findings.iter().map(|f| f.rule).collect();
+    assert_eq!(rules, [Rule::PageableCopy]);
+    let text = report_text(&report, Lang::En);
+    assert!(text.contains("lesson: streamlab run pinned-vs-pageable"), "{text}");
+    assert!(text.contains("e.g. memcpy HtoD on stream 13 at 0.000 ms"), "{text}");
+    let zh = report_text(&report, Lang::Zh);
+    assert!(zh.contains("对应课程：streamlab run pinned-vs-pageable"), "{zh}");
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["windows"][1]["findings"][0]["rule"], "pageable_copy");
+    assert_eq!(json["windows"][1]["window"]["part"], "whole");
+    assert_eq!(json["thresholds"]["idle_gap_ms"], 0.1);
+    // Two processes: a window each, in the order they started.
+    let two = capture(vec![
+        process_of(5, &[context(), vec![kernel(13, 0.0, 1.0, 1)]].concat()),
+        process_of(6, &[context(), vec![kernel(13, 2.0, 3.0, 1)]].concat()),
+    ]);
+    let report = overlap_report(&two, &Thresholds::DEFAULT);
+    let processes: Vec<u32> = report.windows.iter().map(|w| w.window.process).collect();
+    assert_eq!(processes, [5, 6]);
+}
+
+#[test]
+fn the_text_states_the_thresholds_and_the_bound_formula() {
+    let lines =
+        [kernel(13, 0.0, 2.0, 1), copy(14, Direction::HostToDevice, Memory::Pinned, 0.0, 1.0)];
+    let text = report_text(&report_of(&lines), Lang::En);
+    assert!(text.contains("idle gap > 0.1 ms"), "{text}");
+    assert!(text.contains("small kernel <= 0.01 ms; many = 100 or more"), "{text}");
+    assert!(text.contains("late rank > 0.05 ms; CPU ahead > 1 ms"), "{text}");
+    assert!(
+        text.contains(
+            "bound = max(compute 2.000, copy in 1.000, copy out 0.000, \
+             device and peer copies 0.000, collectives 0.000) = 2.000 ms (compute)"
+        ),
+        "{text}"
+    );
+}
+
+/// The issue's example: a range that launched 200 kernels and returned, and a range that
+/// only synchronized, while they ran. The work belongs to the first ("launched in"); the
+/// second only saw it run ("ran during").
+#[test]
+fn work_is_charged_to_the_range_that_launched_it() {
+    let mut lines = Vec::new();
+    // "launch": 0..1 ms on the host, 200 kernels of 0.2 ms each queued from 0.5 ms on: 40 ms.
+    lines.extend(range(1, "launch", 1, 0.0, 1.0));
+    for i in 0..200u32 {
+        let call_at = 0.002 * f64::from(i);
+        lines.push(call("cudaLaunchKernel", 1, call_at, call_at + 0.001, 1000 + i));
+        let start = 0.5 + 0.2 * f64::from(i);
+        lines.push(kernel(13, start, start + 0.2, 1000 + i));
+    }
+    // "sync": 1..40.5 ms, the host waits for it all.
+    lines.extend(range(2, "sync", 1, 1.0, 40.5));
+    lines.push(call("cudaDeviceSynchronize", 1, 1.0, 40.5, 5000));
+    let report = report_of(&lines);
+    let launch = range_window(&report.windows, "launch");
+    assert_eq!(launch.window.part, Part::Range);
+    assert_eq!(launch.figures.counts.kernels, 200);
+    assert_ms(launch.figures.span_ms, 40.0);
+    assert_ms(launch.figures.busy.compute_ms, 40.0);
+    // It ran during "launch" only while "launch" was open: 0.5 ms of it.
+    let during = &launch.ran_during.as_ref().unwrap().figures;
+    assert_ms(during.busy.compute_ms, 0.5);
+    assert_ms(during.span_ms, 1.0);
+    let charged = launch.projection.unwrap();
+    assert_eq!((charged.by_thread, charged.by_process, charged.by_start_time), (200, 0, 0));
+    // "sync" launched nothing, and 39.5 ms of the work ran during it.
+    let sync = range_window(&report.windows, "sync");
+    assert_eq!((sync.figures.counts.kernels, sync.figures.span_ms), (0, 0.0));
+    assert_ms(sync.ran_during.as_ref().unwrap().figures.busy.compute_ms, 39.5);
+    // The whole run is split at the first range: no work was launched before it.
+    let parts: Vec<Part> = report.windows.iter().map(|w| w.window.part).collect();
+    assert_eq!(parts, [Part::Whole, Part::Rest, Part::Range, Part::Range]);
+}
+
+/// The CPU three steps ahead: each step's range launches its work and returns; the work
+/// runs three steps later. Each step is charged its own work, and the finding says by how
+/// much the CPU ran ahead.
+#[test]
+fn the_cpu_ahead_of_the_gpu_is_said_and_each_step_keeps_its_work() {
+    let mut lines = Vec::new();
+    for step in 0..10u32 {
+        // The host: step `step` at 10 ms each, 1 ms long; the GPU: its 8 ms of work starts
+        // three steps later.
+        let host = 10.0 * f64::from(step);
+        lines.extend(range(10 + step, "step", 1, host, host + 1.0));
+        lines.push(call("cudaLaunchKernel", 1, host + 0.1, host + 0.105, 100 + step));
+        let gpu = host + 30.0;
+        lines.push(kernel(13, gpu, gpu + 8.0, 100 + step));
+    }
+    let report = report_of(&lines);
+    let step = range_window(&report.windows, "step");
+    assert_eq!((step.window.occurrences, step.figures.counts.kernels), (10, 10));
+    // Launched in: the 10 kernels, 8 ms each.
+    assert_ms(step.figures.span_ms, 80.0);
+    // Ran during: only the kernels that happened to run while some step was open.
+    assert_ms(step.ran_during.as_ref().unwrap().figures.busy.compute_ms, 7.0);
+    let ahead = step.findings.iter().find(|f| f.rule == Rule::CpuAhead).unwrap();
+    let a = ahead.ahead.unwrap();
+    // Each step's work ends 37 ms after the step: 3.7 steps of 10 ms.
+    assert_ms(a.median_ms, 37.0);
+    assert_ms(a.max_ms, 37.0);
+    assert_eq!(a.steps, Some(3.7));
+    assert_eq!(a.launch_call_us, Some(5.0));
+    assert_eq!(ahead.count, 10);
+    let text = report_text(&report, Lang::En);
+    assert!(
+        text.contains(
+            "the CPU ran ahead of the GPU: the work an occurrence launched ended 37.000 ms after"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("(3.7 occurrences later)"), "{text}");
+    // Under the threshold, no finding.
+    let t = Thresholds { cpu_ahead_ms: 40.0, ..Thresholds::DEFAULT };
+    let report = overlap_report(&capture_of(&lines), &t);
+    let step = range_window(&report.windows, "step");
+    assert!(step.findings.iter().all(|f| f.rule != Rule::CpuAhead), "{:?}", step.findings);
+}
+
+/// PyTorch's backward runs on the autograd engine's thread, where no range is open, while
+/// the main thread sits in "step": that work is the step's too; work whose call was not
+/// recorded goes by its start time.
+#[test]
+fn work_launched_from_another_thread_belongs_to_the_range_the_process_had_open() {
+    let mut lines = range(1, "step", 1, 0.0, 10.0);
+    lines.push(call("cudaLaunchKernel", 1, 0.5, 0.6, 1));
+    lines.push(kernel(13, 1.0, 2.0, 1));
+    // Thread 2, inside the main thread's "step".
+    lines.push(call("cudaLaunchKernel", 2, 3.0, 3.1, 2));
+    lines.push(kernel(13, 3.5, 4.0, 2));
+    // No call recorded: by its start, inside "step".
+    lines.push(kernel(13, 5.0, 6.0, 3));
+    // After the step, on thread 2: no range anywhere.
+    lines.push(call("cudaLaunchKernel", 2, 11.0, 11.1, 4));
+    lines.push(kernel(13, 11.5, 12.0, 4));
+    let report = report_of(&lines);
+    let step = range_window(&report.windows, "step");
+    let c = step.projection.unwrap();
+    assert_eq!((c.by_thread, c.by_process, c.by_start_time), (1, 1, 1));
+    assert_eq!(step.figures.counts.kernels, 3);
+    let text = report_text(&report, Lang::En);
+    assert!(text.contains("through the launching thread: 1; through the range the process had open (no range on that thread): 1; by start time (its call not recorded): 1"), "{text}");
+}
+
+#[test]
+fn the_run_is_split_into_start_up_and_the_rest_at_the_first_range() {
+    let mut lines = vec![
+        call("cudaLaunchKernel", 1, 0.0, 0.1, 1),
+        kernel(13, 0.2, 1.0, 1),
+        // Launched before the first range, run after it began: still start-up.
+        call("cudaLaunchKernel", 1, 1.5, 1.6, 2),
+        kernel(13, 2.5, 3.0, 2),
+    ];
+    lines.extend(range(1, "step", 1, 2.0, 4.0));
+    lines.push(call("cudaLaunchKernel", 1, 2.1, 2.2, 3));
+    lines.push(kernel(13, 3.0, 3.5, 3));
+    let report = report_of(&lines);
+    let part = |p: Part| report.windows.iter().find(|w| w.window.part == p).unwrap();
+    assert_eq!(part(Part::Whole).figures.counts.kernels, 3);
+    let start_up = part(Part::StartUp);
+    assert_eq!(start_up.figures.counts.kernels, 2);
+    assert_eq!((start_up.start_ms, start_up.end_ms), (0.2, 3.0));
+    assert_eq!(part(Part::Rest).figures.counts.kernels, 1);
+    let text = report_text(&report, Lang::En);
+    assert!(
+        text.contains("GPU 0 · start-up (the work launched before the first NVTX range)"),
+        "{text}"
+    );
+    // Without ranges there is nothing to split.
+    let report = report_of(&lines[..4]);
+    assert_eq!(report.windows.len(), 1);
+}
+
+#[test]
+fn ranges_of_one_name_fold_into_one_window_and_past_the_cap_names_are_counted() {
+    let mut lines = vec![kernel(13, 0.0, 100.0, 1)];
+    lines.extend(range(1, "step", 1, 1.0, 2.0));
+    lines.extend(range(2, "inner", 1, 1.2, 1.5));
+    lines.extend(range(3, "step", 1, 5.0, 6.5));
+    let report = report_of(&lines);
+    let step = range_window(&report.windows, "step");
+    assert_eq!(step.window.occurrences, 2);
+    // It launched nothing; the long kernel ran during both occurrences.
+    let during = &step.ran_during.as_ref().unwrap().figures;
+    assert_eq!((during.span_ms, during.busy.compute_ms), (2.5, 2.5));
+    assert!(report.windows.iter().all(|w| w.window.range.as_deref() != Some("inner")));
+    let mut many = vec![kernel(13, 0.0, 100.0, 1)];
+    for i in 0..MAX_RANGE_NAMES + 3 {
+        let from = i as f64;
+        many.extend(range(i as u32 + 1, &format!("r{i}"), 1, from, from + 0.5));
+    }
+    let report = report_of(&many);
+    assert_eq!(report.range_names_left_out, 3);
+    let ranges = report.windows.iter().filter(|w| w.window.part == Part::Range).count();
+    assert_eq!(ranges, MAX_RANGE_NAMES);
+}
+
+#[test]
+fn a_rank_that_starts_late_is_found_and_ranks_in_step_are_not() {
+    let ranks = |late: f64| {
+        capture(vec![
+            process_of(
+                1,
+                &[context(), vec![nccl(13, 0.0, 1.0, 1), nccl(13, 2.0, 3.0, 2)]].concat(),
+            ),
+            process_of(
+                2,
+                &[context(), vec![nccl(13, 0.01, 1.0, 1), nccl(13, 2.0 + late, 3.0, 2)]].concat(),
+            ),
+        ])
+    };
+    let report = overlap_report(&ranks(0.4), &Thresholds::DEFAULT);
+    let f = &report.across_windows[0];
+    assert_eq!((f.rule, f.count, f.lesson), (Rule::LateRank, 1, "run allreduce-overlap"));
+    assert_ms(f.cost_ms, 0.4);
+    assert_eq!(
+        (f.example.stream.as_str(), f.example.start_ms),
+        ("stream 13 (process 2, GPU 0)", 2.4)
+    );
+    // In step (10 µs apart): nothing.
+    assert!(overlap_report(&ranks(0.0), &Thresholds::DEFAULT).across_windows.is_empty());
+}
+
+#[test]
+fn small_findings_are_folded_into_one_line() {
+    // A 1000 ms window with one 0.5 ms pageable copy: under 1% of it.
+    let lines = [
+        kernel(13, 0.0, 1000.0, 1),
+        copy(14, Direction::HostToDevice, Memory::Pageable, 10.0, 10.5),
+    ];
+    let report = report_of(&lines);
+    let whole = &report.windows[0];
+    assert!(whole.findings.is_empty(), "{:?}", whole.findings);
+    let folded = whole.folded.unwrap();
+    assert_eq!((folded.findings, folded.count), (1, 1));
+    assert_ms(folded.cost_ms, 0.5);
+    let text = report_text(&report, Lang::En);
+    assert!(
+        text.contains(
+            "1 more findings, each under 1% of the window's time: 1 time(s), 0.500 ms in all"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("findings: none"), "{text}");
+}
