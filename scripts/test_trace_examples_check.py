@@ -401,5 +401,77 @@ class Command(Base):
         self.assertIn("not a folder", err)
 
 
+RUNNER = os.path.join(HERE, "trace-examples.sh")
+STAND_INS = os.path.join(HERE, "testdata", "trace-examples")
+
+
+class Runner(Base):
+    """scripts/trace-examples.sh end to end, with stand-ins for streamlab and PyTorch's
+    Python (testdata/trace-examples/): the commands it runs, the files it writes, its exit."""
+
+    def runner(self, *args, **env):
+        log = os.path.join(self.folder.path, "standin.log")
+        out = os.path.join(self.folder.path, "out")
+        done = subprocess.run(
+            ["bash", RUNNER, *args, out], capture_output=True, text=True, check=False,
+            env=dict(os.environ, STREAMLAB=os.path.join(STAND_INS, "streamlab"),
+                     PYTHON=os.path.join(STAND_INS, "python"), STANDIN_LOG=log,
+                     PYTHONDONTWRITEBYTECODE="1", **env))
+        calls = []
+        if os.path.exists(log):
+            with open(log, encoding="utf-8") as f:
+                calls = f.read().splitlines()
+        return done, out, calls
+
+    def test_quick_runs_every_program_with_small_flags_and_checks_them(self):
+        done, out, calls = self.runner("--quick")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        with open(os.path.join(out, "check.txt"), encoding="utf-8") as f:
+            self.assertEqual(f.read().splitlines()[-1], "22 rows, 0 FAILED")
+        traces = [c for c in calls if c.startswith("streamlab")]
+        self.assertEqual(traces, [
+            "streamlab trace --max-records 10000 --json small.json -- "
+            f"{STAND_INS}/python {HERE}/trace-examples/small_kernels.py --kernels 20000",
+            "streamlab trace --json ahead.json -- "
+            f"{STAND_INS}/python {HERE}/trace-examples/cpu_ahead.py --steps 20 --warmup 2",
+            "streamlab trace --json crash.json -- "
+            f"{STAND_INS}/python {HERE}/trace-examples/crash_after_work.py",
+            "streamlab trace --capture-range step --capture-count 10 --json capture.json -- "
+            f"{STAND_INS}/python {HERE}/trace-examples/capture_loop.py",
+            "streamlab trace --cost --json cost-1.json -- "
+            f"{STAND_INS}/python {HERE}/trace-examples/training_loop.py --steps 50",
+            "streamlab trace --json long.json -- "
+            f"{STAND_INS}/python {HERE}/trace-examples/training_loop.py --seconds 10",
+        ])
+        programs = [c for c in calls if not c.startswith("streamlab")]
+        self.assertIn("training_loop.py --steps 50 --profiler", programs)
+        self.assertEqual(programs.count("training_loop.py --steps 50"), 2)  # --cost: twice
+        with open(os.path.join(out, "crash.exit"), encoding="utf-8") as f:
+            self.assertEqual(f.read(), "139\n")
+        for run in ("small", "ahead", "crash", "capture", "cost-1", "profiler-1", "long"):
+            for ext in ("stdout", "stderr", "exit", "wall_ns"):
+                self.assertTrue(os.path.isfile(os.path.join(out, f"{run}.{ext}")), (run, ext))
+
+    def test_a_failed_check_fails_the_runner_and_only_runs_what_it_names(self):
+        done, out, calls = self.runner("--only", "small,cost", "--repeats", "2",
+                                       "--cost-steps", "7", STANDIN_BREAK="small")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("1 FAILED: small.last", done.stdout)
+        self.assertEqual(sorted(n for n in os.listdir(out) if n.endswith(".exit")),
+                         ["cost-1.exit", "cost-2.exit", "profiler-1.exit", "profiler-2.exit",
+                          "small.exit"])
+        self.assertIn("small_kernels.py", calls[1])
+        self.assertEqual(len([c for c in calls if c.endswith("--steps 7 --profiler")]), 2)
+
+    def test_bad_arguments_exit_2_before_anything_runs(self):
+        for args in (["--repeats", "0"], ["--long-seconds"], ["--only", "small,nope"],
+                     ["--frobnicate"]):
+            done, out, calls = self.runner(*args)
+            self.assertEqual(done.returncode, 2, args)
+            self.assertTrue(done.stderr.startswith("trace-examples.sh: "), done.stderr)
+            self.assertEqual(calls, [], args)
+            self.assertFalse(os.path.exists(out), args)
+
+
 if __name__ == "__main__":
     unittest.main()
