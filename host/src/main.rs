@@ -14,6 +14,7 @@ use streamlab::lab::harness::list_command::{self, ListFlags};
 use streamlab::lab::harness::run_command::{self, Failure};
 use streamlab::lessons::LESSONS;
 use streamlab::trace::capture::command as trace_command;
+use streamlab::trace::capture::report_command;
 use streamlab::Error;
 
 const AFTER_HELP: &str = "\
@@ -32,6 +33,8 @@ Examples:
   streamlab run all --lang zh                 every lesson, explained in Chinese (中文)
   streamlab trace -- python train.py          any CUDA program's streams, recorded and
                                               reported on (see streamlab trace --help)
+  streamlab report raw/                       a folder `trace --keep raw/` kept, reported
+                                              on again (no GPU needed)
 
 Exit codes:
   0  success, every check passed (or honestly not asserted)
@@ -105,6 +108,7 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
         .subcommand(run_command::command(LESSONS))
         .subcommand(launch)
         .subcommand(trace_command::command())
+        .subcommand(report_command::command())
 }
 
 fn main() -> ExitCode {
@@ -143,12 +147,13 @@ fn main() -> ExitCode {
 }
 
 /// Whether an error is also printed as JSON on stdout: `--json` among streamlab's own
-/// arguments, but never for `trace`, whose stdout is the traced program's and whose
-/// `--json FILE` names a file (nor a `--json` of the program's, after `--`).
+/// arguments, but never for `trace`, whose stdout is the traced program's, nor `report`:
+/// their `--json FILE` names a file (nor a `--json` of the program's, after `--`).
 fn errors_as_json(argv: &[String]) -> bool {
     let own = argv.iter().skip(1).take_while(|a| *a != "--");
     let command = argv.iter().skip(1).find(|a| !a.starts_with('-'));
-    command.is_none_or(|c| c != "trace") && own.into_iter().any(|a| a == "--json")
+    let writes_a_file = command.is_some_and(|c| c == "trace" || c == "report");
+    !writes_a_file && own.into_iter().any(|a| a == "--json")
 }
 
 /// Prints `e` as streamlab's one error line (and as JSON on stdout with `--json`), and
@@ -198,6 +203,10 @@ fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
             let command: Vec<String> =
                 m.get_many::<String>("command").into_iter().flatten().cloned().collect();
             let code = launcher::launch(gpus, &command).map_err(|e| (e, None))?;
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        }
+        Some(("report", m)) => {
+            let code = report_command::run(m).map_err(|e| (e, Some("report")))?;
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         Some(("trace", m)) => {

@@ -215,7 +215,7 @@ fn trace_and_svg_naming_a_missing_folder_or_a_folder_are_refused_before_the_gpu(
 fn a_missing_command_or_argument_is_named_in_one_complete_line() {
     assert_refused(
         &[],
-        "a command is missing: info, list, run, launch or trace (see streamlab --help)",
+        "a command is missing: info, list, run, launch, trace or report (see streamlab --help)",
     );
     for (args, named) in [
         (

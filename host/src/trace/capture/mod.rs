@@ -11,8 +11,11 @@
 pub mod analysis;
 pub mod command;
 pub mod file_text;
+pub mod flags;
 pub mod injection;
+pub mod present;
 pub mod program;
 pub mod recordings;
+pub mod report_command;
 pub mod session;
 pub mod summary;
