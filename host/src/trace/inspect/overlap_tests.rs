@@ -145,9 +145,9 @@ fn work_is_charged_to_the_range_that_launched_it() {
     let sync = range_window(&report.windows, "sync");
     assert_eq!((sync.figures.counts.kernels, sync.figures.span_ms), (0, 0.0));
     assert_ms(sync.ran_during.as_ref().unwrap().figures.busy.compute_ms, 39.5);
-    // The whole run is split at the first range: no work was launched before it.
+    // No work was launched before the first range: no start-up, and no split.
     let parts: Vec<Part> = report.windows.iter().map(|w| w.window.part).collect();
-    assert_eq!(parts, [Part::Whole, Part::Rest, Part::Range, Part::Range]);
+    assert_eq!(parts, [Part::Whole, Part::Range, Part::Range]);
 }
 
 /// The CPU three steps ahead: each step's range launches its work and returns; the work

@@ -174,9 +174,11 @@ pub fn windows(p: &Process, projection: &Projection) -> (Vec<WindowRecords>, usi
                 |i: &u32| projection.launched_at[*i as usize].unwrap_or(p.gpu.start[*i as usize]);
             let (start_up, rest): (Vec<u32>, Vec<u32>) =
                 on_device.iter().partition(|i| launched(i) < first);
+            // Split only where both parts hold work: otherwise one of them is the whole run.
+            let split = !start_up.is_empty() && !rest.is_empty();
             for (part, list) in [(Part::StartUp, start_up), (Part::Rest, rest)] {
-                if list.is_empty() {
-                    continue;
+                if !split {
+                    break;
                 }
                 let pieces: Vec<Piece> = list.into_iter().map(piece).collect();
                 let held = Held { intervals: extent(&pieces), pieces };
