@@ -233,6 +233,22 @@ fn launch_names_the_failing_rank_with_its_error_line_and_stops_the_others() {
 }
 
 #[test]
+fn the_launchers_rendezvous_folder_is_readable_by_its_user_alone() {
+    // The NCCL id in it lets a process join the ranks' communicator.
+    let program = stand_in(
+        "private",
+        "id=${STREAMLAB_RENDEZVOUS#file:}\necho \"folder $(stat -c %a \"$(dirname \"$id\")\")\" >&2",
+    );
+    let (mut launcher, lines) = launch_stand_ins(&program, 2, &[]);
+    let code = exit_within(&mut launcher, Duration::from_secs(10));
+    let said = rest_of(&lines);
+    assert_eq!(code, Some(0), "{said:?}");
+    assert!(said.iter().any(|l| l == "folder 700"), "{said:?}");
+    assert!(said.iter().any(|l| l == "rank 1: folder 700"), "{said:?}");
+    std::fs::remove_dir_all(program.parent().unwrap()).unwrap();
+}
+
+#[test]
 fn sigterm_on_launch_stops_every_rank_and_exits_143() {
     let program = stand_in("sigterm", "exec sleep 30");
     let (mut launcher, lines) = launch_stand_ins(&program, 2, &[]);
