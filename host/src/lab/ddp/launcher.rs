@@ -3,7 +3,7 @@
 //! The launcher starts N copies of this program, `RANK` and `LOCAL_RANK` = i (and `--device
 //! i`), `WORLD_SIZE` = N, and a rendezvous file (`STREAMLAB_RENDEZVOUS`) in a folder that it
 //! owns and only its user can read, through which rank 0 hands NCCL's unique id to the others
-//! ([`crate::lab::ddp::ranks`]); being on one machine, they need no TCP rendezvous nor its run
+//! ([`crate::lab::ddp::rendezvous`]); being on one machine, they need no TCP rendezvous nor its run
 //! token. Rank 0's report is printed.
 //!
 //! Under faults it behaves as torchrun does, because a rank whose partner died waits in NCCL

@@ -13,14 +13,15 @@
 //! A world of one from Open MPI or Slurm runs alone too: it has no one to meet. The local
 //! rank is the default `--device` (an explicit `--device` wins).
 //!
-//! The ranks meet through NCCL's unique id, which rank 0 makes and hands to the others, by
+//! The ranks meet through NCCL's unique id, which rank 0 makes and hands to the others
+//! ([`RankEnv::share_id`], in [`crate::lab::ddp::rendezvous`]), by
 //! - `STREAMLAB_RENDEZVOUS=file:/shared/path`: rank 0 writes the id there (`streamlab
 //!   launch` uses a file in a folder it owns and removes). Give each run a path of its own:
 //!   a rank that finds the previous run's id there joins a communicator that no longer
 //!   exists and waits in NCCL;
 //! - `STREAMLAB_RENDEZVOUS=tcp:host:port`, or torchrun's `MASTER_ADDR` and `MASTER_PORT`:
 //!   rank 0 listens there and sends the id to each rank of its run that greets it (across
-//!   machines; [`crate::lab::ddp::rendezvous`]). From `MASTER_PORT` it takes the port above
+//!   machines). From `MASTER_PORT` it takes the port above
 //!   it: under torchrun, `MASTER_PORT` itself is torchrun's own store, already bound.
 //!
 //! `mpirun` and `srun` set neither: export `MASTER_ADDR` and `MASTER_PORT` in the job script
@@ -36,12 +37,9 @@
 //! then still answers only well-formed greetings of its world size, one per rank, but any
 //! process that can reach the port and greets as a rank gets the id (set the variable on
 //! shared machines). The file rendezvous takes no token.
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::lab::ddp::rendezvous;
-use crate::runtime::nccl::UniqueId;
 use crate::runtime::{Error, Result};
 
 /// How long a rank waits for rank 0's id when `STREAMLAB_RENDEZVOUS_TIMEOUT` is not set.
@@ -212,60 +210,6 @@ pub fn from_env() -> Result<Option<RankEnv>> {
     parse(|k| std::env::var(k).ok())
 }
 
-impl RankEnv {
-    /// The error when rank 0's id did not come through the file `path` within the timeout.
-    fn waited_too_long(&self, path: &str) -> Error {
-        Error::NotRun(format!(
-            "rank {} of {} ({}): rank 0's NCCL id did not arrive through {path} within {} s (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
-            self.rank,
-            self.world,
-            self.source,
-            self.timeout.as_secs_f64()
-        ))
-    }
-
-    /// The id all ranks share: rank 0 makes it with `make` and publishes it (over TCP it
-    /// returns once every rank has it); the others wait for it, [`RankEnv::timeout`] at most.
-    pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
-        let wait = self.timeout;
-        let io = |what: &str, e: std::io::Error| Error::InvalidInput(format!("{what}: {e}"));
-        match (&self.rendezvous, self.rank) {
-            (Rendezvous::File(path), 0) => {
-                let id = make()?;
-                let partial = path.with_extension("partial");
-                std::fs::write(&partial, id.to_hex())
-                    .map_err(|e| io(&format!("writing {}", partial.display()), e))?;
-                // A rename is atomic: a reader never sees half an id.
-                std::fs::rename(&partial, path)
-                    .map_err(|e| io(&format!("writing {}", path.display()), e))?;
-                Ok(id)
-            }
-            (Rendezvous::File(path), _) => {
-                let start = Instant::now();
-                loop {
-                    if let Ok(text) = std::fs::read_to_string(path) {
-                        return UniqueId::from_hex(&text);
-                    }
-                    if start.elapsed() > wait {
-                        return Err(self.waited_too_long(&path.display().to_string()));
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-            (Rendezvous::Tcp(addr), 0) => {
-                let listener =
-                    TcpListener::bind(addr).map_err(|e| io(&format!("listening on {addr}"), e))?;
-                let id = make()?;
-                // Rank 0 joins NCCL's communicator only once every rank has the id: the
-                // others join it meanwhile, and wait there for rank 0.
-                rendezvous::serve(self, listener, addr, &id)?;
-                Ok(id)
-            }
-            (Rendezvous::Tcp(addr), _) => rendezvous::ask(self, addr),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,22 +273,6 @@ mod tests {
             let e = env(&bad).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
         }
-    }
-
-    #[test]
-    fn a_file_rendezvous_hands_rank_0s_id_to_rank_1() {
-        let dir = std::env::temp_dir().join(format!("streamlab-ranks-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("id");
-        let at = |rank| rank_env(rank, 2, Rendezvous::File(path.clone()));
-        let id = UniqueId::from_hex(&"ab".repeat(128)).unwrap();
-        let reader = std::thread::spawn({
-            let r1 = at(1);
-            move || r1.share_id(|| panic!("rank 1 never makes the id"))
-        });
-        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
-        assert!(reader.join().unwrap().unwrap() == id);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     const MEET: (&str, &str) = ("STREAMLAB_RENDEZVOUS", "file:/shared/id");

@@ -1,5 +1,5 @@
-//! The TCP rendezvous: rank 0 hands NCCL's unique id to the other ranks of its own run, and
-//! to no one else.
+//! How the ranks meet ([`RankEnv::share_id`]): through a file, or over TCP, where rank 0 hands
+//! NCCL's unique id to the other ranks of its own run, and to no one else.
 //!
 //! A rank connects to rank 0 and sends one line, its greeting (its world size, its rank and
 //! the run token); rank 0 answers with the id, or refuses, and closes the connection (the
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::lab::ddp::handshake::{
     answer, judge, rank_0_gave_up, who, Greeting, Refusal, Strangers,
 };
-use crate::lab::ddp::ranks::RankEnv;
+use crate::lab::ddp::ranks::{RankEnv, Rendezvous};
 use crate::runtime::nccl::UniqueId;
 use crate::runtime::{Error, Result};
 
@@ -41,6 +41,60 @@ const ACCEPT_AT_ONCE: usize = 64;
 const POLL: Duration = Duration::from_millis(10);
 /// The longest answer a rank reads from rank 0 (`id ` and 256 hex digits, or a refusal).
 const ANSWER_CAP: u64 = 1024;
+
+impl RankEnv {
+    /// The error when rank 0's id did not come through the file `path` within the timeout.
+    fn waited_too_long(&self, path: &str) -> Error {
+        Error::NotRun(format!(
+            "rank {} of {} ({}): rank 0's NCCL id did not arrive through {path} within {} s (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
+            self.rank,
+            self.world,
+            self.source,
+            self.timeout.as_secs_f64()
+        ))
+    }
+
+    /// The id all ranks share: rank 0 makes it with `make` and publishes it (over TCP it
+    /// returns once every rank has it); the others wait for it, [`RankEnv::timeout`] at most.
+    pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
+        let wait = self.timeout;
+        let io = |what: &str, e: std::io::Error| Error::InvalidInput(format!("{what}: {e}"));
+        match (&self.rendezvous, self.rank) {
+            (Rendezvous::File(path), 0) => {
+                let id = make()?;
+                let partial = path.with_extension("partial");
+                std::fs::write(&partial, id.to_hex())
+                    .map_err(|e| io(&format!("writing {}", partial.display()), e))?;
+                // A rename is atomic: a reader never sees half an id.
+                std::fs::rename(&partial, path)
+                    .map_err(|e| io(&format!("writing {}", path.display()), e))?;
+                Ok(id)
+            }
+            (Rendezvous::File(path), _) => {
+                let start = Instant::now();
+                loop {
+                    if let Ok(text) = std::fs::read_to_string(path) {
+                        return UniqueId::from_hex(&text);
+                    }
+                    if start.elapsed() > wait {
+                        return Err(self.waited_too_long(&path.display().to_string()));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            (Rendezvous::Tcp(addr), 0) => {
+                let listener =
+                    TcpListener::bind(addr).map_err(|e| io(&format!("listening on {addr}"), e))?;
+                let id = make()?;
+                // Rank 0 joins NCCL's communicator only once every rank has the id: the
+                // others join it meanwhile, and wait there for rank 0.
+                serve(self, listener, addr, &id)?;
+                Ok(id)
+            }
+            (Rendezvous::Tcp(addr), _) => ask(self, addr),
+        }
+    }
+}
 
 /// A connection rank 0 has accepted and not yet heard a whole line from.
 struct Caller {
@@ -234,7 +288,7 @@ fn try_once(env: &RankEnv, addr: &str, greeting: &str, deadline: Instant) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::ddp::ranks::{Rendezvous, RunToken, TOKEN_VAR};
+    use crate::lab::ddp::ranks::{RunToken, DEFAULT_TIMEOUT, TOKEN_VAR};
 
     /// Rank `rank` of `world` meeting at `addr`, with `token` (from its variable), waiting
     /// `timeout` at most.
@@ -427,5 +481,24 @@ mod tests {
             assert!(id == the_id());
         }
         assert!(made.join().unwrap().unwrap());
+    }
+
+    #[test]
+    fn a_file_rendezvous_hands_rank_0s_id_to_rank_1() {
+        let dir = std::env::temp_dir().join(format!("streamlab-rendezvous-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id");
+        let at = |rank| RankEnv {
+            rendezvous: Rendezvous::File(path.clone()),
+            ..at(rank, 2, "", None, DEFAULT_TIMEOUT)
+        };
+        let id = UniqueId::from_hex(&"ab".repeat(128)).unwrap();
+        let reader = std::thread::spawn({
+            let r1 = at(1);
+            move || r1.share_id(|| panic!("rank 1 never makes the id"))
+        });
+        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
+        assert!(reader.join().unwrap().unwrap() == id);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
