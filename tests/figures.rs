@@ -42,7 +42,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "the recorder's timeout: how long a probe may stay silent before it says so",
     ),
     ("docs/ARCHITECTURE.md", "2 s", "the launcher's grace for other ranks after one fails"),
-    ("docs/ARCHITECTURE.md", "5 s", "the launcher's wait between SIGTERM and SIGKILL"),
+    (
+        "docs/ARCHITECTURE.md",
+        "5 s",
+        "the launcher's wait between SIGTERM and SIGKILL, and rank 0's for a connection's greeting",
+    ),
     ("docs/ARCHITECTURE.md", "0.2 s", "how often a rank checks that its launcher is alive"),
     (
         "docs/guide/en/src/gpu-at-once.md",

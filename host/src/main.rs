@@ -54,12 +54,19 @@ else `streamlab: <what>`; with --json also a JSON object on stdout.";
 
 const LAUNCH_ABOUT: &str = "\
 Starts one `streamlab run` per GPU with RANK, LOCAL_RANK and WORLD_SIZE set (torchrun's names) \
-and a rendezvous file this launcher owns, through which rank 0 hands NCCL's unique id to the \
-others. Rank 0's report is printed. To run across machines, start `streamlab run \
-allreduce-overlap --device <LOCAL_RANK>` on each with RANK, WORLD_SIZE and either \
-MASTER_ADDR/MASTER_PORT (rank 0 listens on MASTER_PORT + 1: torchrun's own store holds \
-MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port (docs/ARCHITECTURE.md, \"Running across GPUs\"); under mpirun or srun the \
-ranks come from Open MPI's or Slurm's variables.
+and a rendezvous file in a folder this launcher owns and only its user can read, through which \
+rank 0 hands NCCL's unique id to the others. Rank 0's report is printed.
+
+To run across machines, start `streamlab run allreduce-overlap --device <LOCAL_RANK>` on each \
+with RANK, WORLD_SIZE and either MASTER_ADDR/MASTER_PORT (rank 0 listens on MASTER_PORT + 1: \
+torchrun's own store holds MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port, and \
+STREAMLAB_RENDEZVOUS_TOKEN set to one value of the run's own on every rank: rank 0 hands the id \
+only to ranks that greet it with that token, and turns away any other connection without \
+waiting on it. Under torchrun, mpirun or srun the token is the job's id when the variable is \
+not set. With no token at all, rank 0 still answers only greetings of its world size, once per \
+rank, but any process that reaches the port and greets as a rank gets the id. Under mpirun or \
+srun the ranks come from Open MPI's or Slurm's variables (docs/ARCHITECTURE.md, \"Running \
+across GPUs\").
 
 Every rank's stderr comes through the launcher: rank 0's lines as they are, rank N's after \
 `rank N: `. When a rank fails, one line names it and its cause (its error line, or the signal \

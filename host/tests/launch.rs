@@ -2,7 +2,8 @@
 //! (stand-in ranks) run everywhere; the runs need a GPU and NCCL (ignored otherwise). One GPU is enough for a one-rank launch and for the
 //! one-GPU refusals; the two-rank comparison with the one-process run needs two GPUs (its
 //! name starts with `two_gpus`, the name the GPU scripts skip on a one-GPU machine).
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -108,6 +109,70 @@ fn two_gpus_two_ranks_give_the_bits_of_one_process() {
     let (code, alone) = run_json(&["run", "allreduce-overlap"]);
     assert_eq!(code, Some(0), "{}", text(&alone.stderr));
     assert_eq!(digest(&two), digest(&alone), "two processes and one process summed differently");
+}
+
+/// A connection to `addr`, tried until something listens there (`within` at most).
+fn connect_when_listening(addr: &str, within: Duration) -> TcpStream {
+    let until = Instant::now() + within;
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(peer) => return peer,
+            Err(e) if Instant::now() > until => panic!("nothing listened at {addr}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// What rank 0 answers a stranger that connects to `addr` and says `line`.
+fn rank_0_answers(addr: &str, line: &str) -> String {
+    let mut peer = TcpStream::connect(addr).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    peer.write_all(line.as_bytes()).unwrap();
+    let mut answer = String::new();
+    BufReader::new(&peer).read_line(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+#[ignore = "needs two CUDA GPUs and NCCL"]
+fn two_gpus_two_ranks_over_tcp_meet_past_strangers() {
+    // Rank 0 and rank 1 started by hand, as across machines; strangers reach rank 0 first.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    let rank = |r: usize| {
+        Command::new(&bin)
+            .args(["run", "allreduce-overlap", "--json", "--device", &r.to_string()])
+            .args(FLAGS)
+            .env("RANK", r.to_string())
+            .env("WORLD_SIZE", "2")
+            .env("STREAMLAB_RENDEZVOUS", format!("tcp:{addr}"))
+            .env("STREAMLAB_RENDEZVOUS_TOKEN", "two-gpus-over-tcp")
+            .env("STREAMLAB_RENDEZVOUS_TIMEOUT", "120")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a rank")
+    };
+    let rank_0 = rank(0);
+    // Kept open and silent until the run is over: rank 0 must serve rank 1 meanwhile.
+    let silent = connect_when_listening(&addr, Duration::from_secs(120));
+    assert_eq!(rank_0_answers(&addr, "hello, rank 0\n"), "refused garbled\n");
+    let wrong = "streamlab-rendezvous 1 world=2 rank=1 token=another-run\n";
+    assert_eq!(rank_0_answers(&addr, wrong), "refused wrong-token\n");
+    let rank_1 = rank(1);
+    let (zero, one) = (rank_0.wait_with_output().unwrap(), rank_1.wait_with_output().unwrap());
+    drop(silent);
+    assert_eq!(zero.status.code(), Some(0), "rank 0: {}", text(&zero.stderr));
+    assert_eq!(one.status.code(), Some(0), "rank 1: {}", text(&one.stderr));
+    let (code, alone) = run_json(&["run", "allreduce-overlap"]);
+    assert_eq!(code, Some(0), "{}", text(&alone.stderr));
+    assert_eq!(
+        digest(&zero),
+        digest(&alone),
+        "two ranks over TCP and one process summed differently"
+    );
 }
 
 // The launcher under faults, with stand-in ranks (sh scripts, through the test-only
@@ -229,6 +294,22 @@ fn launch_names_the_failing_rank_with_its_error_line_and_stops_the_others() {
         !said.iter().any(|l| l.contains("rank 1: streamlab:")),
         "the error line was forwarded too: {said:?}"
     );
+    std::fs::remove_dir_all(program.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn the_launchers_rendezvous_folder_is_readable_by_its_user_alone() {
+    // The NCCL id in it lets a process join the ranks' communicator.
+    let program = stand_in(
+        "private",
+        "id=${STREAMLAB_RENDEZVOUS#file:}\necho \"folder $(stat -c %a \"$(dirname \"$id\")\")\" >&2",
+    );
+    let (mut launcher, lines) = launch_stand_ins(&program, 2, &[]);
+    let code = exit_within(&mut launcher, Duration::from_secs(10));
+    let said = rest_of(&lines);
+    assert_eq!(code, Some(0), "{said:?}");
+    assert!(said.iter().any(|l| l == "folder 700"), "{said:?}");
+    assert!(said.iter().any(|l| l == "rank 1: folder 700"), "{said:?}");
     std::fs::remove_dir_all(program.parent().unwrap()).unwrap();
 }
 

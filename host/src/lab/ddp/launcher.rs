@@ -1,9 +1,10 @@
 //! `streamlab launch --gpus N run LESSON ...`: one process per GPU, as DDP jobs run.
 //!
 //! The launcher starts N copies of this program, `RANK` and `LOCAL_RANK` = i (and `--device
-//! i`), `WORLD_SIZE` = N, and a rendezvous file in a folder it owns (`STREAMLAB_RENDEZVOUS`),
-//! through which rank 0 hands NCCL's unique id to the others ([`crate::lab::ddp::ranks`]). Rank 0's
-//! report is printed.
+//! i`), `WORLD_SIZE` = N, and a rendezvous file (`STREAMLAB_RENDEZVOUS`) in a folder that it
+//! owns and only its user can read, through which rank 0 hands NCCL's unique id to the others
+//! ([`crate::lab::ddp::rendezvous`]); being on one machine, they need no TCP rendezvous nor its run
+//! token. Rank 0's report is printed.
 //!
 //! Under faults it behaves as torchrun does, because a rank whose partner died waits in NCCL
 //! forever:
@@ -21,7 +22,9 @@
 //!
 //! The exit code is the first failing rank's own, or 128 + N when signal N killed it (what a
 //! shell reports).
+use std::fs::DirBuilder;
 use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicUsize;
@@ -79,6 +82,25 @@ pub fn check_args(run_args: &[String]) -> Result<&str> {
 /// A folder of this launch's own, removed when dropped.
 struct Scratch(PathBuf);
 
+impl Scratch {
+    /// `streamlab-launch-<pid>` in the temporary folder, readable by this user alone: the
+    /// NCCL id in it is what lets a process join the ranks' communicator. A folder of that
+    /// name left by an earlier launcher with this pid is replaced; one that is not this
+    /// user's cannot be, and is an error.
+    fn create() -> Result<Scratch> {
+        let path = std::env::temp_dir().join(format!("streamlab-launch-{}", std::process::id()));
+        let make = || DirBuilder::new().mode(0o700).create(&path);
+        let made = match make() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_dir_all(&path).and_then(|()| make())
+            }
+            other => other,
+        };
+        made.map_err(|e| Error::InvalidInput(format!("creating {}: {e}", path.display())))?;
+        Ok(Scratch(path))
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -116,10 +138,7 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
         signal_hook::flag::register_usize(signal as i32, Arc::clone(&interrupt), signal as usize)
             .map_err(|e| Error::Internal(format!("catching {}: {e}", signal.as_str())))?;
     }
-    let scratch =
-        Scratch(std::env::temp_dir().join(format!("streamlab-launch-{}", std::process::id())));
-    std::fs::create_dir_all(&scratch.0)
-        .map_err(|e| Error::InvalidInput(format!("creating {}: {e}", scratch.0.display())))?;
+    let scratch = Scratch::create()?;
     let rendezvous = format!("file:{}", scratch.0.join("nccl-id").display());
     let say = to_stderr();
     let mut ranks: Vec<RankProcess> = Vec::new();

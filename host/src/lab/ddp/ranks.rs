@@ -13,29 +13,39 @@
 //! A world of one from Open MPI or Slurm runs alone too: it has no one to meet. The local
 //! rank is the default `--device` (an explicit `--device` wins).
 //!
-//! The ranks meet through NCCL's unique id, which rank 0 makes and hands to the others, by
+//! The ranks meet through NCCL's unique id, which rank 0 makes and hands to the others
+//! ([`RankEnv::share_id`], in [`crate::lab::ddp::rendezvous`]), by
 //! - `STREAMLAB_RENDEZVOUS=file:/shared/path`: rank 0 writes the id there (`streamlab
 //!   launch` uses a file in a folder it owns and removes). Give each run a path of its own:
 //!   a rank that finds the previous run's id there joins a communicator that no longer
 //!   exists and waits in NCCL;
 //! - `STREAMLAB_RENDEZVOUS=tcp:host:port`, or torchrun's `MASTER_ADDR` and `MASTER_PORT`:
-//!   rank 0 listens there and sends the id to each rank that connects (across machines).
-//!   From `MASTER_PORT` it takes the port above it: under torchrun, `MASTER_PORT` itself is
-//!   torchrun's own store, already bound.
+//!   rank 0 listens there and sends the id to each rank of its run that greets it (across
+//!   machines). From `MASTER_PORT` it takes the port above
+//!   it: under torchrun, `MASTER_PORT` itself is torchrun's own store, already bound.
 //!
 //! `mpirun` and `srun` set neither: export `MASTER_ADDR` and `MASTER_PORT` in the job script
 //! (e.g. the first host of the allocation), or `STREAMLAB_RENDEZVOUS`. A rank waits
-//! `STREAMLAB_RENDEZVOUS_TIMEOUT` seconds (default 120) for rank 0's id, then gives up.
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+//! `STREAMLAB_RENDEZVOUS_TIMEOUT` seconds (default 120) for rank 0's id, then gives up; rank 0
+//! waits as long for every rank to ask for it.
+//!
+//! Over TCP, rank 0 answers only ranks with its run token ([`RunToken`]):
+//! `STREAMLAB_RENDEZVOUS_TOKEN` where it is set, else one taken from what started the ranks:
+//! torchrun's `TORCHELASTIC_RUN_ID`, Open MPI's `OMPI_MCA_ess_base_jobid` (or PMIx's
+//! `PMIX_NAMESPACE`), Slurm's `SLURM_JOB_ID` and `SLURM_STEP_ID`, each only for ranks that
+//! source gave. Ranks started by hand with `MASTER_ADDR` have none unless it is set: rank 0
+//! then still answers only well-formed greetings of its world size, one per rank, but any
+//! process that can reach the port and greets as a rank gets the id (set the variable on
+//! shared machines). The file rendezvous takes no token.
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::runtime::nccl::UniqueId;
 use crate::runtime::{Error, Result};
 
 /// How long a rank waits for rank 0's id when `STREAMLAB_RENDEZVOUS_TIMEOUT` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The variable that sets the run token.
+pub const TOKEN_VAR: &str = "STREAMLAB_RENDEZVOUS_TOKEN";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rendezvous {
@@ -55,6 +65,71 @@ pub struct RankEnv {
     pub rendezvous: Rendezvous,
     /// How long to wait for the other ranks (rank 0's id, and NCCL's communicator).
     pub timeout: Duration,
+    /// What every rank of this run shares, for the TCP rendezvous.
+    pub token: Option<RunToken>,
+}
+
+/// What every rank of one run shares, so that rank 0 answers only them at the TCP
+/// rendezvous: the module doc says where it comes from. It is never printed: its `Debug`
+/// says where it came from and how long it is.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RunToken {
+    value: String,
+    /// Where it came from (`STREAMLAB_RENDEZVOUS_TOKEN`, `SLURM_JOB_ID and SLURM_STEP_ID`...).
+    pub from: &'static str,
+}
+
+impl RunToken {
+    /// `value`, where it is [`RunToken::valid`].
+    pub fn new(value: &str, from: &'static str) -> Option<RunToken> {
+        RunToken::valid(value).then(|| RunToken { value: value.to_string(), from })
+    }
+
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// 1 to 256 visible ASCII characters, no spaces: a token is one word of a greeting line.
+    pub fn valid(text: &str) -> bool {
+        (1..=256).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_graphic())
+    }
+}
+
+impl std::fmt::Debug for RunToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RunToken(from {}, {} characters)", self.from, self.value.len())
+    }
+}
+
+/// The run token of ranks from `source`: `STREAMLAB_RENDEZVOUS_TOKEN`, else the one `source`
+/// gives (module doc), else none.
+fn run_token(vars: &impl Fn(&str) -> Option<String>, source: &str) -> Result<Option<RunToken>> {
+    if let Some(set) = vars(TOKEN_VAR) {
+        return match RunToken::new(set.trim(), TOKEN_VAR) {
+            Some(token) => Ok(Some(token)),
+            // The value is not repeated: it is meant to be a secret.
+            None => Err(Error::InvalidInput(format!(
+                "{TOKEN_VAR} must be 1 to 256 visible ASCII characters, without spaces"
+            ))),
+        };
+    }
+    let var = |name: &str| vars(name).map(|v| v.trim().to_string());
+    let derived = match source {
+        "torchrun/launch" => {
+            var("TORCHELASTIC_RUN_ID").map(|id| (format!("torchrun:{id}"), "TORCHELASTIC_RUN_ID"))
+        }
+        "Open MPI" => var("OMPI_MCA_ess_base_jobid")
+            .map(|id| (format!("ompi:{id}"), "OMPI_MCA_ess_base_jobid"))
+            .or_else(|| var("PMIX_NAMESPACE").map(|ns| (format!("pmix:{ns}"), "PMIX_NAMESPACE"))),
+        "Slurm" => match (var("SLURM_JOB_ID"), var("SLURM_STEP_ID")) {
+            (Some(job), Some(step)) => {
+                Some((format!("slurm:{job}.{step}"), "SLURM_JOB_ID and SLURM_STEP_ID"))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok(derived.and_then(|(value, from)| RunToken::new(&value, from)))
 }
 
 /// Where ranks come from, in the order they win: the source's name and its rank, world and
@@ -126,116 +201,13 @@ pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
             }
         },
     };
-    Ok(Some(RankEnv { rank, world, local_rank, source, rendezvous, timeout }))
+    let token = run_token(&vars, source)?;
+    Ok(Some(RankEnv { rank, world, local_rank, source, rendezvous, timeout, token }))
 }
 
 /// [`parse`] of this process's environment.
 pub fn from_env() -> Result<Option<RankEnv>> {
     parse(|k| std::env::var(k).ok())
-}
-
-/// One try at reading rank 0's id from `addr`, giving up at `deadline`: None when nothing
-/// listens there yet, or what answered closed without an id. Connecting and reading are
-/// both bounded, so a peer that accepts and never writes (another program on the port, a
-/// rank 0 that died) cannot hold this rank forever.
-fn read_id(addr: &str, deadline: Instant) -> Result<Option<UniqueId>> {
-    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    let targets = addr
-        .to_socket_addrs()
-        .map_err(|e| Error::InvalidInput(format!("rendezvous address {addr}: {e}")))?;
-    for target in targets {
-        let Ok(peer) = TcpStream::connect_timeout(&target, left().min(Duration::from_secs(5)))
-        else {
-            continue;
-        };
-        peer.set_read_timeout(Some(left()))
-            .map_err(|e| Error::InvalidInput(format!("reading from {addr}: {e}")))?;
-        let mut line = String::new();
-        return match BufReader::new(peer).read_line(&mut line) {
-            Ok(_) if line.trim().is_empty() => Ok(None),
-            Ok(_) => UniqueId::from_hex(&line).map(Some),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(Error::InvalidInput(format!("reading from {addr}: {e}"))),
-        };
-    }
-    Ok(None)
-}
-
-impl RankEnv {
-    /// The error when rank 0's id did not come through `what` within the timeout.
-    fn waited_too_long(&self, what: &str) -> Error {
-        Error::NotRun(format!(
-            "rank {} of {} ({}): rank 0's NCCL id did not arrive through {what} within {} s (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
-            self.rank,
-            self.world,
-            self.source,
-            self.timeout.as_secs_f64()
-        ))
-    }
-
-    /// The id all ranks share: rank 0 makes it with `make` and publishes it; the others wait
-    /// for it, [`RankEnv::timeout`] at most.
-    pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
-        let wait = self.timeout;
-        let io = |what: &str, e: std::io::Error| Error::InvalidInput(format!("{what}: {e}"));
-        match (&self.rendezvous, self.rank) {
-            (Rendezvous::File(path), 0) => {
-                let id = make()?;
-                let partial = path.with_extension("partial");
-                std::fs::write(&partial, id.to_hex())
-                    .map_err(|e| io(&format!("writing {}", partial.display()), e))?;
-                // A rename is atomic: a reader never sees half an id.
-                std::fs::rename(&partial, path)
-                    .map_err(|e| io(&format!("writing {}", path.display()), e))?;
-                Ok(id)
-            }
-            (Rendezvous::File(path), _) => {
-                let start = Instant::now();
-                loop {
-                    if let Ok(text) = std::fs::read_to_string(path) {
-                        return UniqueId::from_hex(&text);
-                    }
-                    if start.elapsed() > wait {
-                        return Err(self.waited_too_long(&path.display().to_string()));
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-            (Rendezvous::Tcp(addr), 0) => {
-                let listener =
-                    TcpListener::bind(addr).map_err(|e| io(&format!("listening on {addr}"), e))?;
-                let id = make()?;
-                let (others, text) = (self.world - 1, id.to_hex());
-                // Serve in the background: this rank goes on to ncclCommInitRank, which
-                // returns only when the others have joined.
-                std::thread::spawn(move || {
-                    for mut peer in listener.incoming().take(others).flatten() {
-                        let _ = writeln!(peer, "{text}");
-                    }
-                });
-                Ok(id)
-            }
-            (Rendezvous::Tcp(addr), _) => {
-                let deadline = Instant::now() + wait;
-                loop {
-                    if let Some(id) = read_id(addr, deadline)? {
-                        return Ok(id);
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(self.waited_too_long(addr));
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -257,6 +229,7 @@ mod tests {
             source: "torchrun/launch",
             rendezvous,
             timeout: DEFAULT_TIMEOUT,
+            token: None,
         }
     }
 
@@ -300,58 +273,6 @@ mod tests {
             let e = env(&bad).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
         }
-    }
-
-    #[test]
-    fn a_file_rendezvous_hands_rank_0s_id_to_rank_1() {
-        let dir = std::env::temp_dir().join(format!("streamlab-ranks-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("id");
-        let at = |rank| rank_env(rank, 2, Rendezvous::File(path.clone()));
-        let id = UniqueId::from_hex(&"ab".repeat(128)).unwrap();
-        let reader = std::thread::spawn({
-            let r1 = at(1);
-            move || r1.share_id(|| panic!("rank 1 never makes the id"))
-        });
-        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
-        assert!(reader.join().unwrap().unwrap() == id);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn a_tcp_rendezvous_hands_rank_0s_id_to_the_others() {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let at = |rank| rank_env(rank, 3, Rendezvous::Tcp(format!("127.0.0.1:{port}")));
-        let id = UniqueId::from_hex(&"5c".repeat(128)).unwrap();
-        assert!(at(0).share_id(|| Ok(id)).unwrap() == id);
-        for rank in [1, 2] {
-            assert!(at(rank).share_id(|| panic!("only rank 0 makes it")).unwrap() == id);
-        }
-    }
-
-    #[test]
-    fn a_tcp_rank_gives_up_on_a_peer_that_accepts_and_never_answers() {
-        // Something listens on the port (another program, a rank 0 that hung) and says
-        // nothing: the rank must give up in time, not wait in read forever.
-        let silent = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = silent.local_addr().unwrap().to_string();
-        let held = std::thread::spawn(move || {
-            let kept: Vec<TcpStream> = silent.incoming().take(1).flatten().collect();
-            std::thread::sleep(Duration::from_secs(3));
-            drop(kept);
-        });
-        let r1 = RankEnv {
-            timeout: Duration::from_millis(300),
-            ..rank_env(1, 2, Rendezvous::Tcp(addr.clone()))
-        };
-        let start = Instant::now();
-        let e = r1.share_id(|| panic!("rank 1 never makes the id"));
-        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
-        let Err(e) = e else { panic!("an id from a peer that sent none") };
-        let e = e.to_string();
-        assert!(e.contains(&addr) && e.contains("did not arrive"), "{e}");
-        assert!(e.contains("rank 1 of 2") && e.contains("within 0.3 s"), "{e}");
-        held.join().unwrap();
     }
 
     const MEET: (&str, &str) = ("STREAMLAB_RENDEZVOUS", "file:/shared/id");
@@ -480,5 +401,64 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
             assert!(e.to_string().contains(named), "{bad:?}: {e}");
         }
+    }
+
+    /// The run token that `pairs` give a rank (torchrun's, Open MPI's or Slurm's).
+    fn token_of(pairs: &[(&str, &str)]) -> Option<RunToken> {
+        env(pairs).unwrap().unwrap().token
+    }
+
+    #[test]
+    fn the_run_token_comes_from_its_variable_else_from_what_started_the_ranks() {
+        let torch = [("RANK", "1"), ("WORLD_SIZE", "2"), MEET];
+        assert_eq!(token_of(&torch), None);
+        let with = |more: &[(&str, &str)]| token_of(&[&torch[..], more].concat()).unwrap();
+        let set = with(&[(TOKEN_VAR, " s3cret ")]);
+        assert_eq!((set.value(), set.from), ("s3cret", TOKEN_VAR));
+        let elastic = with(&[("TORCHELASTIC_RUN_ID", "job-7")]);
+        assert_eq!((elastic.value(), elastic.from), ("torchrun:job-7", "TORCHELASTIC_RUN_ID"));
+        // The variable wins.
+        assert_eq!(with(&[("TORCHELASTIC_RUN_ID", "job-7"), (TOKEN_VAR, "mine")]).value(), "mine");
+
+        let step = [("SLURM_PROCID", "1"), ("SLURM_STEP_NUM_TASKS", "2"), MEET];
+        let ids = [("SLURM_JOB_ID", "4242"), ("SLURM_STEP_ID", "0")];
+        let slurm = token_of(&[&step[..], &ids].concat()).unwrap();
+        assert_eq!((slurm.value(), slurm.from), ("slurm:4242.0", "SLURM_JOB_ID and SLURM_STEP_ID"));
+        assert_eq!(token_of(&[&step[..], &ids[..1]].concat()), None);
+        // A source's token goes only with the ranks it gave: torchrun's ranks in a Slurm step
+        // share no Slurm token with ranks started otherwise.
+        assert_eq!(token_of(&[&torch[..], &ids].concat()), None);
+
+        let mpi = [("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2"), MEET];
+        let job = token_of(&[&mpi[..], &[("OMPI_MCA_ess_base_jobid", "2404974593")]].concat());
+        assert_eq!(job.unwrap().value(), "ompi:2404974593");
+        let pmix = token_of(&[&mpi[..], &[("PMIX_NAMESPACE", "prterun-a-81@1")]].concat());
+        assert_eq!(
+            pmix.map(|t| (t.value().to_string(), t.from)),
+            Some(("pmix:prterun-a-81@1".into(), "PMIX_NAMESPACE"))
+        );
+    }
+
+    #[test]
+    fn a_bad_run_token_is_refused_and_no_token_is_ever_shown() {
+        let long = "x".repeat(257);
+        for bad in ["", "  ", "two words", "caf\u{e9}", &long] {
+            let e = env(&[("RANK", "1"), ("WORLD_SIZE", "2"), MEET, (TOKEN_VAR, bad)]).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+            assert_eq!(
+                e.to_string(),
+                "STREAMLAB_RENDEZVOUS_TOKEN must be 1 to 256 visible ASCII characters, without spaces"
+            );
+        }
+        let good = "y".repeat(256);
+        let rank = env(&[("RANK", "1"), ("WORLD_SIZE", "2"), MEET, (TOKEN_VAR, &good)]);
+        let rank = rank.unwrap().unwrap();
+        assert_eq!(rank.token.as_ref().unwrap().value(), good);
+        let shown = format!("{rank:?}");
+        assert!(!shown.contains(&good[..8]), "{shown}");
+        assert!(
+            shown.contains("RunToken(from STREAMLAB_RENDEZVOUS_TOKEN, 256 characters)"),
+            "{shown}"
+        );
     }
 }
