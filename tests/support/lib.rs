@@ -12,6 +12,9 @@ use streamlab::lab::record::report::Verdict;
 use streamlab::lab::{Lesson, Outcome, Settings};
 use streamlab::Gpu;
 
+/// Trace folders made to order, for the trace analysis's tests and bench.
+pub mod trace_gen;
+
 /// One GPU test at a time: libtest runs tests on parallel threads, and tests that time
 /// things (speed-ups, overlaps) would otherwise measure each other.
 static GPU_LOCK: Mutex<()> = Mutex::new(());
