@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use streamlab::runtime::cupti::trace_file::{Line, MarkerPhase};
 use streamlab::trace::capture::analysis::{analyse, Analysis};
-use streamlab::trace::capture::model::kernel_name;
 use streamlab::trace::inspect::findings::{Finding, Rule, Thresholds};
 use streamlab::trace::inspect::overlap::WindowReport;
+use streamlab::trace::inspect::windows::Part;
+use streamlab::trace::read::model::kernel_name;
 
 use super::*;
 
@@ -46,15 +47,18 @@ fn analysed(planted: &Planted) -> Analysis {
 
 /// The whole-run window of `pid` (device 0 unless said).
 fn whole_run(a: &Analysis, pid: u32, device: u32) -> &WindowReport {
-    let found = a.report.windows.iter().find(|w| {
-        (w.window.process, w.window.device, w.window.range.as_deref()) == (pid, device, None)
-    });
+    let found =
+        a.report.windows.iter().find(|w| {
+            (w.window.process, w.window.device, w.window.part) == (pid, device, Part::Whole)
+        });
     found.unwrap_or_else(|| panic!("no whole-run window for pid {pid}"))
 }
 
+/// The window's finding of `rule`, shown or folded (under 1% of the window).
 fn finding(w: &WindowReport, rule: Rule) -> &Finding {
-    let found = w.findings.iter().find(|f| f.rule == rule);
-    found.unwrap_or_else(|| panic!("no {rule:?} in {:?}", w.findings))
+    let folded = w.folded.iter().flat_map(|f| &f.findings);
+    let found = w.findings.iter().chain(folded).find(|f| f.rule == rule);
+    found.unwrap_or_else(|| panic!("no {rule:?} in {:?} or {:?}", w.findings, w.folded))
 }
 
 fn assert_ms(actual: f64, expected_ns: u64) {
@@ -206,8 +210,8 @@ fn many_streams_keep_each_copy_engine_busy_for_the_copies_summed() {
     assert_eq!(planted.counts.copies, 2 * planted.counts.kernels);
     let a = analysed(&planted);
     let w = whole_run(&a, planted.pids[0], 0);
-    assert_ms(w.busy.copy_in_ms, planted.copy_in_ns);
-    assert_ms(w.busy.copy_out_ms, planted.copy_out_ns);
+    assert_ms(w.figures.busy.copy_in_ms, planted.copy_in_ns);
+    assert_ms(w.figures.busy.copy_out_ms, planted.copy_out_ns);
     assert!(w.findings.iter().all(|f| f.rule != Rule::PageableCopy), "{:?}", w.findings);
 }
 
@@ -315,7 +319,8 @@ fn a_training_step_mix_shows_its_pageable_copies_and_allocations_between_work() 
     let w = whole_run(&a, planted.pids[0], 0);
     assert_eq!(finding(w, Rule::PageableCopy).count as u64, planted.counts.pageable_copies);
     assert_eq!(finding(w, Rule::AllocBetweenWork).count as u64, planted.allocs_between_work);
-    let labels: Vec<&str> = a.capture.processes[0].spans.iter().map(|s| s.label.as_str()).collect();
+    let p = &a.capture.processes[0];
+    let labels: Vec<&str> = p.gpu.label.iter().map(|&l| p.names.get(l)).collect();
     for (_, shown) in MIX_KERNELS {
         assert!(labels.contains(&shown), "{shown}");
     }

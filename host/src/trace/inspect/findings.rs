@@ -225,10 +225,11 @@ impl Finding {
 /// Findings under this share of their window's time are folded into one line.
 pub const FOLD_SHARE: f64 = 0.01;
 
-/// The findings folded into one line: how many, how many matches, their cost summed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// The findings folded into one line of the text (the JSON keeps each), their matches and
+/// their cost summed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Folded {
-    pub findings: usize,
+    pub findings: Vec<Finding>,
     pub count: usize,
     pub cost_ms: f64,
 }
@@ -243,9 +244,9 @@ pub fn rank(mut found: Vec<Finding>, window_ms: f64) -> (Vec<Finding>, Option<Fo
     let small = |f: &Finding| f.rule.is_cost() && f.cost_ms < FOLD_SHARE * window_ms;
     let (folded, kept): (Vec<Finding>, Vec<Finding>) = found.into_iter().partition(small);
     let summary = (!folded.is_empty()).then(|| Folded {
-        findings: folded.len(),
         count: folded.iter().map(|f| f.count).sum(),
         cost_ms: folded.iter().map(|f| f.cost_ms).sum(),
+        findings: folded,
     });
     (kept, summary)
 }
@@ -297,7 +298,9 @@ mod tests {
         // Under 1% of 1000 ms (10 ms): folded; the fact is kept whatever its figure.
         assert_eq!(rules, [Rule::IdleGap, Rule::CpuAhead]);
         let folded = folded.unwrap();
-        assert_eq!((folded.findings, folded.count), (3, 6));
+        let folded_rules: Vec<Rule> = folded.findings.iter().map(|f| f.rule).collect();
+        assert_eq!(folded_rules, [Rule::HostSyncIdle, Rule::PageableCopy, Rule::LaunchGaps]);
+        assert_eq!(folded.count, 6);
         assert!((folded.cost_ms - 3.507).abs() < 1e-9, "{folded:?}");
         let (kept, folded) = rank(vec![finding(Rule::IdleGap, 1.0)], 50.0);
         assert_eq!((kept.len(), folded), (1, None));

@@ -138,7 +138,7 @@ pub fn window_text(w: &WindowReport, lang: Lang) -> String {
     if let Some(folded) = &w.folded {
         let text = t!(
             "inspect.folded",
-            n = folded.findings,
+            n = folded.findings.len(),
             count = folded.count,
             ms = fixed(folded.cost_ms, 3)
         );
