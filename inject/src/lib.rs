@@ -66,20 +66,27 @@
 mod buffers;
 mod calls;
 mod config;
+mod gate;
+mod keeper;
+mod segments;
+mod signals;
 mod watch;
 mod writer;
 
 use std::collections::HashMap;
 use std::panic::catch_unwind;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use streamlab_cupti::layout;
-use streamlab_cupti::trace_file::{self, ApiDomain, Line};
+use streamlab_cupti::trace_file::{self, ApiDomain, Line, WhenFull};
 use streamlab_cupti::Cupti;
 
-use crate::buffers::Budget;
 use crate::config::Config;
+use crate::gate::{Gate, Plan};
+use crate::keeper::Keeper;
+use crate::segments::Store;
 use crate::watch::{Cycle, Probe};
 use crate::writer::Writer;
 
@@ -92,12 +99,15 @@ pub(crate) struct Recorder {
     /// The loaded libcupti's canonical path, to tell it from others in the maps.
     cupti_real_path: Option<PathBuf>,
     config: Config,
-    writer: Mutex<Writer>,
-    budget: Budget,
+    /// The main file, the gate and the store, under one lock (never held across a flush).
+    keeper: Mutex<Keeper>,
     /// The calls recorded, by (domain, callback id), with CUPTI's names for them.
     calls: HashMap<(ApiDomain, u32), String>,
     probe: Probe,
+    /// Held for a whole flush cycle (taken before `keeper`, never after it).
     cycle: Mutex<Cycle>,
+    /// The flush thread could not be started: buffers are settled as they come.
+    no_flush_thread: AtomicBool,
 }
 
 pub(crate) static RECORDER: OnceLock<Recorder> = OnceLock::new();
@@ -105,6 +115,14 @@ pub(crate) static RECORDER: OnceLock<Recorder> = OnceLock::new();
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic caught in a callback must not stop every later write.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// CLOCK_MONOTONIC in ns: the clock the trace command's `STREAMLAB_TRACE_STARTED_NS` is on.
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
 
 /// The activity kinds turned on, each with what it records (for `missing`).
@@ -139,7 +157,7 @@ fn start() {
     let writer = match Writer::create(&config.dir, pid) {
         Ok(w) => w,
         Err(e) => {
-            let file = writer::trace_path(&config.dir, pid);
+            let file = trace_file::main_path(&config.dir, pid);
             eprintln!(
                 "streamlab trace: cannot write {}: {e} (nothing is recorded)",
                 file.display()
@@ -155,18 +173,22 @@ fn start() {
         Ok(c) => (Some(c), Vec::new()),
         Err(e) => (None, vec![format!("everything: CUPTI could not be loaded: {e}")]),
     };
+    let start_ns = cupti.map_or(0, |c| c.now_ns());
+    let started = gate::program_start(start_ns, monotonic_ns(), config.started_ns);
+    let when_full = config.keep.when_full;
+    let gate = Gate::new(Plan::new(&config.keep, started, when_full == WhenFull::Sample));
+    let store = Store::new(when_full, config.max_records, config.dir.clone(), pid);
     let recorder = RECORDER.get_or_init(|| Recorder {
         pid,
         cupti,
         cupti_real_path: cupti.and_then(|c| watch::real_path(c.path())),
         calls: cupti.map(kept_calls).unwrap_or_default(),
-        writer: Mutex::new(writer),
-        budget: Budget::new(config.max_records),
+        keeper: Mutex::new(Keeper::new(writer, gate, store)),
         probe: Probe::default(),
         cycle: Mutex::new(Cycle::default()),
+        no_flush_thread: AtomicBool::new(false),
         config,
     });
-    let start_ns = cupti.map_or(0, |c| c.now_ns());
     if let Some(c) = cupti {
         missing.extend(turn_on(c, recorder));
         missing.extend(nvtx_reaches(recorder));
@@ -185,19 +207,21 @@ fn start() {
         flush_ms: config.flush_ms,
         max_records: config.max_records,
         start_ns,
-        keep: Default::default(),
+        keep: config.keep.clone(),
         missing,
     };
-    lock(&recorder.writer).start(&process);
+    lock(&recorder.keeper).writer.start(&process);
     // SAFETY: `at_exit` is a plain `extern "C" fn()` that catches its panics, in a library
     // that is never unloaded.
     unsafe { libc::atexit(watch::at_exit) };
+    signals::install();
     if cupti.is_some() {
         if let Err(e) = watch::start_flushing(recorder) {
+            recorder.no_flush_thread.store(true, std::sync::atomic::Ordering::Relaxed);
             let text = format!(
                 "no flush thread ({e}): records are written only as buffers fill and at exit"
             );
-            lock(&recorder.writer).append(&Line::Note { text }.to_json_line());
+            lock(&recorder.keeper).writer.append(&Line::Note { text }.to_json_line());
         }
     }
 }
