@@ -189,8 +189,12 @@ impl Store {
         while self.kept >= self.max && self.slices.range(2..).next().is_some() {
             self.every *= 2;
             let every = self.every;
-            let gone: Vec<u64> =
-                self.slices.keys().copied().filter(|&n| n > 0 && !(n - 1).is_multiple_of(every)).collect();
+            let gone: Vec<u64> = self
+                .slices
+                .keys()
+                .copied()
+                .filter(|&n| n > 0 && !(n - 1).is_multiple_of(every))
+                .collect();
             for number in gone {
                 let records = self.slices.remove(&number).unwrap_or(0);
                 self.kept -= records;
