@@ -302,7 +302,7 @@ impl Gate {
                     && self.plan.closes.is_none_or(|c| time < c);
                 if capture && self.opened.is_none() {
                     self.opened = Some(time);
-                    let why = format!("capture range \"{name}\" #1 started");
+                    let why = format!(r#"capture range "{name}" #1 started"#);
                     Self::gate_line(&mut out.gates, time, true, why);
                 }
                 if self.plan.sample && program {
@@ -332,7 +332,7 @@ impl Gate {
                     if count > 0 && self.capture_ended == count && self.closed.is_none() {
                         self.closed = Some(time);
                         let range = self.plan.range.as_deref().unwrap_or_default();
-                        let why = format!("capture range \"{range}\": {count} ended");
+                        let why = format!(r#"capture range "{range}": {count} ended"#);
                         Self::gate_line(&mut out.gates, time, false, why);
                     }
                 }

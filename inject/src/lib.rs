@@ -2,7 +2,8 @@
 //! (`libstreamlab_inject.so`) that the CUDA driver loads when the program calls `cuInit`,
 //! because `CUDA_INJECTION64_PATH` names it. The driver then calls its
 //! [`InitializeInjection`], which turns CUPTI's activity recording on for the whole process
-//! and writes what CUPTI hands back to `<STREAMLAB_TRACE_DIR>/<pid>.jsonl`, one
+//! and writes what CUPTI hands back to `<STREAMLAB_TRACE_DIR>/<pid>.jsonl` (and, when it keeps
+//! the last records or a sample, to segment files `<pid>.<seq>.jsonl` beside it), one
 //! [`trace_file::Line`] per line. Any CUDA program works unchanged (CUDA C++, PyTorch, CuPy,
 //! streamlab itself): the driver does the loading.
 //!
@@ -15,38 +16,84 @@
 //!   `torch.cuda.nvtx.range_push`, its `emit_nvtx()`) reach a tool only through that
 //!   variable, and libcupti is such a tool (it exports `InitializeInjectionNvtx2`): without
 //!   it the `MARKER` and `NAME` kinds record nothing, and the `Process` line says so.
+//! - What to keep (`config.rs`; each written back in the `Process` line's `keep`):
+//!   `STREAMLAB_TRACE_WHEN_FULL` (`first`, `last` or `sample`; unset: `first`),
+//!   `STREAMLAB_TRACE_CAPTURE_RANGE` and `…_CAPTURE_COUNT`, `STREAMLAB_TRACE_DELAY_MS` and
+//!   `…_DURATION_MS`, and `STREAMLAB_TRACE_STARTED_NS`, CLOCK_MONOTONIC when the trace command
+//!   started the program (the delay counts from it; unset, from the recorder's start).
 //!
 //! ## What is recorded
 //! The activity kinds `CONCURRENT_KERNEL` (never `KERNEL`, which serializes kernels),
 //! `MEMCPY`, `MEMCPY2`, `MEMSET`, `SYNCHRONIZATION`, `MARKER`, `NAME`, `CONTEXT`, `STREAM`,
 //! `DEVICE`, and the driver and runtime calls that bear on overlap (`calls.rs` lists them;
 //! only those are enabled where CUPTI can enable single calls). Each record is decoded by
-//! [`streamlab_cupti::decode`].
+//! [`streamlab_cupti::decode`] (`buffers.rs`) and handed to the keeper (`keeper.rs`).
+//!
+//! ## What is kept in a long run
+//! - The capture window (`gate.rs`, whose doc has the rules): records are kept from the start
+//!   of the first NVTX range named as the capture range (push/pop or start/end, any thread,
+//!   the program's own domains), until that many ranges of the name have ended, as Nsight
+//!   Systems' NVTX capture range; and from the delay on, for the duration. No CUPTI callback
+//!   of the recorder's decides it (a program's own profiler would conflict with one): the
+//!   records of each flush are held back and decided at the end of the flush cycle, markers
+//!   first, then host calls and synchronizations by their start, then GPU work with the call
+//!   that launched it (by correlation id). `Gate` lines say when the window opened and
+//!   closed, and why. Records outside it are neither written nor counted against the limit:
+//!   a `Dropped` line counts them.
+//! - The limit (`segments.rs`): at most `STREAMLAB_TRACE_MAX_RECORDS` records kept.
+//!   `first` keeps the first ones in the main file (format 1's way); `last` writes segment
+//!   files and deletes the oldest, saying up to when (`Dropped`'s `before`); `sample` writes
+//!   one segment per occurrence of the sampled range and thins them evenly (`Sampled` says
+//!   which). The main file always holds every line that describes (`Process`, `Device`,
+//!   `Context`, `Stream`, `Name`, `Note`, `Dropped`, `Gate`, `Sampled`, `Flushed`, `Exit`,
+//!   `Crashed`).
+//! - Without a window and with `first` or `last`, nothing is held back: records are written
+//!   as CUPTI hands their buffers over. After the window has closed for good CUPTI stays on:
+//!   GPU work launched inside still completes later, and is kept.
 //!
 //! ## The file, and how a process ends
 //! The `Process` line comes first (pid, parent, command line, CUPTI's file and version, the
-//! flush interval, the limit, `missing`: each kind that could not be turned on, with CUPTI's
-//! reason). Then, as CUPTI completes buffers, their records; after each periodic flush (a
-//! thread of the recorder's, `cuptiActivityFlushAll`) a `Flushed` line; at exit (`atexit`) a
-//! forced flush, then `Exit`. Lines go straight to the file, so:
+//! flush interval, the limit, what to keep, `missing`: each kind that could not be turned
+//! on, with CUPTI's reason). Then, as CUPTI completes buffers, their records; after each
+//! periodic flush (a thread of the recorder's, `cuptiActivityFlushAll`) the records decided
+//! and a `Flushed` line; at exit (`atexit`) a forced flush, every record left, then `Exit`.
+//! Lines go straight to the files (the main file and the segments alike), so:
 //! - a normal exit ends with `Exit`;
-//! - a crash, `abort()`, `_exit` or a kill (SIGKILL included) leaves everything up to the
-//!   last `Flushed`, and no `Exit`;
-//! - records past the limit, records CUPTI had no buffer for, and work still running at
-//!   exit are counted in `Dropped` lines (their counts add up);
+//! - SIGSEGV, SIGABRT (`abort()`), SIGBUS, SIGFPE and SIGILL do the exit's work first and end
+//!   with `Crashed`, then the process dies by the signal as it would have (`signals.rs`);
+//! - `_exit` or a kill (SIGKILL included) leaves everything up to the last `Flushed`, and
+//!   neither `Exit` nor `Crashed`;
+//! - records past the limit, outside the window, deleted or left out of the sample, records
+//!   CUPTI had no buffer for, and work still running at exit are counted in `Dropped` lines
+//!   (their counts add up);
 //! - what the recorder saw of another CUPTI user is a `Note` (`watch.rs`).
 //!
 //! What the trace command can tell from the files: no file for a process means the recorder
 //! never ran in it (the program never initialized CUDA, or the driver did not load the
 //! library); a `Process` line whose `cupti_version` is 0 means the recorder ran but CUPTI did
 //! not load (`missing` says why), so nothing could be recorded; a `Process` line with CUPTI
-//! and no records means CUPTI was on and the program did no GPU work.
+//! and no records means CUPTI was on and the program did no GPU work (or none in the window:
+//! then a `Note` says the window never opened).
+//!
+//! ## Crashes: what is not async-signal-safe, and why it is accepted
+//! The fatal-signal handler (`signals.rs`) runs the exit handler's path: it allocates,
+//! formats JSON, takes the recorder's locks, writes files and calls CUPTI's forced flush,
+//! none of which POSIX allows in a signal handler. A crash inside malloc (a corrupted heap's
+//! `abort`), inside CUPTI or inside the recorder's own lock could make that path block or
+//! fault again. It is accepted because it is a best effort on the way to death, and every way
+//! it can go wrong ends as the crash would have: the recorder's own locks are waited for at
+//! most 2 s each (so a crash inside one of them skips that part); a watchdog thread, told
+//! through a pipe (`write` is safe), ends the process by the same signal if the handler has
+//! not finished within 10 s; a fault inside the handler, with the signal blocked there,
+//! ends the process by that signal at once. Without it, a program that crashed before its
+//! first flush left no records at all.
 //!
 //! ## Children and forks
 //! Child processes inherit the environment, so each one that initializes CUDA records into
 //! its own `<pid>.jsonl`. A child forked without exec inherits this library's state and
 //! CUPTI's buffers (copies of its parent's): every write checks the process id against the
-//! file's, so such a child writes nothing.
+//! file's, so such a child writes nothing, and its fatal signals go straight to the action
+//! saved before the recorder's.
 //!
 //! ## Conflicts
 //! A program that uses CUPTI itself (torch.profiler, Nsight) competes for one set of
@@ -56,13 +103,14 @@
 //! CUDA activity. Why was not established; what the recorder can see of the competition is
 //! written as a `Note` (`watch.rs`).
 //!
-//! The notes, the reasons of `Dropped` lines and the `missing` items are English sentences
-//! that the host reads back by their words to say them in the report's language (its
-//! catalogs' `trace.file.*`): change a sentence here and there together.
+//! The notes, the reasons of `Dropped` lines, the `why` of `Gate` lines and the `missing`
+//! items are English sentences that the host reads back by their words to say them in the
+//! report's language (its catalogs' `trace.file.*`, and `host/src/trace/capture/file_text.rs`
+//! for each shape): change a sentence here and there together.
 //!
 //! Nothing here may fail the program: [`InitializeInjection`] always returns success, no panic
-//! crosses into C (CUPTI's callbacks, the exit handler and the entry point catch them), and an
-//! error is a line in the file where there is one.
+//! crosses into C (CUPTI's callbacks, the exit and signal handlers and the entry point catch
+//! them), and an error is a line in the file where there is one.
 mod buffers;
 mod calls;
 mod config;

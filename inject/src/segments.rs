@@ -259,7 +259,7 @@ impl Store {
         if let Some(range) = self.range.clone() {
             let every = self.every;
             self.not_sampled.line(
-                || format!("not in the sample of \"{range}\": one occurrence in {every} is kept"),
+                || format!(r#"not in the sample of "{range}": one occurrence in {every} is kept"#),
                 None,
                 &mut out,
             );
