@@ -3,11 +3,13 @@
 //! - `first`: into the main file, `<pid>.jsonl`; past the limit they are counted in
 //!   `Dropped` lines (format 1's only way).
 //! - `last`: into segment files `<pid>.<seq>.jsonl` ([`trace_file::segment_path`]), from seq
-//!   0 on. A segment is closed at the end of the flush cycle in which it reached an eighth of
-//!   the limit; when the records kept pass the limit, the oldest closed segments are deleted
-//!   and a `Dropped` line says how many, and `before`: the recorder's clock when the last one
-//!   deleted was closed (every record in it had been handed over by then, and every record
-//!   completed later is in a later segment).
+//!   0 on, each closed once it holds an eighth of the limit (even within one flush's records:
+//!   a single flush may bring more than the limit). At the end of each flush cycle the
+//!   segments closed during it are stamped with the recorder's clock, and while the records
+//!   kept pass the limit the oldest closed segments are deleted (the open one, under an
+//!   eighth, never is: the records kept stay within the limit). A `Dropped` line says how
+//!   many, and `before`: the stamp of the last one deleted (every record in it had been
+//!   handed over by then, and every record completed later is in a later segment, kept).
 //! - `sample`: occurrence `n` of the sampled range into segment `n`, and what came before the
 //!   first into segment 0 (always kept). When the records kept pass the limit, the
 //!   occurrences kept are thinned evenly: every 2nd (1, 3, 5, ...), then every 4th (1, 5, 9,
@@ -54,8 +56,8 @@ impl Count {
 struct Closed {
     seq: u64,
     records: u64,
-    /// The recorder's clock at the end of the cycle that closed it.
-    at: u64,
+    /// The recorder's clock at the end of the cycle that closed it (`None` until then).
+    at: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -153,8 +155,13 @@ impl Store {
                 }
                 WhenFull::Last => {
                     self.kept += 1;
-                    self.current.1 += 1;
-                    texts.entry(self.current.0).or_default().push_str(&line.to_json_line());
+                    let (seq, records) = (self.current.0, self.current.1 + 1);
+                    texts.entry(seq).or_default().push_str(&line.to_json_line());
+                    self.current = (seq, records);
+                    if records >= self.segment_most {
+                        self.closed.push_back(Closed { seq, records, at: None });
+                        self.current = (seq + 1, 0);
+                    }
                 }
                 WhenFull::Sample => {
                     if !self.slices.contains_key(&slice) {
@@ -229,24 +236,22 @@ impl Store {
         }
     }
 
-    /// The end of a flush cycle, at the recorder's clock `now`: a full segment closed, the
-    /// oldest deleted past the limit, and the lines for the main file (`Dropped`, and
-    /// `Sampled` where the set changed). `last`: the end of the run, where `Sampled` is
-    /// always said.
+    /// The end of a flush cycle, at the recorder's clock `now`, read after every record of
+    /// the cycle was written: the segments closed stamped, the oldest deleted past the limit,
+    /// and the lines for the main file (`Dropped`, and `Sampled` where the set changed).
+    /// `last`: the end of the run, where `Sampled` is always said.
     pub fn end_cycle(&mut self, now: u64, last: bool) -> String {
         let mut out = String::new();
         if self.when_full == WhenFull::Last {
-            let (seq, records) = self.current;
-            if records >= self.segment_most {
-                self.closed.push_back(Closed { seq, records, at: now });
-                self.current = (seq + 1, 0);
+            for closed in self.closed.iter_mut().rev().take_while(|c| c.at.is_none()) {
+                closed.at = Some(now);
             }
             while self.kept > self.max {
                 let Some(oldest) = self.closed.pop_front() else { break };
                 self.remove(oldest.seq);
                 self.kept -= oldest.records;
                 self.oldest_dropped.now += oldest.records;
-                self.before = Some(oldest.at);
+                self.before = oldest.at;
             }
         }
         let max = self.max;

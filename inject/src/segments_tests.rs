@@ -94,7 +94,7 @@ fn first_keeps_the_first_records_in_the_main_file() {
 fn last_deletes_the_oldest_segments_and_says_before_when() {
     let dir = folder("last");
     let mut main = main_writer(&dir);
-    // 16 records at most, segments of 2 or more closed at the end of a cycle.
+    // 16 records at most: segments of 2, closed as they fill, within a cycle too.
     let mut store = Store::new(WhenFull::Last, 16, dir.clone(), std::process::id());
     let mut said = Vec::new();
     for cycle in 0..7u32 {
@@ -102,22 +102,38 @@ fn last_deletes_the_oldest_segments_and_says_before_when() {
         store.write(records, &mut main);
         said.extend(parse(&store.end_cycle(100 * u64::from(cycle + 1), false)));
     }
-    // Six cycles kept 18: segment 0 (records 0..3, closed at 100) went; the seventh, segment
-    // 1 (closed at 200).
+    // Six cycles kept 18: segment 0 (records 0 and 1, closed in the cycle that ended at
+    // 100) went. The seventh: segments 1 and 2 (records 2 to 5, closed in the cycle that
+    // ended at 200).
     let why = "the oldest records were dropped to keep the last 16".to_string();
     assert_eq!(
         said,
         [
-            Line::Dropped { count: 3, why: why.clone(), before: Some(100) },
-            Line::Dropped { count: 3, why, before: Some(200) }
+            Line::Dropped { count: 2, why: why.clone(), before: Some(100) },
+            Line::Dropped { count: 4, why, before: Some(200) }
         ]
     );
-    assert_eq!(segments(&dir), [2, 3, 4, 5, 6]);
+    assert_eq!(segments(&dir), (3..=10).collect::<Vec<u64>>());
     let pid = std::process::id();
-    assert_eq!(ids(trace_file::segment_path(&dir, pid, 2)), [6, 7, 8]);
-    assert_eq!(ids(trace_file::segment_path(&dir, pid, 6)), [18, 19, 20]);
+    assert_eq!(ids(trace_file::segment_path(&dir, pid, 3)), [6, 7]);
+    // The open segment, under the bound, holds the last record.
+    assert_eq!(ids(trace_file::segment_path(&dir, pid, 10)), [20]);
     // The main file holds no record.
     assert!(ids(trace_file::main_path(&dir, pid)).is_empty());
+    // One cycle that brings more than the limit keeps the last of it, within the limit: 15,
+    // whole segments of 2 and the open one.
+    let records = (100..140).map(|id| (instant(id), 0)).collect();
+    store.write(records, &mut main);
+    let lines = parse(&store.end_cycle(900, false));
+    assert!(
+        matches!(&lines[..], [Line::Dropped { count: 40, before: Some(900), .. }]),
+        "{lines:?}"
+    );
+    let kept: Vec<u32> = segments(&dir)
+        .into_iter()
+        .flat_map(|seq| ids(trace_file::segment_path(&dir, pid, seq)))
+        .collect();
+    assert_eq!(kept, (125..140).collect::<Vec<u32>>());
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -210,17 +210,22 @@ fn last_deletes_the_oldest_segments_and_says_up_to_when() {
     let run = run_child(LAST, Some(&script), &env);
     let main = exited(&run);
     assert_eq!(keep_said(&run).when_full, WhenFull::Last);
-    // The main file holds no record; segments 0..=2 (flushes 1 to 3) were deleted.
+    // The main file holds no record. Each record fills a segment of its own (an eighth of
+    // 8): flush f's kernel k is segment 3(f-1)+k. Segments 0 to 6 were deleted, the 8 last
+    // records kept.
     assert!(labels(&main).is_empty(), "{main:#?}");
     let segments = run.segments();
-    assert_eq!(segments.keys().copied().collect::<Vec<_>>(), [3, 4]);
-    assert_eq!(
-        labels(&segments[&3]),
-        ["k0@4000000", "k0@4100000", "k0@4200000"],
-        "flush 4's kernels"
-    );
-    // Each deletion: 3 records, before the clock read as its segment was closed (the end
-    // of the flush that closed it: the next flush's time).
+    assert_eq!(segments.keys().copied().collect::<Vec<_>>(), (7..=14).collect::<Vec<u64>>());
+    let kept = labels(segments.values().flatten());
+    let mut want = vec!["k0@3100000".to_string(), "k0@3200000".to_string()];
+    for flush in 4..=5u64 {
+        want.extend((0..3).map(|k| format!("k0@{}", flush * 1_000_000 + k * 100_000)));
+    }
+    want.sort();
+    assert_eq!(kept, want);
+    // Each deletion: how many, before the clock read at the end of the flush that closed
+    // the last of them (the next flush's time, on the script's clock): flush 1's at 3 ms,
+    // flush 2's at 4 ms, flush 3's at 5 ms.
     let befores: Vec<(u64, Option<u64>)> = main
         .iter()
         .filter_map(|l| match l {
@@ -230,7 +235,7 @@ fn last_deletes_the_oldest_segments_and_says_up_to_when() {
             _ => None,
         })
         .collect();
-    assert_eq!(befores, [(3, Some(3_000_000)), (3, Some(4_000_000)), (3, Some(5_000_000))]);
+    assert_eq!(befores, [(1, Some(3_000_000)), (3, Some(4_000_000)), (3, Some(5_000_000))]);
     let said = main.iter().find_map(|l| match l {
         Line::Dropped { why, .. } if why.contains("the oldest") => Some(why.clone()),
         _ => None,
@@ -238,7 +243,6 @@ fn last_deletes_the_oldest_segments_and_says_up_to_when() {
     assert_eq!(said.as_deref(), Some("the oldest records were dropped to keep the last 8"));
     // What `before` promises: every record that ended after it is kept.
     let last_before = 5_000_000;
-    let kept = labels(segments.values().flatten());
     for flush in 1..=5u64 {
         for k in 0..3 {
             let start = flush * 1_000_000 + k * 100_000;
