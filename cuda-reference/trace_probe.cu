@@ -6,6 +6,8 @@
 // glibc add -ldl.
 //   ./trace_probe         every phase, then exit 0 (prints one line per phase)
 //   ./trace_probe abort   abort() after the "pinned" phase, once a periodic flush has passed
+//   ./trace_probe segv    a write through a null pointer right after the "pinned" phase,
+//                         before any periodic flush: what is recorded, the crash handler wrote
 // What a trace of it shows (scripts/inject-check.sh checks it):
 //   streams "copy" (non-blocking) and "compute" (non-blocking, greatest priority), named
 //   through NVTX; an instant marker "probe start"; ranges "pageable", "pinned", "compute",
@@ -31,6 +33,7 @@ static void phase_end() { nvtxRangePop(); }
 
 int main(int argc, char** argv) {
   const bool crash = argc > 1 && std::strcmp(argv[1], "abort") == 0;
+  const bool segv = argc > 1 && std::strcmp(argv[1], "segv") == 0;
   const size_t n = 16u << 20;  // 64 MiB of floats
   const size_t bytes = n * sizeof(float);
   const unsigned iters = 20;
@@ -62,6 +65,12 @@ int main(int argc, char** argv) {
   CHECK(cudaMemcpyAsync(d, pinned, bytes, cudaMemcpyHostToDevice, copy));
   CHECK(cudaStreamSynchronize(copy));
   phase_end();
+
+  if (segv) {
+    std::printf("trace_probe: segv\n");
+    std::fflush(stdout);
+    *(volatile int*)nullptr = 1;
+  }
 
   if (crash) {
     // Long enough for periodic flushes (200 ms by default) to write the records above.

@@ -33,6 +33,21 @@ echo "== abort() halfway"
 traced "$OUT/abort" "$OUT/trace_probe" abort; echo "exit $? (134 expected: SIGABRT)"
 python3 "$root/scripts/inject_check.py" abort "$OUT/abort" || status=1
 
+echo "== a segfault halfway, before the first periodic flush (a minute apart)"
+traced "$OUT/segv" env STREAMLAB_TRACE_FLUSH_MS=60000 "$OUT/trace_probe" segv
+echo "exit $? (139 expected: SIGSEGV)"
+python3 "$root/scripts/inject_check.py" segv "$OUT/segv" || status=1
+
+echo "== a capture range: the 'alloc' phase and the work it launched"
+traced "$OUT/capture" env STREAMLAB_TRACE_CAPTURE_RANGE=alloc STREAMLAB_TRACE_CAPTURE_COUNT=1 \
+  "$OUT/trace_probe" >/dev/null; echo "exit $? (0 expected)"
+python3 "$root/scripts/inject_check.py" capture "$OUT/capture" || status=1
+
+echo "== the last 10 records, in segments"
+traced "$OUT/last" env STREAMLAB_TRACE_WHEN_FULL=last STREAMLAB_TRACE_MAX_RECORDS=10 \
+  "$OUT/trace_probe" >/dev/null; echo "exit $? (0 expected)"
+python3 "$root/scripts/inject_check.py" last "$OUT/last" || status=1
+
 echo "== two processes from one shell (the environment is inherited)"
 # shellcheck disable=SC2016  # $0 is expanded by the inner shell
 traced "$OUT/two" sh -c '"$0" && "$0"' "$OUT/trace_probe" >/dev/null; echo "exit $?"

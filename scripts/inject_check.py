@@ -3,8 +3,12 @@
 checks what they must hold (scripts/inject-check.sh runs it on a GPU machine).
 
     python3 scripts/inject_check.py ok DIR      a full run: every phase, then Exit
-    python3 scripts/inject_check.py abort DIR   the abort() run: the first phases, no Exit
+    python3 scripts/inject_check.py abort DIR   the abort() run: the first phases, then Crashed (6)
+    python3 scripts/inject_check.py segv DIR    the segv run, crashed before any periodic flush:
+                                                the first phases, then Crashed (11)
     python3 scripts/inject_check.py two DIR     two runs in one shell: two files
+    python3 scripts/inject_check.py capture DIR capture range "alloc" (count 1): that phase only
+    python3 scripts/inject_check.py last DIR    --when-full last with a limit of 10: the last ones
     python3 scripts/inject_check.py show DIR    counts and notes only, nothing checked
 
 Prints one line per check and exits 1 when one fails.
@@ -25,17 +29,27 @@ def check(ok, what):
 
 
 def read(folder):
-    """{pid: [line, ...]} for each <pid>.jsonl; a cut last line is skipped."""
+    """{pid: [line, ...]} for each <pid>.jsonl, its segments <pid>.<seq>.jsonl after it in seq
+    order; a cut last line is skipped. SEGMENTS[pid] lists the segments' seqs."""
     files = {}
-    for path in sorted(pathlib.Path(folder).glob("*.jsonl")):
+    def order(path):
+        parts = path.name.split(".")
+        return (int(parts[0]), -1 if len(parts) == 2 else int(parts[1]))
+    for path in sorted(pathlib.Path(folder).glob("*.jsonl"), key=order):
+        pid, seq = order(path)
         lines = []
         for text in path.read_text().splitlines():
             try:
                 lines.append(json.loads(text))
             except json.JSONDecodeError:
                 pass
-        files[int(path.stem)] = lines
+        files.setdefault(pid, []).extend(lines)
+        if seq >= 0:
+            SEGMENTS.setdefault(pid, []).append(seq)
     return files
+
+
+SEGMENTS = {}
 
 
 def show(files):
@@ -124,12 +138,51 @@ def full(files):
     check(not notes, f"no notes: {notes}")
 
 
-def crashed(files):
+def crashed(files, signal):
     check(len(files) == 1, f"one trace file: {list(files)}")
     lines = next(iter(files.values()))
     common(lines)
-    check(not any(l["type"] == "exit" for l in lines), "no Exit (abort skips the exit handlers)")
-    check(any(l["type"] == "flushed" for l in lines), "at least one periodic flush written")
+    check(not any(l["type"] == "exit" for l in lines), "no Exit (a fatal signal skips the exit handlers)")
+    last = lines[-1]
+    check(last["type"] == "crashed" and last["signal"] == signal, f"ends with Crashed, signal {signal}: {last}")
+    flushed = any(l["type"] == "flushed" for l in lines)
+    if signal == 6:
+        check(flushed, "at least one periodic flush written")
+    else:
+        check(not flushed, "no periodic flush before the crash: the handler wrote every record")
+
+
+def captured(files):
+    check(len(files) == 1, f"one trace file: {list(files)}")
+    lines = next(iter(files.values()))
+    check(lines[-1]["type"] == "exit", "the last line is Exit")
+    keep = lines[0].get("keep", {})
+    check(keep.get("capture_range") == "alloc" and keep.get("capture_count") == 1, f"keep said: {keep}")
+    r = ranges(lines)
+    check(sorted(r) == ["alloc"], f"only the 'alloc' range kept: {sorted(r)}")
+    gates = [(l["open"], l["why"]) for l in lines if l["type"] == "gate"]
+    check(gates == [(True, 'capture range "alloc" #1 started'), (False, 'capture range "alloc": 1 ended')], f"the gate lines: {gates}")
+    kernels = [l for l in lines if l["type"] == "kernel"]
+    check(len(kernels) == 2, f"the two kernels launched in 'alloc': {len(kernels)}")
+    copies_kept = [l for l in lines if l["type"] == "copy"]
+    check(not copies_kept, f"no copy (they are in other phases): {len(copies_kept)}")
+    frees = [l for l in lines if l["type"] == "api" and l["name"].startswith("cudaFree")]
+    check(len(frees) == 1 and inside(frees[0], r.get("alloc")), "the cudaFree inside 'alloc', the only one")
+    outside = sum(l["count"] for l in lines if l["type"] == "dropped" and l["why"].startswith("outside the capture window"))
+    check(outside > 0, f"the records outside counted: {outside}")
+
+
+def kept_last(files):
+    check(len(files) == 1, f"one trace file: {list(files)}")
+    pid, lines = next(iter(files.items()))
+    check(lines[0].get("keep", {}).get("when_full") == "last", "keep said: last")
+    check(bool(SEGMENTS.get(pid)), f"segments written: {SEGMENTS.get(pid)}")
+    records = [l for l in lines if l["type"] in ("kernel", "copy", "memset", "sync", "api", "marker")]
+    check(0 < len(records) <= 10, f"at most 10 records kept: {len(records)}")
+    dropped = [l for l in lines if l["type"] == "dropped" and l["why"].startswith("the oldest records")]
+    check(dropped and all(l.get("before") for l in dropped), f"oldest dropped, with before: {dropped}")
+    starts = [l["name"] for l in lines if l["type"] == "marker" and l["phase"] in ("start", "instant")]
+    check("probe start" not in starts and "pageable" not in starts, f"the first records deleted: {starts}")
 
 
 def two(files):
@@ -148,7 +201,13 @@ def main():
     elif mode == "ok":
         full(files)
     elif mode == "abort":
-        crashed(files)
+        crashed(files, 6)
+    elif mode == "segv":
+        crashed(files, 11)
+    elif mode == "capture":
+        captured(files)
+    elif mode == "last":
+        kept_last(files)
     elif mode == "two":
         two(files)
     sys.exit(1 if failed else 0)

@@ -38,6 +38,17 @@ pub fn file_name(name: &str) -> Option<(u32, Option<u64>)> {
     }
 }
 
+/// The NVTX domains libraries mark their own calls in, as their sources name them: NCCL's
+/// (`ncclAllReduce`, ...), NVSHMEM's, and RAPIDS' libcudf, librmm and cuVS (compared without
+/// case). Every other domain, the default one (`""`) included, is the program's own: a
+/// capture range ([`Keep::capture_range`]) and a sampled range are looked for there only.
+pub const LIBRARY_DOMAINS: [&str; 5] = ["NCCL", "NVSHMEM", "libcudf", "librmm", "cuvs"];
+
+/// Whether `domain` is one of [`LIBRARY_DOMAINS`].
+pub fn library_domain(domain: &str) -> bool {
+    LIBRARY_DOMAINS.iter().any(|d| d.eq_ignore_ascii_case(domain))
+}
+
 /// Which records the recorder keeps once it has kept `max_records`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -58,16 +69,19 @@ pub enum WhenFull {
 pub struct Keep {
     #[serde(default)]
     pub when_full: WhenFull,
-    /// Records are kept from the start of the first NVTX range of this name (on any thread)...
+    /// Records are kept from the start of the first NVTX range of this name (on any thread,
+    /// in a domain of the program's: not one of [`LIBRARY_DOMAINS`])...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture_range: Option<String>,
     /// ...until this many of them have ended (0: to the end of the run).
     #[serde(default)]
     pub capture_count: u64,
-    /// Records are kept from this many ms after the program was started...
+    /// Records are kept from this many ms after the program was started (where the trace
+    /// command started it; else where the recorder started)... With a capture range too, the
+    /// range is looked for from then on.
     #[serde(default)]
     pub delay_ms: u64,
-    /// ...for this many ms (`None`: to the end of the run).
+    /// ...for this many ms (`None`: to the end of the run), counted from the end of the delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
 }
@@ -240,9 +254,12 @@ pub enum Line {
     },
     /// A name the program gave a stream, a device, a context or a thread through NVTX.
     Name { object: String, id: u32, name: String },
-    /// Records lost: past `max_records`, or dropped by CUPTI itself for want of buffers.
+    /// Records lost or left out: past `max_records`, dropped by CUPTI itself for want of
+    /// buffers, outside the capture window, or deleted to keep the last records or a sample.
     /// `before`, where the oldest records were dropped to keep the last ones: every record
-    /// dropped had completed before this time, and every record that completed later is kept.
+    /// dropped had completed before this time, and every record that completed later is kept
+    /// (the recorder's clock read when the last segment deleted was closed, at the end of a
+    /// flush: just after that flush's `Flushed` time).
     Dropped {
         count: u64,
         why: String,
@@ -251,17 +268,23 @@ pub enum Line {
     },
     /// The recorder began (`open`) or stopped keeping records at `time`, for the reason
     /// `why` (a capture range's start, its last end, `--delay`, `--duration`). A host call or
-    /// marker is kept by its start; GPU work by the call that launched it.
+    /// marker is kept by its start (a range's end with its start); GPU work by the call that
+    /// launched it, or by its own start where that call was never recorded. The window opens
+    /// once and closes at most once; without a capture range or a delay it is open from the
+    /// start (no `Gate` line says so).
     Gate { time: u64, open: bool, why: String },
     /// Per-range sampling: of the `total` occurrences of the NVTX range `range` seen so far,
     /// these (numbered from 1) are kept whole, every `every`-th; the records of the others
-    /// were deleted. The last such line holds.
+    /// were deleted. Occurrence `n`'s records (and those that follow it until the next one
+    /// starts; GPU work with the call that launched it) are segment `n`; segment 0 holds those
+    /// before the first occurrence, and is always kept. The last such line holds.
     Sampled { range: String, every: u64, total: u64, kept: Vec<u64> },
     /// A fatal signal reached the process; the recorder flushed what it could first.
     Crashed { signal: i32, time: u64 },
     /// Something the recorder saw and the report should say (another CUPTI user, say).
     Note { text: String },
-    /// A periodic flush finished: every record CUPTI completed up to `time` is above.
+    /// A periodic flush finished: every record CUPTI completed up to `time` is above (or in
+    /// the segment files, where records go there).
     Flushed { time: u64 },
     /// The process reached its exit handlers and the last flush finished.
     Exit { time: u64 },

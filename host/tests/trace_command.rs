@@ -40,6 +40,15 @@ fn a_missing_or_misplaced_program_is_exit_2_in_one_line() {
     assert_one_line(&["trace", "--idle-gap-ms", "-1", "--", "sh"], 2, "trace: invalid value '-1'");
     assert_one_line(&["trace", "--flush-ms", "-5", "--", "sh"], 2, "from 10 to 60000");
     assert_one_line(&["trace", "--lang", "xx", "--", "sh"], 2, "trace: invalid value 'xx'");
+    // What to keep: a count needs its range; words and ranges are checked.
+    assert_one_line(&["trace", "--capture-count", "3", "--", "sh"], 2, "--capture-range <NAME>");
+    assert_one_line(
+        &["trace", "--when-full", "newest", "--", "sh"],
+        2,
+        "one of first, last, sample",
+    );
+    assert_one_line(&["trace", "--delay", "-1", "--", "sh"], 2, "from 0 to 604800");
+    assert_one_line(&["trace", "--duration", "0", "--", "sh"], 2, "from 0.001 to 604800");
     let o = streamlab(&["trace", "--bogus", "--", "sh"]);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");

@@ -1,6 +1,7 @@
-//! The recorder's clock: a flush every `flush_ms` on a thread of its own, the last flush
-//! among the process's exit handlers, and what the recorder can see of another CUPTI user in
-//! the process.
+//! The recorder's clock: a flush every `flush_ms` on a thread of its own, each followed by
+//! the records' decisions and writes (`keeper.rs`); the last flush among the process's exit
+//! handlers, or as a fatal signal is handled (`signals.rs`); and what the recorder can see of
+//! another CUPTI user in the process.
 //!
 //! Another CUPTI user (torch.profiler's kineto, Nsight, streamlab's own `--timeline` when
 //! streamlab is the traced program) cannot be asked about; two things can be observed (the
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use streamlab_cupti::trace_file::{ApiDomain, Line};
 
+use crate::signals::{crashing, hold};
 use crate::{lock, Recorder, RECORDER};
 
 /// The probe call's (domain, callback id): `CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion`.
@@ -168,9 +170,13 @@ fn probe_call() -> Option<DriverVersionFn> {
     found.as_ref().map(|(_, f)| *f)
 }
 
-/// One periodic cycle: probe, flush, look around, write. `false` once the recorder stopped.
+/// One periodic cycle: probe, flush, look around, decide and write. `false` once the
+/// recorder stopped (at exit, or as a crash is handled).
 fn flush_cycle(recorder: &Recorder) -> bool {
     let Some(cupti) = recorder.cupti else { return false };
+    if crashing() {
+        return false;
+    }
     let mut cycle = lock(&recorder.cycle);
     if cycle.stopped || std::process::id() != recorder.pid {
         return false;
@@ -181,6 +187,7 @@ fn flush_cycle(recorder: &Recorder) -> bool {
         unsafe { version(&mut v) };
         recorder.probe.sent();
     }
+    // Every marker before this time has been handed over once the flush returns.
     let time = cupti.now_ns();
     let mut text = String::new();
     let flushed = cupti.flush_all(false);
@@ -192,12 +199,12 @@ fn flush_cycle(recorder: &Recorder) -> bool {
     if let Some(silence) = recorder.probe.silence(cupti.now_ns()) {
         cycle.note_once("probe", silence, &mut text);
     }
-    text.push_str(&recorder.budget.dropped_lines());
-    // `Flushed` promises every record completed before `time` is above: only after a flush.
-    if flushed.is_ok() {
-        text.push_str(&Line::Flushed { time }.to_json_line());
-    }
-    lock(&recorder.writer).append(&text);
+    let Some(mut keeper) = hold(&recorder.keeper) else { return false };
+    keeper.settle(time, false);
+    // `Flushed` promises every record completed before `time` is written: only after a flush.
+    let end = flushed.is_ok().then_some(Line::Flushed { time });
+    // Read after the records were written: a segment closed now holds nothing later.
+    keeper.end_cycle(cupti.now_ns(), false, text, end);
     true
 }
 
@@ -214,22 +221,31 @@ pub fn start_flushing(recorder: &'static Recorder) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The process's exit handler (`atexit`): the last, forced flush (records of work still
-/// running come too, and are counted as unfinished), the notes, the `Dropped` lines and
-/// `Exit`. Nothing in a forked child, which inherits the handler but not the file.
+/// The process's exit handler (`atexit`). Nothing in a forked child, which inherits the
+/// handler but not the file.
 pub extern "C" fn at_exit() {
     let _ = catch_unwind(|| {
         let Some(recorder) = RECORDER.get() else { return };
-        if std::process::id() != recorder.pid {
-            return;
+        if std::process::id() == recorder.pid {
+            finish(recorder, None);
         }
-        let mut cycle = lock(&recorder.cycle);
+    });
+}
+
+/// The last cycle, at exit or (with the `signal`) as a fatal signal is handled: the forced
+/// flush (records of work still running come too, and are counted as unfinished), every
+/// record left decided and written, the notes, the `Dropped` and `Sampled` lines, and `Exit`
+/// or `Crashed`. As a crash is handled, each lock is waited for a bounded time
+/// ([`hold`]): where the flush cycle's cannot be had (the crash came inside a cycle), the
+/// flush is skipped and what was already handed over is still written.
+pub fn finish(recorder: &Recorder, signal: Option<i32>) {
+    let mut text = String::new();
+    let mut time = 0;
+    if let Some(mut cycle) = hold(&recorder.cycle) {
         if cycle.stopped {
             return;
         }
         cycle.stopped = true;
-        let mut text = String::new();
-        let mut time = 0;
         if let Some(cupti) = recorder.cupti {
             if let Err(e) = cupti.flush_all(true) {
                 cycle.note_once("exit flush", format!("{e}: the flush at exit failed"), &mut text);
@@ -242,12 +258,20 @@ pub extern "C" fn at_exit() {
             if let Some(stopped) = recorder.probe.stopped_at_exit() {
                 cycle.note_once("probe", stopped, &mut text);
             }
-            time = cupti.now_ns();
         }
-        text.push_str(&recorder.budget.dropped_lines());
-        text.push_str(&Line::Exit { time }.to_json_line());
-        lock(&recorder.writer).finish(&text);
-    });
+    } else if signal.is_none() {
+        return;
+    }
+    if let Some(cupti) = recorder.cupti {
+        time = cupti.now_ns();
+    }
+    let Some(mut keeper) = hold(&recorder.keeper) else { return };
+    keeper.settle(time, true);
+    let end = match signal {
+        Some(signal) => Line::Crashed { signal, time },
+        None => Line::Exit { time },
+    };
+    keeper.end_cycle(time, true, text, Some(end));
 }
 
 /// The canonical path of the loaded libcupti, as `/proc/self/maps` shows it; `None` for a

@@ -1,12 +1,12 @@
-//! The trace file of one process, `<dir>/<pid>.jsonl`: lines are appended straight to the
-//! file (each batch in one write, nothing of ours buffered past it), so a process killed even
+//! The main trace file of one process, `<dir>/<pid>.jsonl`: lines are appended straight to
+//! the file (each batch in one write, nothing of ours buffered past it), so a process killed even
 //! with SIGKILL leaves every line written before, and at worst one cut line, which the reader
 //! skips.
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use streamlab_cupti::trace_file::Line;
+use streamlab_cupti::trace_file::{self, Line};
 
 pub struct Writer {
     file: File,
@@ -20,16 +20,12 @@ pub struct Writer {
     finished: bool,
 }
 
-/// `<dir>/<pid>.jsonl`.
-pub fn trace_path(dir: &Path, pid: u32) -> PathBuf {
-    dir.join(format!("{pid}.jsonl"))
-}
-
 impl Writer {
     /// Opens (or creates) the file of process `pid` in `dir`, creating `dir` if needed.
     pub fn create(dir: &Path, pid: u32) -> io::Result<Writer> {
         std::fs::create_dir_all(dir)?;
-        let file = OpenOptions::new().create(true).append(true).open(trace_path(dir, pid))?;
+        let file =
+            OpenOptions::new().create(true).append(true).open(trace_file::main_path(dir, pid))?;
         Ok(Writer { file, pid, early: String::new(), started: false, finished: false })
     }
 
@@ -76,6 +72,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn folder(name: &str) -> PathBuf {
         let dir = std::env::temp_dir()
@@ -111,7 +108,7 @@ mod tests {
         w.append(&Line::Note { text: "n".into() }.to_json_line());
         w.finish(&Line::Exit { time: 9 }.to_json_line());
         w.append(&Line::Flushed { time: 10 }.to_json_line());
-        let text = std::fs::read_to_string(trace_path(&dir, pid)).unwrap();
+        let text = std::fs::read_to_string(trace_file::main_path(&dir, pid)).unwrap();
         let lines: Vec<Line> = text.lines().map(|l| Line::parse(l).unwrap()).collect();
         assert_eq!(
             lines,
@@ -135,7 +132,7 @@ mod tests {
         w.start(&process());
         w.append(&Line::Flushed { time: 7 }.to_json_line());
         w.finish(&Line::Exit { time: 9 }.to_json_line());
-        assert_eq!(std::fs::read_to_string(trace_path(&dir, parent)).unwrap(), "");
+        assert_eq!(std::fs::read_to_string(trace_file::main_path(&dir, parent)).unwrap(), "");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

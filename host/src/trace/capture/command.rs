@@ -9,7 +9,9 @@ use crate::lab::record::output::OutputFile;
 use crate::lab::text::flag_values::{number, whole};
 use crate::lab::text::Lang;
 use crate::runtime::context::driver_library_present;
+use crate::runtime::cupti::trace_file::{Keep, WhenFull};
 use crate::runtime::Error;
+use crate::trace::capture::injection::Recording;
 use crate::trace::capture::session::{self, check_keep, Settings};
 use crate::trace::capture::{injection, program};
 use crate::trace::inspect::findings::Thresholds;
@@ -39,9 +41,22 @@ with torch.cuda.nvtx.range_push, and for every operator under \
 torch.autograd.profiler.emit_nvtx(); those made before the first CUDA call are not recorded); \
 stream names set through NVTX. Each NVTX range the program marks, in the default domain or a \
 domain of its own, is a window of the report; the ranges of the libraries' own domains (NCCL, \
-NVSHMEM, libcudf, librmm, cuvs) are drawn but make no window. Records are flushed \
-every --flush-ms and at exit, so a program that crashes or is killed, even with SIGKILL, \
-leaves what was recorded up to its last flush; the report says how each process ended.
+NVSHMEM, libcudf, librmm, cuvs) are drawn but make no window. Records are written every \
+--flush-ms, at exit, and when the program crashes (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL: \
+the recorder writes them, then the program dies by its signal as it would have); a program \
+killed with SIGKILL leaves what was recorded up to the last flush. The report says how each \
+process ended.
+
+A long run: each process keeps at most --max-records records, and --when-full says which. \
+last (the default) keeps the most recent ones, deleting the oldest as the run goes on; first \
+keeps the first ones; sample keeps whole occurrences of one NVTX range (--capture-range's, \
+else the first top-level range the program marks: a training step), thinned evenly over the \
+run as the limit fills (every 2nd, then every 4th, ...). To record one part of the run, as \
+Nsight Systems does: --capture-range NAME keeps what happens from the start of the first \
+NVTX range named NAME (any thread, the program's own domains) until --capture-count N ranges \
+of that name have ended (without it, to the end); --delay S starts S seconds after the \
+program started, --duration S stops S seconds after that. GPU work launched inside and run \
+after is kept with its launch. What was left out is counted, never silently lost.
 
 The program keeps its stdin and stdout: streamlab writes only to stderr and to the files \
 named by --trace, --svg and --json. SIGTERM sent to streamlab is passed on to the program; \
@@ -67,6 +82,13 @@ Examples:
                                                  one process per rank, on one clock
   streamlab trace --keep raw/ --json r.json -- torchrun --nproc-per-node 2 train.py
                                                  the recorder's files kept, the report as JSON
+  streamlab trace --capture-range step --capture-count 10 -- python train.py
+                                                 ten training steps (NVTX ranges named step)
+                                                 and the GPU work they launched
+  streamlab trace --when-full sample --capture-range step -- python train.py
+                                                 whole steps, spread over the whole run
+  streamlab trace --delay 60 --duration 5 -- ./app
+                                                 five seconds of the run, a minute in
   streamlab trace --cost -- ./overlap            run twice, without and with the recorder
   streamlab trace --idle-gap-ms 1 -- ./app       only idle gaps over 1 ms are findings
   streamlab trace --lang zh -- ./app             the report in Chinese (中文)";
@@ -108,7 +130,7 @@ pub struct TraceFlags {
     #[arg(
         long,
         value_name = "DIR",
-        help = "Keep the recorder's files (one <pid>.jsonl per process) in DIR, made if missing; otherwise a temporary folder, removed at the end"
+        help = "Keep the recorder's files (one <pid>.jsonl per process, and its segments <pid>.<seq>.jsonl) in DIR, made if missing; otherwise a temporary folder, removed at the end"
     )]
     pub keep: Option<PathBuf>,
     #[arg(
@@ -126,9 +148,49 @@ pub struct TraceFlags {
         default_value_t = MAX_RECORDS,
         allow_negative_numbers = true,
         value_parser = whole(1_000u64..=100_000_000),
-        help = "Keep at most N records per process [1000..=100000000]; later ones are counted as dropped (the default, some 47 MB of --trace JSON per process, keeps the trace openable in Perfetto)"
+        help = "Keep at most N records per process [1000..=100000000]; --when-full says which (the default, some 47 MB of --trace JSON per process, keeps the trace openable in Perfetto)"
     )]
     pub max_records: u64,
+    #[arg(
+        long,
+        value_name = "WHICH",
+        default_value = "last",
+        value_parser = ["first", "last", "sample"],
+        help = "Which records stay once --max-records are kept: last (the oldest are deleted as the run goes on), first (later ones are counted, not kept) or sample (whole occurrences of --capture-range's range, else of the first top-level NVTX range, thinned evenly over the run)"
+    )]
+    pub when_full: String,
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = range_name,
+        help = "Keep only what happens from the start of the first NVTX range named NAME (push/pop or start/end, any thread, the program's own domains), and the GPU work launched then"
+    )]
+    pub capture_range: Option<String>,
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "capture_range",
+        allow_negative_numbers = true,
+        value_parser = whole(1u64..=1_000_000_000),
+        help = "... until N ranges of that name have ended [1..=1000000000] (needs --capture-range; without this, to the end of the run)"
+    )]
+    pub capture_count: Option<u64>,
+    #[arg(
+        long,
+        value_name = "S",
+        allow_negative_numbers = true,
+        value_parser = number(0.0..=604_800.0),
+        help = "Keep nothing of the first S seconds after the program started [0..=604800] (decimals allowed: 2.5); with --capture-range, its range is looked for from then on"
+    )]
+    pub delay: Option<f64>,
+    #[arg(
+        long,
+        value_name = "S",
+        allow_negative_numbers = true,
+        value_parser = number(0.001..=604_800.0),
+        help = "Keep S seconds of the run, from the start (or from the end of --delay) [0.001..=604800]"
+    )]
+    pub duration: Option<f64>,
     #[arg(
         long,
         help = "Run the program twice, without and with the recorder, and report both wall times and their ratio"
@@ -214,6 +276,37 @@ pub struct TraceFlags {
     pub program: Vec<String>,
 }
 
+/// `--capture-range`'s NAME: any text but an empty one.
+fn range_name(name: &str) -> Result<String, String> {
+    if name.trim().is_empty() {
+        return Err("must name an NVTX range (the text given to nvtxRangePushA)".into());
+    }
+    Ok(name.to_string())
+}
+
+/// Seconds as whole ms (the parsers keep them in range: no overflow).
+fn millis(seconds: f64) -> u64 {
+    (seconds * 1e3).round() as u64
+}
+
+/// What the recorder is asked to do, as the flags say it.
+pub fn recording(f: &TraceFlags) -> Recording {
+    let when_full = match f.when_full.as_str() {
+        "first" => WhenFull::First,
+        "sample" => WhenFull::Sample,
+        _ => WhenFull::Last,
+    };
+    let keep = Keep {
+        when_full,
+        capture_range: f.capture_range.clone(),
+        capture_count: f.capture_count.unwrap_or(0),
+        delay_ms: f.delay.map_or(0, millis),
+        // At least 1 ms: the smallest duration the flag takes rounds to it.
+        duration_ms: f.duration.map(|s| millis(s).max(1)),
+    };
+    Recording { flush_ms: f.flush_ms, max_records: f.max_records, keep }
+}
+
 /// The findings' thresholds the flags set: each flag to its field, in one place.
 pub fn thresholds(f: &TraceFlags) -> Thresholds {
     Thresholds {
@@ -271,8 +364,7 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Error> {
         timeline: flags.timeline,
         lang: Lang::or_locale(flags.lang.as_deref()),
         keep: flags.keep.clone(),
-        flush_ms: flags.flush_ms,
-        max_records: flags.max_records,
+        recording: recording(&flags),
         cost: flags.cost,
         thresholds: thresholds(&flags),
     };
@@ -296,12 +388,23 @@ mod tests {
         assert!(f.timeline && f.json.is_none());
         assert_eq!((f.flush_ms, f.max_records), (FLUSH_MS, MAX_RECORDS));
         assert_eq!(thresholds(&f), Thresholds::DEFAULT);
+        // By default the last records are kept, with no capture window.
+        let keep = Keep { when_full: WhenFull::Last, ..Keep::default() };
+        let told = Recording { flush_ms: FLUSH_MS, max_records: MAX_RECORDS, keep };
+        assert_eq!(recording(&f), told);
         // Without `--`, or without a program, it is refused.
         assert!(parse(&["python", "x.py"]).is_err());
         assert!(parse(&["--timeline"]).is_err());
         assert!(parse(&["--flush-ms", "5", "--", "x"]).is_err());
         // A negative number is a value out of range, not an unknown flag.
-        for flag in ["--idle-gap-ms", "--flush-ms", "--max-records", "--many-small-kernels"] {
+        for flag in [
+            "--idle-gap-ms",
+            "--flush-ms",
+            "--max-records",
+            "--many-small-kernels",
+            "--delay",
+            "--duration",
+        ] {
             let e = parse(&[flag, "-1", "--", "x"]).unwrap_err();
             assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{flag}: {e}");
         }
@@ -328,6 +431,52 @@ mod tests {
     }
 
     #[test]
+    fn the_capture_window_and_when_full_reach_the_recorder_and_bad_ones_are_refused() {
+        let args = [
+            "--capture-range",
+            "step",
+            "--capture-count",
+            "10",
+            "--delay",
+            "2.5",
+            "--duration",
+            "0.0014",
+            "--when-full",
+            "sample",
+            "--",
+            "x",
+        ];
+        let keep = recording(&parse(&args).unwrap()).keep;
+        let want = Keep {
+            when_full: WhenFull::Sample,
+            capture_range: Some("step".into()),
+            capture_count: 10,
+            delay_ms: 2500,
+            duration_ms: Some(1),
+        };
+        assert_eq!(keep, want);
+        assert_eq!(recording(&parse(&["--when-full", "first", "--", "x"]).unwrap()).keep, {
+            Keep { when_full: WhenFull::First, ..Keep::default() }
+        });
+        // A count without a range; an empty range; a word --when-full does not know; a
+        // duration of 0; a count of 0.
+        use clap::error::ErrorKind;
+        let refused = [
+            (&["--capture-count", "3", "--", "x"][..], ErrorKind::MissingRequiredArgument),
+            (&["--capture-range", " ", "--", "x"], ErrorKind::ValueValidation),
+            (&["--when-full", "newest", "--", "x"], ErrorKind::InvalidValue),
+            (&["--duration", "0", "--", "x"], ErrorKind::ValueValidation),
+            (
+                &["--capture-range", "s", "--capture-count", "0", "--", "x"],
+                ErrorKind::ValueValidation,
+            ),
+        ];
+        for (args, kind) in refused {
+            assert_eq!(parse(args).unwrap_err().kind(), kind, "{args:?}");
+        }
+    }
+
+    #[test]
     fn the_help_shows_the_defaults_and_teaches() {
         let help = command().render_long_help().to_string();
         for want in [
@@ -344,6 +493,11 @@ mod tests {
             "streamlab launch --gpus 2",
             "emit_nvtx",
             "python train.py",
+            "[default: last]",
+            "--capture-range step --capture-count 10",
+            "Nsight Systems",
+            "SIGABRT",
+            "<pid>.<seq>.jsonl",
         ] {
             assert!(help.contains(want), "{want}: {help}");
         }

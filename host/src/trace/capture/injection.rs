@@ -1,6 +1,7 @@
 //! What a traced program needs to be recorded: the injected recorder (`inject/`, whose bytes
 //! `host/build.rs` builds and this binary embeds) written out to a cache folder, the libcupti
-//! to load, and the environment that makes the CUDA driver load the one and NVTX the other.
+//! to load, and the environment that makes the CUDA driver load the one and NVTX the other,
+//! and tells the recorder what to keep ([`Recording`]; `inject/src/config.rs` reads it).
 //!
 //! The library is embedded so that an installed `streamlab` needs nothing beside it: one
 //! binary, and CUPTI from the CUDA toolkit or a pip wheel. It is written at first use to
@@ -15,6 +16,23 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::runtime::cupti;
+use crate::runtime::cupti::trace_file::{Keep, WhenFull};
+
+/// CLOCK_MONOTONIC in ns when the trace command started the program (set by
+/// `program::run`, just before it starts it): the recorder counts `--delay` from it.
+pub const STARTED_NS: &str = "STREAMLAB_TRACE_STARTED_NS";
+
+/// What the recorder is asked to do, as the trace command's flags say it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    /// How often it hands CUPTI's records to its files (`--flush-ms`).
+    pub flush_ms: u64,
+    /// The most records each process keeps (`--max-records`).
+    pub max_records: u64,
+    /// The capture window and which records stay at the limit (`--capture-range`,
+    /// `--capture-count`, `--delay`, `--duration`, `--when-full`).
+    pub keep: Keep,
+}
 
 /// The recorder, as `host/build.rs` built it.
 static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libstreamlab_inject.so"));
@@ -32,15 +50,15 @@ pub struct Injection {
 }
 
 /// Writes the recorder out (once per version of it), finds CUPTI, and returns the
-/// environment that records the program into `trace_dir` (one `<pid>.jsonl` per process),
-/// flushing every `flush_ms` and keeping at most `max_records` records per process.
-pub fn prepare(trace_dir: &Path, flush_ms: u64, max_records: u64) -> Result<Injection, String> {
+/// environment that records the program into `trace_dir` (one `<pid>.jsonl` per process,
+/// and its segments) as `recording` says.
+pub fn prepare(trace_dir: &Path, recording: &Recording) -> Result<Injection, String> {
     let found = cupti::load().map_err(|e| no_cupti(&e))?;
     let library = library_file()?;
     let trace_dir = std::path::absolute(trace_dir)
         .map_err(|e| format!("trace folder {}: {e}", trace_dir.display()))?;
     let cupti = found.path().to_path_buf();
-    let env = environment(&library, &cupti, &trace_dir, flush_ms, max_records)?;
+    let env = environment(&library, &cupti, &trace_dir, recording)?;
     Ok(Injection { library, cupti, cupti_version: found.version(), env })
 }
 
@@ -51,24 +69,40 @@ fn no_cupti(why: &str) -> String {
     )
 }
 
+/// The word `STREAMLAB_TRACE_WHEN_FULL` takes.
+fn when_full_word(when_full: WhenFull) -> &'static str {
+    match when_full {
+        WhenFull::First => "first",
+        WhenFull::Last => "last",
+        WhenFull::Sample => "sample",
+    }
+}
+
+/// Every variable is set, the unused ones empty or 0: a value inherited from this process's
+/// own environment (a trace inside a trace) must not reach the recorder.
 fn environment(
     library: &Path,
     cupti: &Path,
     trace_dir: &Path,
-    flush_ms: u64,
-    max_records: u64,
+    recording: &Recording,
 ) -> Result<Vec<(String, String)>, String> {
     let text = |p: &Path| {
         p.to_str().map(str::to_string).ok_or_else(|| format!("{} is not UTF-8", p.display()))
     };
+    let keep = &recording.keep;
     Ok(vec![
         ("CUDA_INJECTION64_PATH".into(), text(library)?),
         // NVTX calls reach CUPTI only through its own injection variable.
         ("NVTX_INJECTION64_PATH".into(), text(cupti)?),
         ("STREAMLAB_CUPTI".into(), text(cupti)?),
         ("STREAMLAB_TRACE_DIR".into(), text(trace_dir)?),
-        ("STREAMLAB_TRACE_FLUSH_MS".into(), flush_ms.to_string()),
-        ("STREAMLAB_TRACE_MAX_RECORDS".into(), max_records.to_string()),
+        ("STREAMLAB_TRACE_FLUSH_MS".into(), recording.flush_ms.to_string()),
+        ("STREAMLAB_TRACE_MAX_RECORDS".into(), recording.max_records.to_string()),
+        ("STREAMLAB_TRACE_WHEN_FULL".into(), when_full_word(keep.when_full).into()),
+        ("STREAMLAB_TRACE_CAPTURE_RANGE".into(), keep.capture_range.clone().unwrap_or_default()),
+        ("STREAMLAB_TRACE_CAPTURE_COUNT".into(), keep.capture_count.to_string()),
+        ("STREAMLAB_TRACE_DELAY_MS".into(), keep.delay_ms.to_string()),
+        ("STREAMLAB_TRACE_DURATION_MS".into(), keep.duration_ms.unwrap_or(0).to_string()),
     ])
 }
 
@@ -219,15 +253,21 @@ mod tests {
     }
 
     #[test]
-    fn the_environment_names_the_library_cupti_twice_and_the_folder() {
-        let env = environment(
-            Path::new("/c/libstreamlab_inject-1.so"),
-            Path::new("/cuda/lib/libcupti.so.13"),
-            Path::new("/t/trace"),
-            200,
-            500_000,
-        )
-        .unwrap();
+    fn the_environment_names_the_library_cupti_twice_the_folder_and_what_to_keep() {
+        let environment_of = |keep: Keep| {
+            let recording = Recording { flush_ms: 200, max_records: 500_000, keep };
+            let library = Path::new("/c/libstreamlab_inject-1.so");
+            let cupti = Path::new("/cuda/lib/libcupti.so.13");
+            environment(library, cupti, Path::new("/t/trace"), &recording).unwrap()
+        };
+        let keep = Keep {
+            when_full: WhenFull::Sample,
+            capture_range: Some("step".into()),
+            capture_count: 10,
+            delay_ms: 2500,
+            duration_ms: Some(5000),
+        };
+        let env = environment_of(keep);
         let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
         assert_eq!(get("CUDA_INJECTION64_PATH"), Some("/c/libstreamlab_inject-1.so"));
         assert_eq!(get("NVTX_INJECTION64_PATH"), Some("/cuda/lib/libcupti.so.13"));
@@ -235,7 +275,16 @@ mod tests {
         assert_eq!(get("STREAMLAB_TRACE_DIR"), Some("/t/trace"));
         assert_eq!(get("STREAMLAB_TRACE_FLUSH_MS"), Some("200"));
         assert_eq!(get("STREAMLAB_TRACE_MAX_RECORDS"), Some("500000"));
-        assert_eq!(env.len(), 6);
+        assert_eq!(get("STREAMLAB_TRACE_WHEN_FULL"), Some("sample"));
+        assert_eq!(get("STREAMLAB_TRACE_CAPTURE_RANGE"), Some("step"));
+        assert_eq!(get("STREAMLAB_TRACE_CAPTURE_COUNT"), Some("10"));
+        assert_eq!(get("STREAMLAB_TRACE_DELAY_MS"), Some("2500"));
+        assert_eq!(get("STREAMLAB_TRACE_DURATION_MS"), Some("5000"));
+        assert_eq!(env.len(), 11);
+        // Nothing asked: each still set, to nothing (an inherited value must not count).
+        let env = environment_of(Keep { when_full: WhenFull::Last, ..Keep::default() });
+        let unset: Vec<&str> = env[6..].iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(unset, ["last", "", "0", "0", "0"]);
         let said = no_cupti("libcupti not found");
         assert!(said.contains("libcupti") && said.contains("nvidia-cuda-cupti"), "{said}");
     }

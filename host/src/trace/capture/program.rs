@@ -1,7 +1,9 @@
 //! Running the traced program as it is: found as a shell finds it (exit 127 where it is not
 //! found, 126 where it cannot be run, as `env` and `timeout` do; an executable script
 //! without `#!` is run by /bin/sh, as their execvp does), started with the recorder's
-//! variables added and this process's stdin, stdout and stderr, and waited for.
+//! variables added and this process's stdin, stdout and stderr, and waited for. The traced
+//! run is also told when it started (CLOCK_MONOTONIC, read just before the program is
+//! started: the recorder counts `--delay` from it).
 //!
 //! SIGINT and SIGTERM sent to `streamlab trace` are passed on to the program, so that it
 //! ends as it would have and its recorder flushes at exit, and streamlab stays to read what
@@ -114,9 +116,22 @@ fn in_terminal_foreground() -> bool {
     foreground
 }
 
+/// CLOCK_MONOTONIC now, in ns.
+fn monotonic_ns() -> u64 {
+    use nix::time::{clock_gettime, ClockId};
+    clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        (t.tv_sec() as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec() as u64)
+    })
+}
+
 /// Runs `args` (the program and its arguments) with `env` added, passing on SIGINT and
-/// SIGTERM (see the module's doc), until it ends.
-pub fn run(args: &[String], env: &[(String, String)]) -> Result<Ran, NotStarted> {
+/// SIGTERM (see the module's doc), until it ends. With `started`, that variable is set to
+/// CLOCK_MONOTONIC in ns as the program is started.
+pub fn run(
+    args: &[String],
+    env: &[(String, String)],
+    started: Option<&str>,
+) -> Result<Ran, NotStarted> {
     let (program, rest) =
         args.split_first().ok_or(NotStarted { code: 127, why: "no program to run".into() })?;
     let path = std::env::var("PATH").ok();
@@ -124,9 +139,15 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<Ran, NotStarted>
     let signals = forward_signals().map_err(|why| NotStarted { code: 126, why })?;
     // A signal that came before the program started is not its to get.
     signals.store(0, Ordering::SeqCst);
-    let started = Instant::now();
-    let spawn =
-        |command: &mut Command| command.args(rest).envs(env.iter().map(|(k, v)| (k, v))).spawn();
+    let start = Instant::now();
+    let stamp: Option<(&str, String)> = started.map(|name| (name, monotonic_ns().to_string()));
+    let spawn = |command: &mut Command| {
+        command.args(rest).envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if let Some((name, value)) = &stamp {
+            command.env(name, value);
+        }
+        command.spawn()
+    };
     let mut spawned = spawn(Command::new(&file).arg0(program));
     // A file the kernel will not run (a script without `#!`): the shell runs it, as
     // glibc's execvp does (and so env and timeout).
@@ -159,7 +180,7 @@ pub fn run(args: &[String], env: &[(String, String)]) -> Result<Ran, NotStarted>
         }
         let _ = kill(pid, signal);
     };
-    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
     let status =
         status.map_err(|e| NotStarted { code: 126, why: format!("waiting for {program}: {e}") })?;
     let ended = match status.signal() {
@@ -212,23 +233,32 @@ mod tests {
     #[test]
     fn the_programs_own_code_or_128_plus_its_signal() {
         let _one_at_a_time = serial();
-        let ran = run(&args(&["sh", "-c", "exit 7"]), &[]).unwrap();
+        let ran = run(&args(&["sh", "-c", "exit 7"]), &[], None).unwrap();
         assert_eq!(ran.ended, Ended::Code(7));
-        let ran = run(&args(&["sh", "-c", "kill -9 $$"]), &[]).unwrap();
+        let ran = run(&args(&["sh", "-c", "kill -9 $$"]), &[], None).unwrap();
         assert_eq!((ran.ended, ran.ended.exit_code()), (Ended::Signal(9), 137));
         // The variables reach the program.
         let env = [("STREAMLAB_TEST_MARK".to_string(), "seen".to_string())];
-        let ran = run(&args(&["sh", "-c", "test \"$STREAMLAB_TEST_MARK\" = seen"]), &env).unwrap();
+        let script = "test \"$STREAMLAB_TEST_MARK\" = seen";
+        let ran = run(&args(&["sh", "-c", script]), &env, None).unwrap();
         assert_eq!(ran.ended, Ended::Code(0));
-        assert_eq!(run(&args(&["no-such-program-x"]), &[]).unwrap_err().code, 127);
+        assert_eq!(run(&args(&["no-such-program-x"]), &[], None).unwrap_err().code, 127);
         // An executable script without `#!`: /bin/sh runs it, with its arguments.
         let dir = std::env::temp_dir().join(format!("streamlab-noshebang-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let script = dir.join("plain-script");
         std::fs::write(&script, "exit $1\n").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let ran = run(&args(&[script.to_str().unwrap(), "5"]), &[]).unwrap();
+        let ran = run(&args(&[script.to_str().unwrap(), "5"]), &[], None).unwrap();
         assert_eq!(ran.ended, Ended::Code(5));
+        // Told when it started, on CLOCK_MONOTONIC: between the readings before and after.
+        let said = dir.join("started");
+        let script = format!("echo \"$STREAMLAB_TEST_STARTED\" > {}", said.display());
+        let before = monotonic_ns();
+        run(&args(&["sh", "-c", &script]), &[], Some("STREAMLAB_TEST_STARTED")).unwrap();
+        let after = monotonic_ns();
+        let started: u64 = std::fs::read_to_string(&said).unwrap().trim().parse().unwrap();
+        assert!(before <= started && started <= after, "{before} {started} {after}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -243,7 +273,7 @@ mod tests {
             kill(Pid::this(), Signal::SIGTERM).unwrap();
         });
         let script = "trap 'exit 42' TERM; sleep 5 & wait";
-        let ran = run(&args(&["sh", "-c", script]), &[]).unwrap();
+        let ran = run(&args(&["sh", "-c", script]), &[], None).unwrap();
         sender.join().unwrap();
         assert_eq!((ran.ended, ran.interrupted), (Ended::Code(42), Some(Signal::SIGTERM as i32)));
         assert!(ran.wall_ms < 4000.0, "{} ms: the signal did not arrive", ran.wall_ms);

@@ -10,7 +10,7 @@ use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
 use crate::trace::capture::analysis::analyse;
-use crate::trace::capture::injection::Injection;
+use crate::trace::capture::injection::{self, Injection, Recording};
 use crate::trace::capture::program::{self, Ran};
 use crate::trace::capture::recordings::{self, timeline_text};
 use crate::trace::capture::summary::{header, Cost, TraceReport};
@@ -29,14 +29,14 @@ pub struct Settings {
     pub lang: Lang,
     /// Where to keep the recorder's files; None: a temporary folder, removed at the end.
     pub keep: Option<PathBuf>,
-    pub flush_ms: u64,
-    pub max_records: u64,
+    /// What the recorder is asked to do: its flushes, its limit, what it keeps.
+    pub recording: Recording,
     pub cost: bool,
     pub thresholds: Thresholds,
 }
 
 /// The recorder's preparation: `injection::prepare`, or a test's stand-in.
-pub type Prepare<'a> = &'a dyn Fn(&Path, u64, u64) -> std::result::Result<Injection, String>;
+pub type Prepare<'a> = &'a dyn Fn(&Path, &Recording) -> std::result::Result<Injection, String>;
 
 /// The folder the recorder writes to: a temporary one, removed when dropped; or `--keep`'s,
 /// removed only where this trace made it and the program never started (it is then empty).
@@ -61,8 +61,8 @@ impl Drop for TraceDir {
 }
 
 /// `--keep DIR`, refused where it cannot hold this trace's files alone: its parent folder
-/// missing, a file, a folder this user cannot write, or one that already holds trace files
-/// (they would be read as this program's processes). A missing folder is made and removed
+/// missing, a file, a folder this user cannot write, or one that already holds trace files,
+/// main files or segments (they would be read as this program's processes). A missing folder is made and removed
 /// again, so that one that cannot be made is refused before anything runs.
 pub fn check_keep(dir: &Path) -> Result<()> {
     let bad = |why: String| Err(Error::InvalidInput(format!("--keep {}: {why}", dir.display())));
@@ -137,9 +137,15 @@ fn say(line: &Text, lang: Lang) {
     eprintln!("{}", line.render(lang));
 }
 
-/// Runs the program; where it cannot start, says why and gives the shell's code.
-fn start(program: &[String], env: &[(String, String)]) -> std::result::Result<Ran, i32> {
-    program::run(program, env).map_err(|not| {
+/// Runs the program (`traced`: told when it started, for the recorder); where it cannot
+/// start, says why and gives the shell's code.
+fn start(
+    program: &[String],
+    env: &[(String, String)],
+    traced: bool,
+) -> std::result::Result<Ran, i32> {
+    let started = traced.then_some(injection::STARTED_NS);
+    program::run(program, env, started).map_err(|not| {
         eprintln!("streamlab: trace: {}", not.why);
         not.code
     })
@@ -149,10 +155,9 @@ fn start(program: &[String], env: &[(String, String)]) -> std::result::Result<Ra
 pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     let lang = settings.lang;
     let mut dir = TraceDir::new(settings.keep.as_deref())?;
-    let injection =
-        prepare(&dir.path, settings.flush_ms, settings.max_records).map_err(Error::NotRun)?;
+    let injection = prepare(&dir.path, &settings.recording).map_err(Error::NotRun)?;
     let untraced = match settings.cost {
-        true => match start(&settings.program, &[]) {
+        true => match start(&settings.program, &[], false) {
             // Asked to stop during the first run: no second one.
             Ok(ran) if ran.interrupted.is_some() => return Ok(ran.ended.exit_code()),
             Ok(ran) => Some(ran),
@@ -161,7 +166,7 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
         false => None,
     };
     dir.ran = true;
-    let ran = match start(&settings.program, &injection.env) {
+    let ran = match start(&settings.program, &injection.env, true) {
         Ok(ran) => ran,
         Err(code) => return Ok(code),
     };
@@ -261,15 +266,14 @@ mod tests {
             timeline: true,
             lang: Lang::En,
             keep: None,
-            flush_ms: 200,
-            max_records: 1000,
+            recording: Recording { flush_ms: 200, max_records: 1000, keep: Default::default() },
             cost: false,
             thresholds: Thresholds::DEFAULT,
         }
     }
 
     /// A stand-in recorder: the program is told where the folder is, and writes the file.
-    fn stand_in(dir: &Path, _: u64, _: u64) -> std::result::Result<Injection, String> {
+    fn stand_in(dir: &Path, _: &Recording) -> std::result::Result<Injection, String> {
         Ok(Injection {
             library: "/nowhere/libstreamlab_inject.so".into(),
             cupti: "/nowhere/libcupti.so.13".into(),
@@ -340,7 +344,7 @@ mod tests {
         let marker = out.join("ran");
         let script = format!("touch {}", marker.display());
         let s = settings(&["sh", "-c", &script], &out);
-        let none = |_: &Path, _: u64, _: u64| Err("libcupti not found: install it".to_string());
+        let none = |_: &Path, _: &Recording| Err("libcupti not found: install it".to_string());
         let mut s = s;
         let keep = out.join("raw");
         s.keep = Some(keep.clone());
@@ -383,6 +387,12 @@ mod tests {
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
         check_keep(&locked).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(std::fs::read_dir(&locked).unwrap().count(), usize::from(root));
+        // A folder holding only a segment of another trace is refused too.
+        let segment = out.join("segment");
+        std::fs::create_dir(&segment).unwrap();
+        std::fs::write(segment.join("77.3.jsonl"), "").unwrap();
+        let e = check_keep(&segment).unwrap_err();
+        assert!(e.to_string().contains("already holds trace files"), "{e}");
         std::fs::remove_dir_all(&out).unwrap();
     }
 
