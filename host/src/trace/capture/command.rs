@@ -5,16 +5,14 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args as _, FromArgMatches as _};
 
-use crate::lab::record::output::OutputFile;
 use crate::lab::text::flag_values::{number, whole};
-use crate::lab::text::Lang;
 use crate::runtime::context::driver_library_present;
 use crate::runtime::cupti::trace_file::{Keep, WhenFull};
 use crate::runtime::Error;
+use crate::trace::capture::flags::{OutputFlags, ThresholdFlags};
 use crate::trace::capture::injection::Recording;
 use crate::trace::capture::session::{self, check_keep, Settings};
 use crate::trace::capture::{injection, program};
-use crate::trace::inspect::findings::Thresholds;
 
 /// How often the recorder hands CUPTI's records to its file, unless `--flush-ms` says.
 pub const FLUSH_MS: u64 = 200;
@@ -93,40 +91,13 @@ Examples:
   streamlab trace --idle-gap-ms 1 -- ./app       only idle gaps over 1 ms are findings
   streamlab trace --lang zh -- ./app             the report in Chinese (中文)";
 
-const THRESHOLDS: &str = "Thresholds of the findings";
-
 // The flags of `trace` (`//`, not `///`: clap would make a doc comment the command's about).
 // The numbers take negative values (`allow_negative_numbers`), so that `--idle-gap-ms -1`
 // is told its range rather than read as a flag of its own.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TraceFlags {
-    #[arg(
-        long,
-        value_name = "FILE.json",
-        help = "Also write the trace for ui.perfetto.dev: one process per traced process, its streams and host threads"
-    )]
-    pub trace: Option<PathBuf>,
-    #[arg(
-        long,
-        value_name = "FILE.svg",
-        help = "Also draw the streams as an SVG picture, a panel per process on one time scale"
-    )]
-    pub svg: Option<PathBuf>,
-    #[arg(long, help = "Also draw each process's streams in the terminal (on stderr)")]
-    pub timeline: bool,
-    #[arg(
-        long,
-        value_name = "FILE",
-        help = "Also write the report as JSON to FILE (stdout stays the program's)"
-    )]
-    pub json: Option<PathBuf>,
-    #[arg(
-        long,
-        value_name = "LANG",
-        value_parser = crate::lab::text::Lang::NAMES,
-        help = "Language of the report (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en; --json FILE stays English)"
-    )]
-    pub lang: Option<String>,
+    #[command(flatten)]
+    pub output: OutputFlags,
     #[arg(
         long,
         value_name = "DIR",
@@ -196,76 +167,8 @@ pub struct TraceFlags {
         help = "Run the program twice, without and with the recorder, and report both wall times and their ratio"
     )]
     pub cost: bool,
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = Thresholds::DEFAULT.idle_gap_ms,
-        allow_negative_numbers = true,
-        value_parser = number(0.0..=60_000.0),
-        help_heading = THRESHOLDS,
-        help = "An idle gap is a time longer than MS when a device ran nothing [0..=60000]"
-    )]
-    pub idle_gap_ms: f64,
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = Thresholds::DEFAULT.launch_gap_ms,
-        allow_negative_numbers = true,
-        value_parser = number(0.0..=60_000.0),
-        help_heading = THRESHOLDS,
-        help = "Between two small kernels of one stream, the device idle longer than MS (and not longer than --idle-gap-ms) is a launch gap [0..=60000]"
-    )]
-    pub launch_gap_ms: f64,
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = Thresholds::DEFAULT.back_to_back_ms,
-        allow_negative_numbers = true,
-        value_parser = number(0.0..=60_000.0),
-        help_heading = THRESHOLDS,
-        help = "A copy and a kernel on one stream are back to back when the second starts within MS of the first's end [0..=60000]"
-    )]
-    pub back_to_back_ms: f64,
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = Thresholds::DEFAULT.small_kernel_ms,
-        allow_negative_numbers = true,
-        value_parser = number(0.0..=60_000.0),
-        help_heading = THRESHOLDS,
-        help = "A kernel of MS or less is small [0..=60000]"
-    )]
-    pub small_kernel_ms: f64,
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = Thresholds::DEFAULT.many_small_kernels,
-        allow_negative_numbers = true,
-        value_parser = whole(1usize..=1_000_000_000),
-        help_heading = THRESHOLDS,
-        help = "N small kernels in a window, or more, are many [1..=1000000000]"
-    )]
-    pub many_small_kernels: usize,
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = Thresholds::DEFAULT.late_rank_ms,
-        allow_negative_numbers = true,
-        value_parser = number(0.0..=60_000.0),
-        help_heading = THRESHOLDS,
-        help = "A collective whose ranks started it further apart than MS waited for a late rank [0..=60000]"
-    )]
-    pub late_rank_ms: f64,
-    #[arg(
-        long,
-        value_name = "MS",
-        default_value_t = Thresholds::DEFAULT.cpu_ahead_ms,
-        allow_negative_numbers = true,
-        value_parser = number(0.0..=600_000.0),
-        help_heading = THRESHOLDS,
-        help = "In an NVTX range's window, the work it launched ending more than MS after the range (at the median of its occurrences) is the CPU running ahead of the GPU [0..=600000]"
-    )]
-    pub cpu_ahead_ms: f64,
+    #[command(flatten)]
+    pub thresholds: ThresholdFlags,
     #[arg(
         last = true,
         required = true,
@@ -307,19 +210,6 @@ pub fn recording(f: &TraceFlags) -> Recording {
     Recording { flush_ms: f.flush_ms, max_records: f.max_records, keep }
 }
 
-/// The findings' thresholds the flags set: each flag to its field, in one place.
-pub fn thresholds(f: &TraceFlags) -> Thresholds {
-    Thresholds {
-        idle_gap_ms: f.idle_gap_ms,
-        launch_gap_ms: f.launch_gap_ms,
-        back_to_back_ms: f.back_to_back_ms,
-        small_kernel_ms: f.small_kernel_ms,
-        many_small_kernels: f.many_small_kernels,
-        late_rank_ms: f.late_rank_ms,
-        cpu_ahead_ms: f.cpu_ahead_ms,
-    }
-}
-
 /// The `trace` subcommand.
 pub fn command() -> clap::Command {
     let trace = clap::Command::new("trace")
@@ -334,11 +224,7 @@ pub fn command() -> clap::Command {
 pub fn run(matches: &ArgMatches) -> Result<i32, Error> {
     let flags =
         TraceFlags::from_arg_matches(matches).map_err(|e| Error::Internal(e.to_string()))?;
-    let file = |flag: &'static str, path: &Option<PathBuf>| {
-        path.as_deref().map(|p| OutputFile::checked(flag, p)).transpose()
-    };
-    let (trace, svg, json) =
-        (file("--trace", &flags.trace)?, file("--svg", &flags.svg)?, file("--json", &flags.json)?);
+    let output = flags.output.output()?;
     if let Some(dir) = &flags.keep {
         check_keep(dir)?;
     }
@@ -358,15 +244,11 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Error> {
     }
     let settings = Settings {
         program: flags.program.clone(),
-        trace,
-        svg,
-        json,
-        timeline: flags.timeline,
-        lang: Lang::or_locale(flags.lang.as_deref()),
+        output,
         keep: flags.keep.clone(),
         recording: recording(&flags),
         cost: flags.cost,
-        thresholds: thresholds(&flags),
+        thresholds: flags.thresholds.thresholds(),
     };
     session::trace(&settings, &injection::prepare)
 }
@@ -374,6 +256,7 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::inspect::findings::Thresholds;
 
     fn parse(args: &[&str]) -> Result<TraceFlags, clap::Error> {
         let m =
@@ -385,9 +268,9 @@ mod tests {
     fn everything_after_the_double_dash_is_the_program() {
         let f = parse(&["--timeline", "--", "python", "-c", "print(1)", "--json", "x"]).unwrap();
         assert_eq!(f.program, ["python", "-c", "print(1)", "--json", "x"]);
-        assert!(f.timeline && f.json.is_none());
+        assert!(f.output.timeline && f.output.json.is_none());
         assert_eq!((f.flush_ms, f.max_records), (FLUSH_MS, MAX_RECORDS));
-        assert_eq!(thresholds(&f), Thresholds::DEFAULT);
+        assert_eq!(f.thresholds.thresholds(), Thresholds::DEFAULT);
         // By default the last records are kept, with no capture window.
         let keep = Keep { when_full: WhenFull::Last, ..Keep::default() };
         let told = Recording { flush_ms: FLUSH_MS, max_records: MAX_RECORDS, keep };
@@ -422,7 +305,7 @@ mod tests {
         ];
         let mut args: Vec<&str> = given.iter().flat_map(|(flag, v)| [*flag, *v]).collect();
         args.extend(["--", "x"]);
-        let t = thresholds(&parse(&args).unwrap());
+        let t = parse(&args).unwrap().thresholds.thresholds();
         assert_eq!(
             (t.idle_gap_ms, t.back_to_back_ms, t.small_kernel_ms, t.many_small_kernels),
             (1.5, 0.2, 0.05, 7)

@@ -10,7 +10,8 @@ use clap::{ArgMatches, Args as _, FromArgMatches as _};
 use crate::runtime::{Error, Result};
 use crate::trace::capture::analysis::analyse;
 use crate::trace::capture::flags::{OutputFlags, ThresholdFlags};
-use crate::trace::capture::present::{present, RunFile};
+use crate::trace::capture::present::{present, Output, RunFile};
+use crate::trace::inspect::findings::Thresholds;
 use crate::trace::read::reader::trace_files;
 
 const ABOUT: &str = "\
@@ -83,10 +84,15 @@ pub fn run(matches: &ArgMatches) -> Result<i32> {
         ReportFlags::from_arg_matches(matches).map_err(|e| Error::Internal(e.to_string()))?;
     let output = flags.output.output()?;
     check_dir(&flags.dir)?;
-    let thresholds = flags.thresholds.thresholds();
-    let analysis = analyse(&flags.dir, &thresholds)
+    report_dir(&flags.dir, &flags.thresholds.thresholds(), &output)?;
+    Ok(0)
+}
+
+/// The report on the trace folder `dir`, shown as `output` asks.
+pub fn report_dir(dir: &Path, thresholds: &Thresholds, output: &Output) -> Result<()> {
+    let analysis = analyse(dir, thresholds)
         .map_err(|why| Error::InvalidInput(format!("reading the trace folder: {why}")))?;
-    let run = RunFile::read(&flags.dir);
+    let run = RunFile::read(dir);
     let command = match &run {
         Some(run) => run.command.clone(),
         None => analysis.capture.processes.first().map(|p| p.args.clone()).unwrap_or_default(),
@@ -94,8 +100,7 @@ pub fn run(matches: &ArgMatches) -> Result<i32> {
     let ended = run.as_ref().map(|r| r.ended);
     let cost = run.as_ref().and_then(|r| r.cost);
     let cupti = run.as_ref().map(|r| (r.cupti.clone(), r.cupti_version));
-    present(&analysis, &command, ended, cost, cupti, &output)?;
-    Ok(0)
+    present(&analysis, &command, ended, cost, cupti, output)
 }
 
 #[cfg(test)]

@@ -5,28 +5,22 @@
 //! trace file, so that everything after the injection runs on a machine without a GPU.
 use std::path::{Path, PathBuf};
 
-use crate::lab::record::output::OutputFile;
-use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
 use crate::trace::capture::analysis::analyse;
 use crate::trace::capture::injection::{self, Injection, Recording};
+use crate::trace::capture::present::{present, say, Output, RunFile, RUN_FILE};
 use crate::trace::capture::program::{self, Ran};
-use crate::trace::capture::recordings::{self, timeline_text};
-use crate::trace::capture::summary::{header, Cost, TraceReport};
+use crate::trace::capture::summary::Cost;
 use crate::trace::inspect::findings::Thresholds;
-use crate::trace::inspect::overlap_text::report_text;
 
 /// What one trace was asked to do.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The program and its arguments.
     pub program: Vec<String>,
-    pub trace: Option<OutputFile>,
-    pub svg: Option<OutputFile>,
-    pub json: Option<OutputFile>,
-    pub timeline: bool,
-    pub lang: Lang,
+    /// The files and views asked for, and the language.
+    pub output: Output,
     /// Where to keep the recorder's files; None: a temporary folder, removed at the end.
     pub keep: Option<PathBuf>,
     /// What the recorder is asked to do: its flushes, its limit, what it keeps.
@@ -132,11 +126,6 @@ impl TraceDir {
     }
 }
 
-/// A line of the report, on stderr (stdout is the program's).
-fn say(line: &Text, lang: Lang) {
-    eprintln!("{}", line.render(lang));
-}
-
 /// Runs the program (`traced`: told when it started, for the recorder); where it cannot
 /// start, says why and gives the shell's code.
 fn start(
@@ -153,7 +142,7 @@ fn start(
 
 /// Runs one trace; returns the exit code (the program's, see `streamlab trace --help`).
 pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
-    let lang = settings.lang;
+    let lang = settings.output.lang;
     let mut dir = TraceDir::new(settings.keep.as_deref())?;
     let injection = prepare(&dir.path, &settings.recording).map_err(Error::NotRun)?;
     let untraced = match settings.cost {
@@ -181,60 +170,34 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
             code
         }
     };
-    let analysis = match analyse(&dir.path, &settings.thresholds) {
-        Ok(a) => a,
-        Err(why) => {
-            return Ok(after(Error::Internal(format!("reading the recorder's files: {why}"))))
-        }
-    };
-    let (capture, report) = (&analysis.capture, &analysis.report);
-    let fallback = (injection.cupti.display().to_string(), injection.cupti_version);
-    let mut lines = header(capture, Some(fallback), &settings.program);
-    lines.push(ran.ended.line());
     let cost = untraced.map(|u| Cost {
         untraced_ms: u.wall_ms,
         traced_ms: ran.wall_ms,
         untraced: u.ended,
         traced: ran.ended,
     });
-    lines.extend(cost.iter().flat_map(Cost::lines));
-    for line in &lines {
-        say(line, lang);
+    // The run described beside the recorder's files, for `streamlab report` on a kept folder.
+    let run = RunFile {
+        command: settings.program.clone(),
+        ended: ran.ended,
+        cost,
+        cupti: injection.cupti.display().to_string(),
+        cupti_version: injection.cupti_version,
+    };
+    if let Err(why) = run.write(&dir.path) {
+        return Ok(after(Error::Internal(format!("writing {}: {why}", RUN_FILE))));
     }
-    // One set of recordings for the timeline, the trace and the picture (a capture can hold
-    // a quarter of a million spans a process).
-    let drawn = recordings::recordings(capture);
-    if settings.timeline {
-        eprint!("{}", timeline_text(&drawn, lang));
-    }
-    eprint!("{}", report_text(report, lang));
-    let written = recordings::write(
-        capture,
-        &drawn,
-        &settings.program,
-        settings.trace.as_ref(),
-        settings.svg.as_ref(),
-    );
-    if let Err(e) = written {
-        return Ok(after(e));
-    }
-    if let Some(file) = &settings.json {
-        let json =
-            TraceReport::new(&settings.program, Some(ran.ended), &lines, capture, report, cost);
-        let text = serde_json::to_string_pretty(&json)
-            .map_err(|e| Error::Internal(format!("report JSON: {e}")));
-        if let Err(e) = text.and_then(|t| file.write(&t)) {
-            return Ok(after(e));
+    let analysis = match analyse(&dir.path, &settings.thresholds) {
+        Ok(a) => a,
+        Err(why) => {
+            return Ok(after(Error::Internal(format!("reading the recorder's files: {why}"))))
         }
-    }
-    let shown = |f: &OutputFile| f.path().display().to_string();
-    let written = [
-        settings.trace.as_ref().map(|f| t!("trace.wrote_trace", path = shown(f))),
-        settings.svg.as_ref().map(|f| t!("trace.wrote_svg", path = shown(f))),
-        settings.json.as_ref().map(|f| t!("trace.wrote_json", path = shown(f))),
-    ];
-    for line in written.iter().flatten() {
-        say(line, lang);
+    };
+    let fallback = Some((run.cupti.clone(), run.cupti_version));
+    let shown =
+        present(&analysis, &settings.program, Some(ran.ended), cost, fallback, &settings.output);
+    if let Err(e) = shown {
+        return Ok(after(e));
     }
     if !dir.remove {
         say(&t!("trace.kept", path = dir.path.display().to_string()), lang);
@@ -245,6 +208,8 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::record::output::OutputFile;
+    use crate::lab::text::Lang;
     use crate::trace::capture::program::RUNS;
     use crate::trace::read::reader_tests::testdata;
 
@@ -260,11 +225,13 @@ mod tests {
         let file = |flag, name: &str| Some(OutputFile::checked(flag, &out.join(name)).unwrap());
         Settings {
             program: program.iter().map(|s| s.to_string()).collect(),
-            trace: file("--trace", "t.json"),
-            svg: file("--svg", "t.svg"),
-            json: file("--json", "r.json"),
-            timeline: true,
-            lang: Lang::En,
+            output: Output {
+                trace: file("--trace", "t.json"),
+                svg: file("--svg", "t.svg"),
+                json: file("--json", "r.json"),
+                timeline: true,
+                lang: Lang::En,
+            },
             keep: None,
             recording: Recording { flush_ms: 200, max_records: 1000, keep: Default::default() },
             cost: false,
@@ -312,6 +279,31 @@ mod tests {
         assert!(std::fs::read_to_string(out.join("t.svg")).unwrap().starts_with("<svg"));
         let dir = std::fs::read_to_string(out.join("dir")).unwrap();
         assert!(!Path::new(dir.trim()).exists(), "the temporary folder {dir} was left");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// `streamlab report` on the folder a trace kept says what the trace said: the same
+    /// JSON report, the program's command line and ending included.
+    #[test]
+    fn the_report_on_a_kept_folder_is_the_traces() {
+        let _one_at_a_time = RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        let out = scratch("report-again");
+        let keep = out.join("raw");
+        let fixture = testdata("one-process/4242.jsonl");
+        let script = format!("cp {} \"$TRACE_DIR/4242.jsonl\"; exit 3", fixture.display());
+        let mut s = settings(&["sh", "-c", &script], &out);
+        s.keep = Some(keep.clone());
+        assert_eq!(trace(&s, &stand_in).unwrap(), 3);
+        let again = OutputFile::checked("--json", &out.join("again.json")).unwrap();
+        let output = Output { json: Some(again), lang: Lang::En, ..Output::default() };
+        crate::trace::capture::report_command::report_dir(&keep, &s.thresholds, &output).unwrap();
+        let read = |name: &str| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(out.join(name)).unwrap()).unwrap()
+        };
+        let (traced, reported) = (read("r.json"), read("again.json"));
+        assert_eq!(traced, reported);
+        assert_eq!(reported["exit_code"], 3);
+        assert_eq!(reported["command"][0], "sh");
         std::fs::remove_dir_all(&out).unwrap();
     }
 
