@@ -15,7 +15,7 @@ The checks:
 - small: the "last" range's window launched exactly the program's kernels (2,000), and no
   range is said to have "never ended" (the report's header lines, and each process's
   "unclosed" list).
-- ahead: the "step" window's launched_in.span_ms within 2% of the program's event-timed GPU
+- ahead: the "step" window's span_ms (of the work launched in it) within 2% of the program's event-timed GPU
   time of the same steps: the report sums every occurrence of the range it holds, so the
   program's figure is its sum over ALL steps, warm-up included (where the report holds fewer
   occurrences, the steps ranges_whole names); its kernels are occurrences x kernels per
@@ -107,11 +107,12 @@ def window_occurrences(window):
 
 
 def launched_kernels(window):
-    return window["launched_in"]["kernels"]
+    # A window's own figures are those of the work launched in it.
+    return window["kernels"]
 
 
 def launched_span_ms(window):
-    return window["launched_in"]["span_ms"]
+    return window["span_ms"]
 
 
 def ran_during_kernels(window):
@@ -143,11 +144,12 @@ def whole_process(entry):
 
 
 def whole_first(entry):
-    return entry["first"]
+    # Numbered from 1 among the occurrences recorded: a 0-based step index here.
+    return entry["first"] - 1
 
 
 def whole_last(entry):
-    return entry["last"]
+    return entry["last"] - 1
 
 
 def cost_untraced_ms(report):

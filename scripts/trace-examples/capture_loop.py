@@ -8,7 +8,7 @@ small kernels (x.add_(1) on a small tensor): step i launches 1 + (i mod 4) of th
 a run of consecutive steps has a kernel count that depends on where it starts.
 
 What streamlab trace should report, run as above: the "step" window has exactly 10
-occurrences, and its launched_in.kernels is the sum of the counts of 10 consecutive steps
+occurrences, and its kernels (launched in it) is the sum of the counts of 10 consecutive steps
 below (23 for steps 0 to 9).
 
 Its own figures, one JSON object on its last stdout line: the kernels each step launched (a

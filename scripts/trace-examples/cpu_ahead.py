@@ -12,11 +12,11 @@ step's GPU work runs after its range has ended on the host. After the loop, an N
 "sync" holds only torch.cuda.synchronize(): it launches nothing while the GPU finishes the
 queued steps.
 
-What streamlab trace should report: the "step" window's launched_in.span_ms (over every
+What streamlab trace should report: the "step" window's span_ms (of the work launched in it) (over every
 occurrence, the last end minus the first start of the GPU work launched in it) equal to the
-program's own event-timed sum below, within 2%, its launched_in.kernels equal to
+program's own event-timed sum below, within 2%, its kernels (launched in it) equal to
 steps x kernels-per-step, and a "cpu_ahead" finding. The "sync" window launches nothing
-(launched_in.kernels 0) while kernels ran during it (ran_during.kernels > 0).
+(kernels (launched in it) 0) while kernels ran during it (ran_during.kernels > 0).
 
 Its own figures, one JSON object on its last stdout line: inside each step's range, a CUDA
 event is recorded before the first launch and another after the last; elapsed_time(before,

@@ -14,7 +14,7 @@ abort()), --by kill sends it with os.kill. Core dumps are turned off first (a CU
 core is large and slow to write; the exit status is the same).
 
 What streamlab trace should report: exit code 139 (SIGSEGV) or 134 (SIGABRT), the process's
-ending "crashed" with that signal, and the "work" window with launched_in.kernels equal to
+ending "crashed" with that signal, and the "work" window with kernels (launched in it) equal to
 the kernels counted below.
 
 Its own figures, one JSON object on its last stdout line (printed before it dies): the

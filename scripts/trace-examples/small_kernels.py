@@ -8,7 +8,7 @@ holds --last kernels (default 2,000). At the defaults that is 300,000 + 2,000 ke
 many launch calls: more records than the recorder keeps, so it has to drop some.
 
 What streamlab trace should report: the recorder keeps the last records by default
-(`--when-full last`), so the range "last" is recorded whole: its window's launched_in.kernels
+(`--when-full last`), so the range "last" is recorded whole: its window's kernels (launched in it)
 is exactly --last, and no range is said to have "never ended" (a range whose push was dropped
 is left out, not drawn to the end of the run).
 
