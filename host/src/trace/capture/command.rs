@@ -385,7 +385,7 @@ mod tests {
             assert!(help.contains(want), "{want}: {help}");
         }
         // Which NVTX domains make no window: the reader's list, every name of it.
-        let domains = crate::trace::read::builder::LIBRARY_DOMAINS;
+        let domains = crate::runtime::cupti::trace_file::LIBRARY_DOMAINS;
         assert!(domains.iter().all(|d| help.contains(d)), "{domains:?}: {help}");
     }
 }

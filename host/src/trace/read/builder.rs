@@ -8,25 +8,15 @@ use std::path::PathBuf;
 
 use crate::lab::record::drawing::LEGACY_STREAM;
 use crate::lab::record::span::Work;
-use crate::runtime::cupti::trace_file::{Direction, MarkerPhase, Memory, SyncKind, FORMAT};
+use crate::runtime::cupti::trace_file::{
+    library_domain, Direction, MarkerPhase, Memory, SyncKind, FORMAT,
+};
 use crate::t;
 use crate::trace::read::flat_line::FlatLine;
 use crate::trace::read::model::{
     call_kind, call_name, is_nccl_kernel, kernel_name, Device, Dropped, Ending, Gate, GpuWork,
     HostMemory, Mark, Process, Range, Row, Sampled, Thread, Wait, WaitKind,
 };
-
-/// The NVTX domains libraries mark their own calls in, as their sources name them: NCCL's
-/// (`ncclAllReduce`, ...), NVSHMEM's, and RAPIDS' libcudf, librmm and cuVS. Their ranges are
-/// drawn on the host rows but make no window of the report, which is for the phases the
-/// program marks, in the default domain or a domain of its own. PyTorch
-/// (`torch.cuda.nvtx`, `emit_nvtx()`) and Transformer Engine mark the default domain.
-pub const LIBRARY_DOMAINS: [&str; 5] = ["NCCL", "NVSHMEM", "libcudf", "librmm", "cuvs"];
-
-/// Whether a range of `domain` is a library's (see [`LIBRARY_DOMAINS`]).
-pub fn library_domain(domain: &str) -> bool {
-    LIBRARY_DOMAINS.iter().any(|d| d.eq_ignore_ascii_case(domain))
-}
 
 /// A recorder's sentence for records dropped past the limit, keeping the first ones.
 const OVER_THE_LIMIT: &str = "over the limit of";
