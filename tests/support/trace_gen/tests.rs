@@ -10,7 +10,7 @@ use streamlab::trace::capture::analysis::{analyse, Analysis};
 use streamlab::trace::inspect::findings::{Finding, Rule, Thresholds};
 use streamlab::trace::inspect::overlap::WindowReport;
 use streamlab::trace::inspect::windows::Part;
-use streamlab::trace::read::model::kernel_name;
+use streamlab::trace::read::names::kernel_name;
 
 use super::*;
 

@@ -4,12 +4,10 @@
 //! ([`span`]), the terminal's
 //! [`timeline`], a Perfetto [`trace`] (its tracks: [`trace_tracks`]), an SVG [`picture`] (what it
 //! shows: [`drawing`]) and a sweep's [`plot`], the
-//! [`report`] as text or JSON, the files [`output`] writes, the runs recorded on a real
-//! GPU that ship in the binary ([`recorded_runs`]), and time as unions of intervals
-//! ([`intervals`]: what ran at once counts once).
+//! [`report`] as text or JSON, the files [`output`] writes, and the runs recorded on a real
+//! GPU that ship in the binary ([`recorded_runs`]).
 pub mod cupti_spans;
 pub mod drawing;
-pub mod intervals;
 pub mod nccl_groups;
 pub mod output;
 pub mod picture;

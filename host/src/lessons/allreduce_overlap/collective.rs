@@ -21,7 +21,7 @@ use kernels_gpu::math::compute_element;
 
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::data::random_inputs;
-use crate::lab::record::intervals;
+use super::intervals;
 use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{ddp::ranks, kit::devices};
 use crate::runtime::nccl::{self, Communicator};

@@ -32,6 +32,7 @@
 //! the sums back), and leaves the SMs to the backward.
 pub mod collective;
 mod explain;
+mod intervals;
 
 use serde::Serialize;
 

@@ -4,7 +4,7 @@
 //! only a problem when the launch queue fills and launches start to block (then the launch
 //! calls' time grows to the kernels'), which the finding puts beside it.
 use crate::trace::inspect::findings::{earliest, Ahead, Finding, Rule};
-use crate::trace::inspect::rules::Scope;
+use crate::trace::inspect::scope::Scope;
 use crate::trace::inspect::windows::Occurrence;
 use crate::trace::read::model::{CallKind, Ns};
 

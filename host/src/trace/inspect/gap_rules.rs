@@ -9,7 +9,7 @@
 //! call that started before `b` and ended after `a`, asked of the host index the same way.
 use crate::lab::record::span::Work;
 use crate::trace::inspect::findings::{by_row, earliest, Finding, Rule};
-use crate::trace::inspect::rules::Scope;
+use crate::trace::inspect::scope::Scope;
 use crate::trace::inspect::union::{intersection, Union};
 use crate::trace::inspect::windows::Piece;
 use crate::trace::read::model::Ns;

@@ -5,7 +5,8 @@
 //!
 //! Its parts, each a floor below the next: [`overlap`] (the report) and [`overlap_text`] (its
 //! words); [`ranks`] (late ranks, across windows), [`ahead`] (the CPU ahead of the GPU),
-//! [`rules`] and `gap_rules` (one window's findings); [`measure`] (a window's figures);
+//! [`rules`] and `gap_rules` (one window's findings, over a [`scope`]); [`measure`] (a
+//! window's figures);
 //! [`windows`] (whole runs, start-up and the rest, ranges launched in and ran during),
 //! [`projection`] (each record charged to the range that launched it), [`wholeness`]
 //! (which ranges were recorded whole); [`findings`] (the rules and their thresholds),
@@ -26,6 +27,7 @@ pub mod ranks;
 pub mod rules;
 #[cfg(test)]
 mod rules_tests;
+pub mod scope;
 #[cfg(test)]
 pub(crate) mod test_lines;
 pub mod union;

@@ -4,42 +4,13 @@
 //! binary search.
 use crate::lab::record::span::Work;
 use crate::trace::inspect::engines::Engine;
-use crate::trace::inspect::findings::{by_row, earliest, Example, Finding, Limits, Rule};
+use crate::trace::inspect::findings::{by_row, earliest, Example, Finding, Rule};
 use crate::trace::inspect::gap_rules;
-use crate::trace::inspect::host_index::HostIndex;
 use crate::trace::inspect::measure::busy_union;
+use crate::trace::inspect::scope::Scope;
 use crate::trace::inspect::union::Union;
-use crate::trace::inspect::windows::{Held, Piece};
-use crate::trace::read::model::{ms_since, CallKind, HostMemory, Ns, Process};
-
-/// What one window's rules read.
-pub struct Scope<'a> {
-    pub p: &'a Process,
-    pub device: u32,
-    pub held: &'a Held,
-    pub host: &'a HostIndex,
-    pub limits: Limits,
-    /// The trace's origin, for the examples' times.
-    pub origin: Ns,
-}
-
-impl Scope<'_> {
-    pub fn kind(&self, piece: &Piece) -> Work {
-        self.p.gpu.kind[piece.index as usize]
-    }
-
-    pub fn on_engine(&self, piece: &Piece) -> bool {
-        Engine::of(self.kind(piece)).is_some()
-    }
-
-    pub fn example(&self, piece: &Piece) -> Example {
-        Example::of(self.p, piece, self.origin)
-    }
-
-    pub fn ms(&self, ns: Ns) -> f64 {
-        ns as f64 / 1e6
-    }
-}
+use crate::trace::inspect::windows::Piece;
+use crate::trace::read::model::{ms_since, CallKind, HostMemory, Ns};
 
 /// The findings of one window, in [`Rule`]'s order (all but the late rank and the CPU
 /// running ahead, which read more than one window's records).

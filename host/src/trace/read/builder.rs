@@ -14,9 +14,10 @@ use crate::runtime::cupti::trace_file::{
 use crate::t;
 use crate::trace::read::flat_line::FlatLine;
 use crate::trace::read::model::{
-    call_kind, call_name, is_nccl_kernel, kernel_name, Device, Dropped, Ending, Gate, GpuWork,
-    HostMemory, Mark, Process, Range, Row, Sampled, Thread, Wait, WaitKind,
+    Device, Dropped, Ending, Gate, GpuWork, HostMemory, Mark, Process, Range, Row, Sampled, Thread,
+    Wait, WaitKind,
 };
+use crate::trace::read::names::{call_kind, call_name, is_nccl_kernel, kernel_name};
 
 /// A recorder's sentence for records dropped past the limit, keeping the first ones.
 const OVER_THE_LIMIT: &str = "over the limit of";

@@ -5,6 +5,7 @@
 pub mod builder;
 pub mod flat_line;
 pub mod model;
+pub mod names;
 pub mod reader;
 #[cfg(test)]
 pub(crate) mod reader_tests;
