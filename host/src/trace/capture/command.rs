@@ -56,6 +56,14 @@ of that name have ended (without it, to the end); --delay S starts S seconds aft
 program started, --duration S stops S seconds after that. GPU work launched inside and run \
 after is kept with its launch. What was left out is counted, never silently lost.
 
+The report: a window per process and device (the whole run; where the program marks NVTX \
+ranges, its start-up and the rest), and one per top-level NVTX range name, whose figures are \
+the GPU work its code launched (charged through the thread that made each launch call, as \
+Nsight Systems projects NVTX onto the GPU), beside the work that ran while it was open: they \
+differ when the CPU runs ahead, and a finding says by how much. Findings are ranked by cost; \
+those under 1% of their window are folded into one line. `streamlab report DIR` reports \
+again on a folder kept with --keep DIR, with other thresholds, and without a GPU.
+
 The program keeps its stdin and stdout: streamlab writes only to stderr and to the files \
 named by --trace, --svg and --json. SIGTERM sent to streamlab is passed on to the program; \
 so is SIGINT, except Ctrl-C at a terminal, which reaches the program by itself. A program \
