@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds everything a GPU run needs on this (GPU-less) machine and copies it into .gpu/
 # (ignored by git): the streamlab binary, every test and bench executable, the CUDA C++
-# references, scripts/gpu-run.sh, scripts/gpu-arch-check.sh, scripts/gpu-mp-check.sh and
-# scripts/pictures.sh. A GPU machine without Rust then runs `bash .gpu/gpu-run.sh` (and
+# references, scripts/gpu-run.sh, scripts/perf-check.sh (with perf_check.py and
+# perf-targets.tsv), scripts/multi-gpu-run.sh, scripts/gpu-arch-check.sh, scripts/gpu-mp-check.sh
+# and scripts/pictures.sh. A GPU machine without Rust then runs `bash .gpu/gpu-run.sh` (and
 # `bash .gpu/pictures.sh` for docs/img and docs/recorded, `bash .gpu/gpu-arch-check.sh` for PTX
 # per architecture, `bash .gpu/gpu-mp-check.sh` for mixed precision against its twin and bound,
 # `bash .gpu/trace-examples.sh` for `streamlab trace` on PyTorch programs and long runs).
@@ -38,6 +39,7 @@ cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench 
   cp "$exe" ".gpu/benches/$name"
 done
 cp -r cuda-reference scripts/gpu-run.sh scripts/gpu-arch-check.sh scripts/gpu-mp-check.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt \
+  scripts/perf-check.sh scripts/perf_check.py scripts/perf-targets.tsv \
   scripts/trace-check.sh scripts/trace_compare.py scripts/trace-examples scripts/trace-examples.sh scripts/trace_examples_check.py \
   scripts/inject-check.sh scripts/inject_check.py .gpu/
 du -sh .gpu

@@ -3,9 +3,11 @@
 //! run everywhere.
 use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::Lesson;
-use streamlab::lessons::basics::{Basics, ASYNC_COPIES, BLOCKING_COPIES, IN_CALLS, UNITS};
+use streamlab::lessons::basics::{Basics, ASYNC_COPIES, BLOCKING_COPIES};
+use testkit::spans::host_free_before_the_kernel_ended;
 use testkit::{
-    accepted, gpu, refusal, refuses, refuses_out_of_range, run_lesson, run_refuses, set_up,
+    accepted, gpu, refusal, refuses, refuses_out_of_range, run_lesson, run_recorded, run_refuses,
+    set_up,
 };
 
 #[test]
@@ -45,17 +47,15 @@ fn async_matches_cpu_reference_within_tolerance() {
 #[ignore = "needs a CUDA GPU"]
 fn the_report_shows_the_host_free_only_when_async() {
     let gpu = gpu();
-    let o = run_lesson::<Basics>(&gpu, &[], 3);
+    let o = run_recorded::<Basics>(&gpu, &[], 3);
     let text = o.report.to_text();
     assert!(o.passed(), "{text}");
-    let (blocking, asynchronous) = (o.measured.without(), o.measured.with());
-    let gpu_ms = asynchronous.time.median;
-    let ratio = gpu_ms / blocking.time.median;
-    assert!((0.7..1.3).contains(&ratio), "GPU times differ: {ratio}\n{text}");
-    assert!(gpu_ms > 0.5, "the default kernel should take ms: {gpu_ms}");
-    assert!(asynchronous.part(IN_CALLS) < 0.5 * gpu_ms, "{text}");
-    assert!(blocking.part(IN_CALLS) > 0.8 * gpu_ms, "{text}");
-    assert!(asynchronous.part(UNITS) > 10.0 * blocking.part(UNITS).max(1.0), "{text}");
+    // As an order on CUPTI's clock: with async copies every driver call returned before the
+    // kernel ended; the blocking copy back returned only after it. How much host time and
+    // work that freed is scripts/perf-check.sh's.
+    let [blocking, asynchronous] = [&o.recordings[0], &o.recordings[1]];
+    assert!(host_free_before_the_kernel_ended(asynchronous), "{:?}\n{text}", asynchronous.host);
+    assert!(!host_free_before_the_kernel_ended(blocking), "{:?}\n{text}", blocking.host);
 }
 
 #[test]

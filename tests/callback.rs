@@ -74,13 +74,20 @@ fn callback_lesson_passes_and_overlaps_host_and_gpu() {
         3,
     );
     assert!(o.passed(), "{}", o.report.to_text());
-    let (seq, pipe) = (o.measured.without().time.median, o.measured.with().time.median);
     let (prep, g) = (o.measured.without().part(PREPARE), o.measured.without().part(GPU_WORK));
     assert!(prep > 0.0 && g > 0.0, "{}", o.report.to_text());
-    // Sequential is at least the sum of its parts; the pipeline hides part of it.
-    assert!(seq >= 0.9 * 4.0 * (prep + g), "{}", o.report.to_text());
-    assert!(pipe < seq, "pipelined {pipe} ms vs sequential {seq} ms\n{}", o.report.to_text());
     assert_eq!(o.lesson.events.len(), 16, "{:?}", o.lesson.events);
+    // The pipeline, as an order of the host's events: the next batch was prepared and
+    // queued before this batch's results were consumed, so the GPU had it while the host
+    // waited (how much time that saved is scripts/perf-check.sh's).
+    let at = |what: &str, i: usize| {
+        let name = format!("{what} {i}");
+        let e = o.lesson.events.iter().find(|e| e.what == name);
+        e.unwrap_or_else(|| panic!("no event {name:?}: {:?}", o.lesson.events)).ms
+    };
+    for i in 0..3 {
+        assert!(at("enqueued", i + 1) <= at("consumed", i), "{:?}", o.lesson.events);
+    }
     // A count of batches 1..4 prepared before the previous callback: 0 to 3, never NaN (a
     // missing part) or more than there are. Which count depends on the host's speed.
     let ahead = o.measured.with().part(AHEAD);

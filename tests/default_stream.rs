@@ -17,9 +17,6 @@ fn legacy_default_stream_serializes_blocking_but_not_non_blocking() {
     // The second kernel started after the first ended, or before.
     assert!(blocking.value(GAP_US) >= 0.0, "{blocking:?}");
     assert!(non_blocking.value(GAP_US) < 0.0, "{non_blocking:?}");
-    // Sum vs max of two 2 ms kernels.
-    assert!(blocking.ms > 3.6, "{blocking:?}");
-    assert!(non_blocking.ms < 3.0, "{non_blocking:?}");
 }
 
 #[test]
@@ -27,12 +24,10 @@ fn legacy_default_stream_serializes_blocking_but_not_non_blocking() {
 fn default_stream_report_passes() {
     let gpu = gpu();
     let o = run_lesson::<DefaultStream>(&gpu, &["--sleep-us", "2000"], 3);
-    assert!(o.passed(), "{}", o.report.to_text());
-    let ratio = o.measured.speedup();
-    let threads = o.measured.version(TWO_THREADS_LEGACY).time.median
-        / o.measured.version(TWO_THREADS_PER_THREAD).time.median;
-    assert!(threads > 1.6, "legacy / per-thread total {threads}\n{}", o.report.to_text());
-    assert!(ratio > 1.6, "blocking / non-blocking total {ratio}\n{}", o.report.to_text());
+    // Every claim asserted and held: the kernels' order, from the GPU's own stamps, in every
+    // repeat. What the overlap saved (blocking over non-blocking, legacy over per-thread) is
+    // scripts/perf-check.sh's.
+    assert_every_check_asserted(&o);
 }
 
 #[test]
@@ -74,8 +69,6 @@ fn two_threads_take_turns_on_the_legacy_stream_but_not_on_their_per_thread_ones(
         let per_thread = d.version(&gpu, TWO_THREADS_PER_THREAD).unwrap();
         assert!(legacy.value(GAP_US) >= 0.0, "{legacy:?}");
         assert!(per_thread.value(GAP_US) < 0.0, "{per_thread:?}");
-        // Sum vs max of two 2 ms kernels, one from each host thread.
-        assert!(legacy.ms > 3.6 && per_thread.ms < 3.0, "{legacy:?} {per_thread:?}");
     }
     // The worker threads end with the lesson; a new one starts cleanly on the same context.
     drop(d);

@@ -18,7 +18,8 @@ use streamlab::runtime::memory::copy_to_device_sync;
 use streamlab::runtime::stream::{fork, join};
 use streamlab::runtime::{DeviceBuffer, Event, HostBuffer, Stream};
 use streamlab::{Error, Gpu};
-use testkit::{accepted, gpu, refusal, refuses_out_of_range, run_lesson, set_up};
+use testkit::spans::issued;
+use testkit::{accepted, gpu, refusal, refuses_out_of_range, run_recorded, set_up};
 
 /// Runs normal work on `s` (scale a buffer in place, copy it back) and checks the result:
 /// proof that the stream left capture mode and works.
@@ -338,9 +339,9 @@ fn launch_overhead_graph_holds_every_kernel_and_is_cheaper_to_issue() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn the_lesson_passes_its_checks_and_the_graph_issues_faster() {
+fn the_lesson_passes_its_checks_and_the_graph_issues_one_call_an_iteration() {
     let gpu = gpu();
-    let o = run_lesson::<GraphDag>(&gpu, &["--elements", "16384", "--iters", "200"], 3);
+    let o = run_recorded::<GraphDag>(&gpu, &["--elements", "16384", "--iters", "200"], 3);
     let text = o.report.to_text();
     assert!(o.passed(), "{text}");
     // Both outputs, before and after the update, were checked.
@@ -351,15 +352,15 @@ fn the_lesson_passes_its_checks_and_the_graph_issues_faster() {
     ] {
         assert!(o.checks.iter().any(|c| c.name == name), "no check {name:?}\n{text}");
     }
-    let (streams, graph) = (o.measured.without(), o.measured.with());
-    assert!(
-        graph.part("issue") < streams.part("issue"),
-        "graph {} ms vs streams {} ms of host issue\n{text}",
-        graph.part("issue"),
-        streams.part("issue")
-    );
+    // What the host issued, call by call: each replay is one cuGraphLaunch, where streams
+    // and events launch every kernel and copy themselves. How much host time that saved is
+    // scripts/perf-check.sh's.
+    let [streams, graph] = [&o.recordings[0], &o.recordings[1]];
+    assert_eq!(issued(graph, "cuGraphLaunch"), 200, "{:?}", graph.host);
+    let by_hand = ["cuLaunchKernel", "cuMemcpy", "cuStreamWaitEvent"];
+    assert!(by_hand.iter().all(|call| issued(graph, call) == 0), "{:?}", graph.host);
+    assert!(by_hand.iter().all(|call| issued(streams, call) >= 200), "{:?}", streams.host);
     let figure = |name: &str| o.report.value(name).unwrap_or_else(|| panic!("no {name:?}\n{text}"));
-    assert!(figure("host issue saved / iteration") > 0.0, "{text}");
     assert!(figure("update of the executable graph") > 0.0, "{text}");
     assert!(o.lesson.updated.is_some());
 }

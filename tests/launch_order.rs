@@ -3,7 +3,7 @@
 //! run everywhere.
 use streamlab::lab::Lesson;
 use streamlab::lessons::launch_order::{
-    LaunchOrder, GAP_US, K_STREAMS, LAST_START_US, ONE_STREAM, OUT_OF_ORDER, WAITED,
+    LaunchOrder, AT_ONCE, GAP_US, K_STREAMS, LAST_START_US, ONE_STREAM, OUT_OF_ORDER, WAITED,
 };
 use testkit::{
     accepted, assert_every_check_asserted, gpu, refusal, refuses_out_of_range, run_lesson,
@@ -19,11 +19,13 @@ fn kernels_start_in_issue_order_and_overlap() {
     let s = o.version(&gpu, K_STREAMS).unwrap();
     assert_eq!(s.value(OUT_OF_ORDER), 0.0, "{s:?}");
     assert_eq!(s.value(WAITED), 0.0, "{s:?}");
-    let last = s.value(LAST_START_US);
-    assert!(last > 0.0 && last < 500.0, "8 launches spread over {last} µs");
-    // On one stream the same 8 kernels of 1 ms run one after another.
+    // The last kernel started after kernel 0, and some kernels ran at once (from the GPU's
+    // own stamps); how far apart the starts lay is scripts/perf-check.sh's.
+    assert!(s.value(LAST_START_US) > 0.0, "{s:?}");
+    assert!(s.value(AT_ONCE) >= 2.0, "{s:?}");
+    // On one stream the same 8 kernels of 1 ms run one at a time.
     let one = o.version(&gpu, ONE_STREAM).unwrap();
-    assert!(one.ms > 7.2 && one.ms > 4.0 * s.ms, "{one:?} vs {s:?}");
+    assert_eq!(one.value(AT_ONCE), 1.0, "{one:?}");
 }
 
 #[test]
@@ -33,7 +35,7 @@ fn launch_order_report_passes() {
     let o = run_lesson::<LaunchOrder>(&gpu, &["--streams", "6"], 3);
     assert!(o.passed(), "{}", o.report.to_text());
     let gap = o.measured.with().part(GAP_US);
-    assert!((0.0..200.0).contains(&gap), "gap {gap} µs\n{}", o.report.to_text());
+    assert!(gap >= 0.0, "gap {gap} µs\n{}", o.report.to_text());
     let offset5 = o.measured.with().part(LAST_START_US);
     assert!(offset5 > 0.0, "{}", o.report.to_text());
 }

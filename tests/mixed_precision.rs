@@ -16,7 +16,8 @@ use streamlab::lab::record::report::Verdict;
 use streamlab::lab::Lesson;
 use streamlab::lessons::mixed_precision::{MixedPrecision, LEARNING_RATE, SIDE_STREAM};
 use streamlab::runtime::{DeviceBuffer, HalfFormat, Stream};
-use testkit::{accepted, gpu, refuses, run_lesson, run_refusal};
+use testkit::spans::{is_kernel, ran_at_once};
+use testkit::{accepted, gpu, refuses, run_lesson, run_recorded, run_refusal};
 
 /// f32 bit patterns that cross every rounding boundary of both formats: for each of the 2^16
 /// upper halves, low halves at, around and between the halfway points of bf16 (bit 15) and
@@ -363,11 +364,13 @@ fn gpu_conversions_match_the_cpu_bit_for_bit() {
 #[ignore = "needs a CUDA GPU"]
 fn the_lesson_passes_at_its_defaults_and_hides_the_update() {
     let gpu = gpu();
-    let o = run_lesson::<MixedPrecision>(&gpu, &[], 5);
-    assert!(o.passed(), "{}", o.report.to_text());
-    let speedup = o.measured.speedup();
-    println!("{}", o.report.to_text());
-    assert!(speedup > 1.0, "speed-up {speedup}\n{}", o.report.to_text());
+    let o = run_recorded::<MixedPrecision>(&gpu, &[], 5);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    // The update and cast on the side stream ran beside a layer step on the compute stream
+    // (what that hid is scripts/perf-check.sh's: the speed-up and measured / bound).
+    let side = &o.recordings[1];
+    assert!(ran_at_once(side, is_kernel, is_kernel), "{:?}\n{text}", side.spans);
 }
 
 #[test]

@@ -1,24 +1,19 @@
 //! GPU tests of the multi-GPU lessons (p2p, allreduce-overlap, pipeline-parallel), ignored
 //! without a GPU: run them with `--include-ignored`. A test named `two_gpus_*`,
-//! `three_gpus_*` or `four_gpus_*` needs that many GPUs; gpu-run.sh and `scripts/test.sh
-//! --gpu` skip it, and say so, where there are fewer.
+//! `three_gpus_*` or `four_gpus_*` needs that many GPUs: where fewer are visible it says so
+//! in a line (`skipped: ...: needs 4 GPUs, found 2`, [`testkit::gpus`]) and passes, and
+//! scripts/gpu-run.sh counts it apart. The one-GPU refusal itself is tested through the
+//! binary in host/tests/launch.rs.
+//!
+//! They assert sums, bits and the shape of the recorded spans; how much faster each
+//! technique made the run is scripts/perf-check.sh's.
 use streamlab::lab::record::report::Verdict;
+use streamlab::lab::record::span::{Span, Work};
 use streamlab::lessons::allreduce_overlap::AllreduceOverlap;
 use streamlab::lessons::p2p::P2p;
 use streamlab::lessons::pipeline_parallel::PipelineParallel;
-use streamlab::runtime::context::device_count;
-use testkit::{gpu, run_lesson, TestGpu};
-
-/// The GPU, on a machine with two; a panic naming what is missing otherwise. These tests
-/// are named `two_gpus_*`: gpu-run.sh, `scripts/test.sh --gpu` and the GPU workflow skip
-/// them by that name, and say so, where there is one GPU (the one-GPU refusal itself is
-/// tested through the binary in host/tests/launch.rs).
-fn two_gpus() -> TestGpu {
-    let gpu = gpu();
-    let found = device_count().unwrap();
-    assert!(found >= 2, "this test needs two CUDA GPUs and found {found}");
-    gpu
-}
+use testkit::spans::{count, is_kernel, ran_at_once};
+use testkit::{gpus, run_lesson, run_recorded};
 
 fn checks_passed(o: &[streamlab::lab::record::report::Check], text: &str) {
     assert!(!o.is_empty());
@@ -29,14 +24,25 @@ fn checks_passed(o: &[streamlab::lab::record::report::Check], text: &str) {
 
 #[test]
 #[ignore = "needs two CUDA GPUs"]
-fn two_gpus_p2p_moves_every_byte_and_the_link_beats_the_host() {
+fn two_gpus_p2p_moves_every_byte_and_the_peer_copy_skips_the_host() {
     let flags = ["--mib", "64"];
-    let gpu = two_gpus();
-    let o = run_lesson::<P2p>(&gpu, &flags, 5);
-    checks_passed(&o.checks, &o.report.to_text());
+    let Some(gpu) = gpus(2) else { return };
+    let o = run_recorded::<P2p>(&gpu, &flags, 5);
+    let text = o.report.to_text();
+    checks_passed(&o.checks, &text);
     assert_eq!(o.checks.iter().filter(|c| c.name.contains("got GPU")).count(), 4);
+    // The staged path: down to the host from GPU 0, up from it to GPU 1, no peer copy.
+    let [staged, peer] = [&o.recordings[0], &o.recordings[1]];
+    assert_eq!(count(staged, Work::CopyPeer), 0, "{:?}\n{text}", staged.spans);
+    let on =
+        |kind: Work, device: u32| staged.spans.iter().any(|s| s.kind == kind && s.device == device);
+    assert!(on(Work::CopyToHost, 0) && on(Work::CopyToDevice, 1), "{:?}\n{text}", staged.spans);
+    // With peer access the bytes went over the link alone (how much faster is
+    // scripts/perf-check.sh's).
     if o.lesson.links[0].access {
-        assert!(o.measured.speedup() > 1.5, "{}", o.report.to_text());
+        assert!(count(peer, Work::CopyPeer) > 0, "{:?}\n{text}", peer.spans);
+        let through_host = count(peer, Work::CopyToHost) + count(peer, Work::CopyToDevice);
+        assert_eq!(through_host, 0, "{:?}\n{text}", peer.spans);
     }
 }
 
@@ -45,7 +51,7 @@ fn two_gpus_p2p_moves_every_byte_and_the_link_beats_the_host() {
 fn two_gpus_p2p_checks_hold_at_one_mib() {
     // At 1 MiB the destinations' clearing once landed under the peer copies (a copy from
     // pageable memory returns before its DMA is done): every run must pass.
-    let gpu = two_gpus();
+    let Some(gpu) = gpus(2) else { return };
     for _ in 0..5 {
         let o = run_lesson::<P2p>(&gpu, &["--mib", "1"], 1);
         checks_passed(&o.checks, &o.report.to_text());
@@ -56,7 +62,7 @@ fn two_gpus_p2p_checks_hold_at_one_mib() {
 #[ignore = "needs two CUDA GPUs"]
 fn two_gpus_allreduce_sums_are_exact_and_the_wrong_order_is_caught() {
     let flags = ["--elements", "4194304", "--buckets", "4", "--iters", "20"];
-    let gpu = two_gpus();
+    let Some(gpu) = gpus(2) else { return };
     let o = run_lesson::<AllreduceOverlap>(&gpu, &flags, 3);
     checks_passed(&o.checks, &o.report.to_text());
     let names: Vec<&str> = o.checks.iter().map(|c| c.name.as_str()).collect();
@@ -70,19 +76,20 @@ fn two_gpus_allreduce_sums_are_exact_and_the_wrong_order_is_caught() {
         assert!(names.iter().any(|n| n.contains(expected)), "{expected}: {names:?}");
     }
     assert!(!names.iter().any(|n| n.contains("approx:")), "two ranks are exact: {names:?}");
-    // Overlap must not be slower than doing one thing after the other.
-    assert!(o.measured.speedup() > 1.0, "{}", o.report.to_text());
+    // Whether 4 buckets of 4M elements beat one all-reduce is a timing, and at this size they
+    // need not: each small all-reduce pays NCCL's fixed cost (the lesson says so). The
+    // speed-up at the defaults is scripts/perf-check.sh's.
 }
 
 /// `--gpus N` in one process, on a machine with at least N GPUs: every check passes, the
 /// checks are bit for bit with one or two ranks and approximate with more, and the copy
 /// engines' version is there with exactly two.
+/// Short of N GPUs it skips with a line ([`gpus`]).
 fn allreduce_on(gpus: usize) {
-    let found = device_count().unwrap() as usize;
-    assert!(found >= gpus, "this test needs {gpus} CUDA GPUs and found {found}");
+    let Some(gpu) = testkit::gpus(gpus) else { return };
     let n = gpus.to_string();
     let flags = ["--gpus", &n, "--elements", "1048576", "--buckets", "4", "--iters", "20"];
-    let o = run_lesson::<AllreduceOverlap>(&gpu(), &flags, 2);
+    let o = run_lesson::<AllreduceOverlap>(&gpu, &flags, 2);
     let text = o.report.to_text();
     checks_passed(&o.checks, &text);
     let names: Vec<&str> = o.checks.iter().map(|c| c.name.as_str()).collect();
@@ -124,11 +131,16 @@ fn four_gpus_allreduce_checks_sums_approximately_and_passes() {
 #[ignore = "needs two CUDA GPUs"]
 fn two_gpus_pipeline_output_is_the_one_gpu_output_and_the_pipe_overlaps() {
     let flags = ["--micro-batches", "8", "--elements", "1048576", "--iters", "50"];
-    let gpu = two_gpus();
-    let o = run_lesson::<PipelineParallel>(&gpu, &flags, 3);
-    checks_passed(&o.checks, &o.report.to_text());
-    // Two equal stages over 8 micro-batches: at best 16/9 = 1.78x; well above 1 in practice.
-    assert!(o.measured.speedup() > 1.3, "{}", o.report.to_text());
+    let Some(gpu) = gpus(2) else { return };
+    let o = run_recorded::<PipelineParallel>(&gpu, &flags, 3);
+    let text = o.report.to_text();
+    checks_passed(&o.checks, &text);
     let bitwise = o.checks.iter().filter(|c| c.name.contains("bit for bit")).count();
     assert_eq!(bitwise, 2);
+    // Pipelined, stage 0 on GPU 0 ran while stage 1 ran on GPU 1: a later micro-batch beside
+    // an earlier one (tests/span_shapes.rs shows the naive version never does). The
+    // speed-up is scripts/perf-check.sh's.
+    let on = |device: u32| move |s: &Span| is_kernel(s) && s.device == device;
+    let piped = &o.recordings[1];
+    assert!(ran_at_once(piped, on(0), on(1)), "{:?}\n{text}", piped.spans);
 }

@@ -1,10 +1,11 @@
 //! GPU tests of the overlap lesson. Ignored without a GPU (run them with
 //! `cargo test --release -- --include-ignored` on a GPU machine).
-use approx::assert_relative_eq;
 use streamlab::lab::harness::data::ensure_close_to_reference;
+use streamlab::lab::record::span::Work;
 use streamlab::lab::Lesson;
 use streamlab::lessons::overlap::{Overlap, CHUNKED};
-use testkit::{accepted, assert_bit_for_bit, gpu, refuses, run_lesson, set_up};
+use testkit::spans::{copy_beside_kernel, NS};
+use testkit::{accepted, assert_bit_for_bit, gpu, refuses, run_recorded, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -46,21 +47,24 @@ fn gpu_matches_cpu_reference_for_every_element() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn the_lesson_passes_its_checks_and_overlap_speeds_it_up() {
+fn the_lesson_passes_its_checks_and_copies_run_beside_kernels() {
     let gpu = gpu();
-    let o = run_lesson::<Overlap>(
+    let o = run_recorded::<Overlap>(
         &gpu,
         &["--elements", "4194304", "--streams", "4", "--iters", "50"],
         3,
     );
-    assert!(o.passed(), "{}", o.report.to_text());
-    // Copies and compute really overlap on any GPU with a copy engine.
-    let speedup = o.measured.speedup();
-    assert!(speedup > 1.1, "speed-up {speedup}\n{}", o.report.to_text());
-    // The phases add up to the one-stream time, and the K-stream time is near the bound.
-    let one = o.measured.without();
-    let sum = one.part("H") + one.part("C") + one.part("D");
-    assert_relative_eq!(sum, one.time.median, max_relative = 0.05);
+    let text = o.report.to_text();
+    assert!(o.passed(), "{text}");
+    // On one stream each phase waits for the one before: copy in, kernel, copy out.
+    let mut one = o.recordings[0].spans.clone();
+    one.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+    let kinds: Vec<Work> = one.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds, [Work::CopyToDevice, Work::Kernel, Work::CopyToHost], "{text}");
+    assert!(one.windows(2).all(|w| w[0].end_ms <= w[1].start_ms + NS), "{one:?}");
+    // On four, the copy engine and the SMs worked at once (how much faster that made it is
+    // scripts/perf-check.sh's to say).
+    assert!(copy_beside_kernel(&o.recordings[1]), "{:?}\n{text}", o.recordings[1].spans);
 }
 
 #[test]

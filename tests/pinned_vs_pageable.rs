@@ -5,10 +5,11 @@
 //! The lesson only copies, so its CPU reference is the input itself, and the strongest
 //! comparison with it is bit for bit, which the round-trip test makes.
 use streamlab::lab::Lesson;
-use streamlab::lessons::pinned_vs_pageable::{
-    check_claim, gb_per_s, held_fraction, PinnedVsPageable, KINDS,
+use streamlab::lessons::pinned_vs_pageable::{PinnedVsPageable, KINDS};
+use testkit::spans::{
+    copy_call_held_the_host_into_the_copy, copy_call_returned_before_the_copy_ended,
 };
-use testkit::{accepted, gpu, refuses, run_lesson, set_up};
+use testkit::{accepted, gpu, refuses, run_lesson, run_recorded, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -33,18 +34,16 @@ fn pinned_and_pageable_copies_round_trip_bit_for_bit() {
 fn a_pageable_copy_holds_the_host_a_pinned_one_does_not() {
     let gpu = gpu();
     let n = 8usize << 20;
-    let o = run_lesson::<PinnedVsPageable>(&gpu, &["--elements", &n.to_string()], 3);
-    let (m, text) = (&o.measured, o.report.to_text());
-    // Versions 0 and 1: H2D from pageable, then from pinned memory.
-    assert!(held_fraction(m, 1) < 0.5, "{text}");
-    assert!(held_fraction(m, 0) > 0.5, "{text}");
-    // Pinned is faster: pageable time over pinned time is the bandwidth ratio.
-    assert!(m.speedup() > 1.0, "{text}");
-    for v in &m.versions {
-        let bw = gb_per_s(4 * n, v.time.median);
-        assert!((0.5..2000.0).contains(&bw), "{}: {bw} GB/s\n{text}", v.name);
-    }
-    check_claim(m, 4 * n).unwrap();
+    let o = run_recorded::<PinnedVsPageable>(&gpu, &["--elements", &n.to_string()], 3);
+    let text = o.report.to_text();
+    // Recorded versions 0 and 1: H2D from pageable, then from pinned memory. The pageable
+    // call returned only once the copy engine was under way (the driver stages the data
+    // through a pinned buffer of its own, chunk by chunk); the pinned call returned before
+    // its copy ended. The bandwidths and how long each call held the host are
+    // scripts/perf-check.sh's.
+    let [pageable, pinned] = [&o.recordings[0], &o.recordings[1]];
+    assert!(copy_call_held_the_host_into_the_copy(pageable), "{:?}\n{text}", pageable.host);
+    assert!(copy_call_returned_before_the_copy_ended(pinned), "{:?}\n{text}", pinned.host);
 }
 
 #[test]
@@ -54,7 +53,6 @@ fn the_report_passes() {
     let o = run_lesson::<PinnedVsPageable>(&gpu, &["--elements", "4194304"], 3);
     let text = o.report.to_text();
     assert!(o.passed(), "{text}");
-    assert!(o.measured.speedup() > 1.0, "H2D pinned / pageable\n{text}");
 }
 
 /// Four bytes: neither bandwidth nor asynchrony is claimed.

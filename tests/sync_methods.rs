@@ -3,21 +3,34 @@
 //! run everywhere.
 use streamlab::lab::Lesson;
 use streamlab::lessons::sync_methods::{Method, SyncMethods, METHODS, POLLS};
-use testkit::{gpu, refusal, run_lesson, set_up};
+use testkit::spans::waited_for;
+use testkit::{gpu, refusal, run_lesson, run_recorded, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn sync_methods_wait_for_what_they_cover() {
+fn event_polling_asks_until_the_event_has_completed() {
     let gpu = gpu();
     let mut s: SyncMethods = set_up(&gpu, &["--sleep-us", "5000"], 0).unwrap();
-    let index = |method| METHODS.iter().position(|&m| m == method).unwrap();
-    let device = s.version(&gpu, index(Method::DeviceSynchronize)).unwrap();
-    let stream_b = s.version(&gpu, index(Method::StreamShortSynchronize)).unwrap();
-    let polling = s.version(&gpu, index(Method::EventPolling)).unwrap();
+    let index = METHODS.iter().position(|&m| m == Method::EventPolling).unwrap();
+    let polling = s.version(&gpu, index).unwrap();
     let polls = polling.parts.iter().find(|(n, _)| *n == POLLS).unwrap().1;
-    assert!(device.ms >= 4.5, "{device:?}");
-    assert!(stream_b.ms < 2.5 && stream_b.ms >= 0.45, "{stream_b:?}");
-    assert!(polling.ms < 2.5 && polls > 1.0, "{polling:?}");
+    // More than one question: the first comes right after the launches, before the 0.5 ms
+    // kernel on B can end. What each wait waited for is the next test's, as an order.
+    assert!(polls > 1.0, "{polling:?}");
+}
+
+/// What each wait waited for, as an order on CUPTI's clock: the device synchronize returned
+/// after the long kernel on stream A ended; stream B's synchronize after B's short kernel
+/// ended but before A's did. How long each held the host is scripts/perf-check.sh's.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn each_wait_returns_once_what_it_covers_has_ended() {
+    let gpu = gpu();
+    let o = run_recorded::<SyncMethods>(&gpu, &["--sleep-us", "5000"], 2);
+    let [device, stream_b] = [&o.recordings[0], &o.recordings[1]];
+    assert!(waited_for(device, "A (long)"), "{:?}\n{:?}", device.host, device.spans);
+    assert!(waited_for(stream_b, "B (short)"), "{:?}\n{:?}", stream_b.host, stream_b.spans);
+    assert!(!waited_for(stream_b, "A (long)"), "{:?}\n{:?}", stream_b.host, stream_b.spans);
 }
 
 #[test]
@@ -28,8 +41,6 @@ fn sync_methods_lesson_passes() {
     assert!(o.passed(), "{}", o.report.to_text());
     assert_eq!(o.checks.len(), METHODS.len());
     assert_eq!(o.measured.versions.len(), METHODS.len());
-    // The device synchronize waited for the long kernel, stream B's for the short one.
-    assert!(o.measured.speedup() > 2.0, "{}", o.report.to_text());
 }
 
 /// The flag checks need no GPU: they run before `cuInit`.

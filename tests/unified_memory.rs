@@ -49,15 +49,15 @@ fn managed_versions_match_the_cpu_for_every_element() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn the_lesson_passes_and_prefetching_wins_back_the_faults() {
+fn the_lesson_passes_its_checks_with_every_version_timed_in_parts() {
     let gpu = gpu();
     let o = run_lesson::<UnifiedMemory>(&gpu, &[], 3);
     assert!(o.passed(), "{}", o.report.to_text());
-    let v = &o.measured.versions;
-    // Faults cost GPU time over explicit copies, and the host's read of faulted-back results.
-    assert!(v[0].part(GPU_MS) > v[2].part(GPU_MS), "{}", o.report.to_text());
-    assert!(v[0].part(READ_MS) > v[2].part(READ_MS), "{}", o.report.to_text());
-    assert!(o.measured.speedup() > 1.1, "{}", o.report.to_text());
+    // Every version has its GPU part and the host's read of the results. What the faults
+    // cost and what prefetching won back are timings: scripts/perf-check.sh's.
+    for v in &o.measured.versions {
+        assert!(v.part(GPU_MS) > 0.0 && v.part(READ_MS) > 0.0, "{}", o.report.to_text());
+    }
 }
 
 #[test]

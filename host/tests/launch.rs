@@ -1,7 +1,9 @@
-//! `streamlab launch`: one process per GPU. The flag checks and the launcher under faults
-//! (stand-in ranks) run everywhere; the runs need a GPU and NCCL (ignored otherwise). One GPU is enough for a one-rank launch and for the
-//! one-GPU refusals; the two-rank comparison with the one-process run needs two GPUs (its
-//! name starts with `two_gpus`, the name the GPU scripts skip on a one-GPU machine).
+//! `streamlab launch`: one process per GPU, and ranks started as a job across machines starts
+//! them. The flag checks and the launcher under faults (stand-in ranks) run everywhere; the
+//! runs need a GPU and NCCL (ignored otherwise). One GPU is enough for a one-rank launch and
+//! for the one-GPU refusals; the two-rank comparisons need two GPUs (`two_gpus_*`,
+//! `two_nodes_*`), and where fewer are visible they say so in a line and pass
+//! ([`common::has_gpus`]).
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
@@ -17,7 +19,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 mod common;
-use common::{streamlab, streamlab_in, text};
+use common::{has_gpus, streamlab, streamlab_in, text};
 
 #[test]
 fn launch_refuses_what_it_cannot_run_in_one_line() {
@@ -104,6 +106,9 @@ fn two_gpu_lessons_say_so_in_one_line_on_one_gpu() {
 #[test]
 #[ignore = "needs two CUDA GPUs and NCCL"]
 fn two_gpus_two_ranks_give_the_bits_of_one_process() {
+    if !has_gpus(2) {
+        return;
+    }
     let (code, two) = run_json(&["launch", "--gpus", "2", "run", "allreduce-overlap"]);
     assert_eq!(code, Some(0), "{}", text(&two.stderr));
     let (code, alone) = run_json(&["run", "allreduce-overlap"]);
@@ -136,6 +141,9 @@ fn rank_0_answers(addr: &str, line: &str) -> String {
 #[test]
 #[ignore = "needs two CUDA GPUs and NCCL"]
 fn two_gpus_two_ranks_over_tcp_meet_past_strangers() {
+    if !has_gpus(2) {
+        return;
+    }
     // Rank 0 and rank 1 started by hand, as across machines; strangers reach rank 0 first.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
@@ -173,6 +181,116 @@ fn two_gpus_two_ranks_over_tcp_meet_past_strangers() {
         digest(&alone),
         "two ranks over TCP and one process summed differently"
     );
+}
+
+/// The NCCL settings that keep two processes on one host off NVLink, PCIe peer copies and
+/// shared memory: NCCL's socket transport over the loopback interface, what two machines
+/// without InfiniBand use between them.
+const SOCKETS_ONLY: [(&str, &str); 4] = [
+    ("NCCL_P2P_DISABLE", "1"),
+    ("NCCL_SHM_DISABLE", "1"),
+    ("NCCL_NET", "Socket"),
+    ("NCCL_SOCKET_IFNAME", "lo"),
+];
+
+/// A `MASTER_PORT` whose port above it, where rank 0 listens, was free a moment ago.
+fn free_master_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let above = listener.local_addr().unwrap().port();
+    above.checked_sub(1).expect("port 0 is never given")
+}
+
+/// Two "nodes" on one host: two `streamlab run allreduce-overlap` processes started as a
+/// two-machine job starts them (RANK 0 and 1, WORLD_SIZE 2, MASTER_ADDR and MASTER_PORT, each
+/// process seeing one GPU as its LOCAL_RANK 0), with NCCL on its socket transport. Their
+/// sums are the NVLink run's bit for bit (the launcher's two ranks on the same two GPUs), and
+/// NCCL's own log says the ranks talked through NET/Socket.
+#[test]
+#[ignore = "needs two CUDA GPUs and NCCL"]
+fn two_nodes_over_sockets_give_the_bits_of_nvlink() {
+    if !has_gpus(2) {
+        return;
+    }
+    let (code, nvlink) = run_json(&["launch", "--gpus", "2", "run", "allreduce-overlap"]);
+    assert_eq!(code, Some(0), "{}", text(&nvlink.stderr));
+    let want = digest(&nvlink);
+
+    // The two GPUs this process sees, one to a "node".
+    let visible: Vec<String> = match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(list) if !list.trim().is_empty() => {
+            list.split(',').map(|d| d.trim().to_string()).collect()
+        }
+        _ => vec!["0".into(), "1".into()],
+    };
+    let logs = std::env::temp_dir().join(format!("streamlab-two-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    let port = free_master_port().to_string();
+    // The same run token in both (the TCP rendezvous asks rank 0's peers for it, issue 30).
+    let token = format!("two-nodes-{}", std::process::id());
+    let bin =
+        std::env::var_os("STREAMLAB_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_streamlab").into());
+    let args: Vec<&str> =
+        ["run", "allreduce-overlap", "--json"].iter().chain(FLAGS.iter()).copied().collect();
+    let nodes: Vec<Child> = (0..2)
+        .map(|rank| {
+            let mut node = Command::new(&bin);
+            node.args(&args)
+                .env_remove("STREAMLAB_RENDEZVOUS")
+                .envs([
+                    ("RANK", rank.to_string()),
+                    ("WORLD_SIZE", "2".into()),
+                    ("LOCAL_RANK", "0".into()),
+                    ("MASTER_ADDR", "127.0.0.1".into()),
+                    ("MASTER_PORT", port.clone()),
+                    ("STREAMLAB_RENDEZVOUS_TOKEN", token.clone()),
+                    ("STREAMLAB_RENDEZVOUS_TIMEOUT", "120".into()),
+                    ("CUDA_VISIBLE_DEVICES", visible[rank].clone()),
+                    ("NCCL_DEBUG", "INFO".into()),
+                    (
+                        "NCCL_DEBUG_FILE",
+                        logs.join(format!("nccl-rank{rank}.%p.log")).display().to_string(),
+                    ),
+                ])
+                .envs(SOCKETS_ONLY)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            node.spawn().expect("start a node")
+        })
+        .collect();
+    // Both read at once (a full pipe would stall a rank, and its partner with it), and
+    // both stopped if they outlive the rendezvous timeout by far.
+    let pids: Vec<i32> = nodes.iter().map(|n| n.id() as i32).collect();
+    let (done, finished) = channel();
+    for (rank, node) in nodes.into_iter().enumerate() {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let _ = done.send((rank, node.wait_with_output()));
+        });
+    }
+    let mut outputs: Vec<Option<Output>> = vec![None, None];
+    for _ in 0..2 {
+        let Ok((rank, output)) = finished.recv_timeout(Duration::from_secs(600)) else {
+            pids.iter().for_each(|&p| {
+                let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+            });
+            panic!("the two nodes did not end within 600 s");
+        };
+        outputs[rank] = Some(output.expect("wait for a node"));
+    }
+    for (rank, o) in outputs.iter().flatten().enumerate() {
+        assert_eq!(o.status.code(), Some(0), "rank {rank}: {}", text(&o.stderr));
+        assert_eq!(digest(o), want, "rank {rank} over sockets summed otherwise than NVLink");
+    }
+    // NCCL's own account of its transport: sockets, and neither peer copies nor shared memory.
+    let mut said = String::new();
+    for entry in std::fs::read_dir(&logs).unwrap().flatten() {
+        said.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    }
+    std::fs::remove_dir_all(&logs).unwrap();
+    assert!(said.contains("NET/Socket"), "NCCL's log names no socket transport:\n{said}");
+    for other in ["via P2P", "via SHM"] {
+        assert!(!said.contains(other), "NCCL used {other}:\n{said}");
+    }
 }
 
 // The launcher under faults, with stand-in ranks (sh scripts, through the test-only

@@ -3,6 +3,13 @@
 //! GPU tests are `#[ignore = "needs a CUDA GPU"]`: on a machine without one, `cargo test`
 //! lists them as ignored (never as passed); on a GPU machine run them with
 //! `cargo test --release -- --include-ignored`, where [`gpu`] fails loudly if no GPU is there.
+//! A test that needs several GPUs takes them from [`gpus`], which skips it with a line where
+//! fewer are visible (a pass that scripts/gpu-run.sh counts apart).
+//!
+//! GPU tests assert behaviour: bits, the order of events, and the shape of the recorded
+//! spans ([`spans`]). Never a duration or a ratio of durations: those are
+//! scripts/perf-check.sh's, against scripts/perf-targets.tsv.
+use std::io::Write;
 use std::ops::Deref;
 use std::sync::{Mutex, MutexGuard};
 
@@ -10,13 +17,16 @@ pub use streamlab;
 use streamlab::lab::harness::{args_from, run};
 use streamlab::lab::record::report::Verdict;
 use streamlab::lab::{Lesson, Outcome, Settings};
+use streamlab::runtime::context::device_count;
 use streamlab::Gpu;
 
+/// What the GPU tests assert of recorded spans: shapes and orders, never durations.
+pub mod spans;
 /// Trace folders made to order, for the trace analysis's tests and bench.
 pub mod trace_gen;
 
-/// One GPU test at a time: libtest runs tests on parallel threads, and tests that time
-/// things (speed-ups, overlaps) would otherwise measure each other.
+/// One GPU test at a time: libtest runs tests on parallel threads, and two tests on one GPU
+/// would share its engines (a recorded run would show the other test's work beside its own).
 static GPU_LOCK: Mutex<()> = Mutex::new(());
 
 /// The GPU for a test, held exclusively until it is dropped. Derefs to [`Gpu`].
@@ -42,6 +52,29 @@ pub fn gpu() -> TestGpu {
     TestGpu { gpu, _exclusive: exclusive }
 }
 
+/// Device 0, exclusively, for a test that needs `n` GPUs, where at least `n` are visible
+/// (`CUDA_VISIBLE_DEVICES` counts); else `None`, after one line on stderr,
+/// `skipped: <test>: needs <n> GPUs, found <m>`, and the test returns (a pass). The line is
+/// written to the file itself, not through `eprintln!`, which libtest captures: it shows in
+/// every run's log, where scripts/gpu-run.sh counts such tests apart from the passed ones.
+/// With no GPU at all it panics, as [`gpu`] does.
+pub fn gpus(n: usize) -> Option<TestGpu> {
+    let exclusive = GPU_LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let found = device_count()
+        .unwrap_or_else(|e| panic!("this test needs {n} CUDA GPUs and found none: {e}"));
+    if (found as usize) < n {
+        let thread = std::thread::current();
+        let test = thread.name().filter(|t| *t != "main").unwrap_or("a test");
+        let line = format!("skipped: {test}: needs {n} GPUs, found {found}\n");
+        // Nothing to do if stderr is gone: the test passes either way.
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        return None;
+    }
+    let gpu =
+        Gpu::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and found none: {e}"));
+    Some(TestGpu { gpu, _exclusive: exclusive })
+}
+
 /// The GPU for a bench, or `None` after printing "not run: no GPU" (benches have no
 /// "ignored" state; they say so instead of reporting a time).
 pub fn gpu_for_bench(bench: &str) -> Option<Gpu> {
@@ -60,6 +93,22 @@ pub fn run_lesson<L: Lesson>(gpu: &Gpu, flags: &[&str], reps: usize) -> Outcome<
     let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
     let settings = Settings { reps, ..Settings::default() };
     run::<L>(gpu, &args, &settings).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME))
+}
+
+/// Runs lesson `L` as [`run_lesson`] does, and records its first two versions once more as
+/// `--timeline` does: the outcome's `recordings`, which [`spans`] reads. Panics unless both
+/// recordings came from CUPTI (the events recorder's spans include queueing, so their shape
+/// says nothing of what ran at once).
+pub fn run_recorded<L: Lesson>(gpu: &Gpu, flags: &[&str], reps: usize) -> Outcome<L> {
+    let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
+    let settings = Settings { reps, timeline: true, ..Settings::default() };
+    let o =
+        run::<L>(gpu, &args, &settings).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
+    assert_eq!(o.recordings.len(), 2, "{} {flags:?}: two recorded versions", L::NAME);
+    for r in &o.recordings {
+        spans::assert_cupti(r);
+    }
+    o
 }
 
 /// Lesson `L` set up with `flags`, for tests and benches that drive its versions directly.

@@ -47,3 +47,24 @@ pub fn machine_has_nvidia_gpu() -> bool {
         })
     })
 }
+
+/// Whether at least `n` CUDA GPUs are visible to this process (`CUDA_VISIBLE_DEVICES`
+/// counts). Where fewer are, it writes `skipped: <test>: needs <n> GPUs, found <m>` on stderr
+/// and the test returns: a pass that scripts/gpu-run.sh counts apart (tests/support's
+/// `testkit::gpus` writes the same line). Written to the file itself, past libtest's capture
+/// of `eprintln!`, so that it shows in every run's log. With no GPU at all it panics: a GPU
+/// test run where there is none is a mistake.
+pub fn has_gpus(n: usize) -> bool {
+    use std::io::Write;
+    let found = streamlab::runtime::context::device_count()
+        .unwrap_or_else(|e| panic!("this test needs {n} CUDA GPUs and found none: {e}"));
+    if found as usize >= n {
+        return true;
+    }
+    let thread = std::thread::current();
+    let test = thread.name().filter(|t| *t != "main").unwrap_or("a test");
+    let line = format!("skipped: {test}: needs {n} GPUs, found {found}\n");
+    // Nothing to do if stderr is gone: the test passes either way.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    false
+}
