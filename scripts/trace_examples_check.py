@@ -95,7 +95,7 @@ def window_process(window):
 
 
 def window_range(window):
-    return window["window"]["range"]
+    return window["window"].get("range")
 
 
 def window_part(window):

@@ -42,8 +42,7 @@ pub struct Window {
     pub process: u32,
     pub device: u32,
     pub part: Part,
-    /// The NVTX range's name (for [`Part::Range`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The NVTX range's name (for [`Part::Range`]; null in JSON for the other parts).
     pub range: Option<String>,
     /// How many times the range was marked (1 for the other parts).
     pub occurrences: usize,
