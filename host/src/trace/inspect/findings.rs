@@ -119,6 +119,16 @@ pub enum Rule {
     /// SMs. Matched by order: each participant's i-th collective. Its cost: for each, the
     /// latest start minus the earliest, summed. Found across windows, not in one.
     LateRank,
+    /// A copy or memset whose launching call held the host until the work was done: a call
+    /// without `Async` (`cudaMemcpy`, `cuMemcpyHtoD`, `cudaMemset`), or an `…Async` copy of
+    /// pageable memory that returned only once the copy had ended (the driver staged it). Its
+    /// cost: those calls' host time, each call once.
+    SyncCopy,
+    /// An idle gap longer than `idle_gap_ms` during an allocation or free that synchronizes the
+    /// device (`cudaMalloc`, `cudaFree`, `cudaHostAlloc`, ..., not the stream-ordered ones),
+    /// called while the device still had work: the call waited for the device to drain, and
+    /// the device then ran nothing until it returned. Its cost: the gaps' lengths, summed.
+    ImplicitSync,
     /// An idle gap longer than `idle_gap_ms` that no other rule explains. Its cost: the gaps'
     /// lengths, summed.
     IdleGap,
@@ -140,6 +150,9 @@ impl Rule {
             Rule::CopyKernelOneStream => "run overlap",
             Rule::AllocBetweenWork => "run stream-ordered-alloc",
             Rule::LateRank => "run allreduce-overlap",
+            // Blocking copies against asynchronous ones, with the host's time in each call.
+            Rule::SyncCopy => "run basics",
+            Rule::ImplicitSync => "run stream-ordered-alloc",
             // A gap the records do not explain: the events lesson teaches making a stream,
             // not the host, wait for another's work, the usual way to keep the device fed.
             Rule::IdleGap => "run events",
@@ -165,6 +178,8 @@ impl Rule {
             Rule::CopyKernelOneStream => "copy_kernel_one_stream",
             Rule::AllocBetweenWork => "alloc_between_work",
             Rule::LateRank => "late_rank",
+            Rule::SyncCopy => "sync_copy",
+            Rule::ImplicitSync => "implicit_sync",
             Rule::IdleGap => "idle_gap",
             Rule::CpuAhead => "cpu_ahead",
         }

@@ -1,7 +1,7 @@
 //! The rules over the times a device ran nothing: gaps a host wait explains
-//! ([`Rule::HostSyncIdle`]), short gaps between small kernels while the host was issuing
-//! ([`Rule::LaunchGaps`]), and long gaps nothing recorded explains ([`Rule::IdleGap`]). A long
-//! gap is counted by one rule only.
+//! ([`Rule::HostSyncIdle`]), gaps an allocation or free explains ([`Rule::ImplicitSync`]),
+//! short gaps between small kernels while the host was issuing ([`Rule::LaunchGaps`]), and long
+//! gaps nothing recorded explains ([`Rule::IdleGap`]). A long gap is counted by one rule only.
 //!
 //! A launch gap between small kernels `a` and `b` of one stream is the time between them
 //! minus what the device ran meanwhile: `(b.start − a.end) − U(a.end, b.start)`, where `U`
@@ -21,6 +21,7 @@ type Gap = (Ns, Ns);
 #[derive(Debug, Default)]
 pub(super) struct GapFindings {
     pub host_sync_idle: Option<Finding>,
+    pub implicit_sync: Option<Finding>,
     pub launch_gaps: Option<Finding>,
     pub idle_gap: Option<Finding>,
 }
@@ -33,10 +34,15 @@ pub(super) fn find(scope: &Scope) -> GapFindings {
     let gaps: Vec<(Ns, Ns)> = device.gaps().collect();
     let inside = intersection(&gaps, &scope.held.intervals);
     let long = inside.into_iter().filter(|(s, e)| e - s > scope.limits.idle_gap);
-    let (waited, unexplained): (Vec<Gap>, Vec<Gap>) =
+    let (waited, rest): (Vec<Gap>, Vec<Gap>) =
         long.partition(|&(start, end)| scope.host.waited(scope.device, start, end));
+    // A call that began while the device still had work and ran into the gap: the gap is the
+    // device drained by it.
+    let (allocating, unexplained): (Vec<Gap>, Vec<Gap>) =
+        rest.into_iter().partition(|&(start, _)| scope.host.allocating_at(start));
     GapFindings {
         host_sync_idle: gap_finding(scope, Rule::HostSyncIdle, &waited),
+        implicit_sync: gap_finding(scope, Rule::ImplicitSync, &allocating),
         launch_gaps: launch_gaps(scope, &device),
         idle_gap: gap_finding(scope, Rule::IdleGap, &unexplained),
     }

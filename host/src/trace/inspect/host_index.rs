@@ -42,6 +42,8 @@ impl Reach {
 pub struct HostIndex {
     /// Calls that issue work or do anything but synchronize.
     issuing: Reach,
+    /// Allocations and frees that synchronize the device.
+    allocating: Reach,
     /// Waits, per device: (device, their reach).
     waits: Vec<(u32, Reach)>,
     /// Whether the process's calls were recorded at all.
@@ -64,13 +66,27 @@ impl HostIndex {
                 (d, Reach::of(on))
             })
             .collect();
-        HostIndex { issuing: Reach::of(issuing), waits, calls_recorded: !calls.is_empty() }
+        let allocating = (0..calls.len())
+            .filter(|&i| matches!(calls.kind[i], CallKind::Alloc | CallKind::Free))
+            .map(|i| (calls.start[i], calls.end[i]));
+        HostIndex {
+            issuing: Reach::of(issuing),
+            allocating: Reach::of(allocating),
+            waits,
+            calls_recorded: !calls.is_empty(),
+        }
     }
 
     /// Whether the host was inside a call (not a synchronization) at some time of
     /// `(from, to)`: a call that started before `to` and ended after `from`.
     pub fn issuing(&self, from: Ns, to: Ns) -> bool {
         self.issuing.latest_end_before(to) > from
+    }
+
+    /// Whether an allocation or free that synchronizes the device began before `t` and was
+    /// still running at `t`.
+    pub fn allocating_at(&self, t: Ns) -> bool {
+        self.allocating.latest_end_before(t) > t
     }
 
     /// Whether a wait on `device` overlaps `[from, to]` (ends touching count).

@@ -138,3 +138,38 @@ pub fn figures(p: &Process, held: &Held) -> Figures {
         counts,
     }
 }
+
+/// Communication under computation (the share of the collectives' time that kernels hid,
+/// as Holistic Trace Analysis defines it): the collectives' busy time, the part of it under
+/// compute (other kernels, memsets), the part exposed, and how long the window would last with
+/// every collective hidden: its time less the time collectives ran with no other work.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Comm {
+    pub collective_ms: f64,
+    pub hidden_ms: f64,
+    pub exposed_ms: f64,
+    /// `hidden_ms / collective_ms`.
+    pub hidden_share: f64,
+    pub window_if_hidden_ms: f64,
+}
+
+/// The window's [`Comm`], where it held collectives.
+pub fn comm(p: &Process, held: &Held) -> Option<Comm> {
+    let collectives = busy_union(p, held, |e| e == Engine::Collective);
+    if collectives.is_empty() {
+        return None;
+    }
+    let compute = busy_union(p, held, |e| e == Engine::Compute);
+    let other_work = busy_union(p, held, |e| e != Engine::Collective);
+    let collective_ns = collectives.length();
+    let hidden_ns = collectives.overlap(&compute);
+    // The collectives' time with nothing else running: what hiding them all would save.
+    let alone_ns = collective_ns - collectives.overlap(&other_work);
+    Some(Comm {
+        collective_ms: ms(collective_ns),
+        hidden_ms: ms(hidden_ns),
+        exposed_ms: ms(collective_ns - hidden_ns),
+        hidden_share: hidden_ns as f64 / collective_ns as f64,
+        window_if_hidden_ms: ms(held.length().saturating_sub(alone_ns)),
+    })
+}

@@ -28,6 +28,7 @@ pub mod rules;
 #[cfg(test)]
 mod rules_tests;
 pub mod scope;
+pub mod tables;
 #[cfg(test)]
 pub(crate) mod test_lines;
 pub mod union;

@@ -8,11 +8,12 @@ use serde::Serialize;
 use crate::trace::inspect::ahead::cpu_ahead;
 use crate::trace::inspect::findings::{rank, Finding, Folded, Thresholds};
 use crate::trace::inspect::host_index::HostIndex;
-use crate::trace::inspect::measure::{figures, Figures};
+use crate::trace::inspect::measure::{comm, figures, Comm, Figures};
 use crate::trace::inspect::projection::{project, Counts, Projection};
-use crate::trace::inspect::ranks::late_rank;
+use crate::trace::inspect::ranks::{late_ranks, Straggler};
 use crate::trace::inspect::rules::find;
 use crate::trace::inspect::scope::Scope;
+use crate::trace::inspect::tables::{tables, Tables};
 use crate::trace::inspect::wholeness::{ranges_whole, RangeWhole};
 use crate::trace::inspect::windows::{windows, Part, Window, WindowRecords};
 use crate::trace::read::model::{ms_since, Capture, Process};
@@ -38,6 +39,11 @@ pub struct WindowReport {
     /// A range's: the work that ran while it was open, clipped to its occurrences.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ran_during: Option<RanDuring>,
+    /// Where the window held collectives: how much of their time ran under compute.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comm: Option<Comm>,
+    /// Its top kernels, its copies by direction and host memory, its memsets.
+    pub tables: Tables,
     /// A range's: how its work was charged to it (see `projection`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub projection: Option<Counts>,
@@ -55,6 +61,8 @@ pub struct OverlapReport {
     pub windows: Vec<WindowReport>,
     /// Found across windows (collectives that waited for a late rank).
     pub across_windows: Vec<Finding>,
+    /// The participants that made the others wait, the most waiting first.
+    pub stragglers: Vec<Straggler>,
     /// NVTX range names left without a window of their own (past the cap per process).
     pub range_names_left_out: usize,
     /// Whether host calls were recorded (the launch-gap rule and the projection read them).
@@ -80,6 +88,7 @@ pub fn overlap_report(capture: &Capture, thresholds: &Thresholds) -> OverlapRepo
                 device: records.window.device,
                 held: &records.launched,
                 host: &host,
+                projection: &projection,
                 limits,
                 origin: capture.origin_ns,
             };
@@ -87,12 +96,13 @@ pub fn overlap_report(capture: &Capture, thresholds: &Thresholds) -> OverlapRepo
         }
         ranges.extend(ranges_whole(p));
     }
-    let across = late_rank(capture, &limits);
+    let late = late_ranks(capture, &limits);
     let host_calls_recorded = capture.processes.iter().any(|p| !p.calls.is_empty());
     OverlapReport {
         thresholds: *thresholds,
         windows: reports,
-        across_windows: across.into_iter().collect(),
+        across_windows: late.finding.into_iter().collect(),
+        stragglers: late.stragglers,
         range_names_left_out: left_out,
         host_calls_recorded,
         ranges_whole: ranges,
@@ -113,6 +123,8 @@ fn window_report(
         found.extend(cpu_ahead(scope, &records.occurrences));
     }
     let (findings, folded) = rank(found, launched_figures.span_ms);
+    let compute_ms = launched_figures.busy.compute_ms;
+    let window_tables = tables(p, &records.launched, compute_ms, records.window.device);
     // The window's first and last instant: of the work it launched, or else of its range.
     let launched = &records.launched.intervals;
     let during = records.ran_during.as_ref().map(|held| &held.intervals);
@@ -126,6 +138,8 @@ fn window_report(
         start_ms: ms_since(capture.origin_ns, start),
         end_ms: ms_since(capture.origin_ns, end),
         figures: launched_figures,
+        comm: comm(p, &records.launched),
+        tables: window_tables,
         ran_during: records.ran_during.as_ref().map(|held| RanDuring { figures: figures(p, held) }),
         projection: is_range
             .then(|| projection.counts(records.launched.pieces.iter().map(|piece| piece.index))),

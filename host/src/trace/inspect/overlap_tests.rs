@@ -296,7 +296,67 @@ fn a_rank_that_starts_late_is_found_and_ranks_in_step_are_not() {
         ("stream 13 (process 2, GPU 0)", 2.4)
     );
     // In step (10 µs apart): nothing.
-    assert!(overlap_report(&ranks(0.0), &Thresholds::DEFAULT).across_windows.is_empty());
+    let in_step = overlap_report(&ranks(0.0), &Thresholds::DEFAULT);
+    assert!(in_step.across_windows.is_empty() && in_step.stragglers.is_empty());
+}
+
+/// Two ranks, rank 2 late by 3 ms in every other all-reduce of 40: it is named, with its
+/// lateness and the time the other waited. Rank 1 is 60 µs late in a quarter of them: over
+/// the late-rank threshold, but too little of the waiting to be named.
+#[test]
+fn the_late_rank_is_named_with_how_late_it_was() {
+    let (mut one, mut two) = (context(), context());
+    for i in 0..40u32 {
+        let at = 10.0 * f64::from(i);
+        let late = if i % 2 == 1 { 3.0 } else { 0.0 };
+        let jitter = if i % 4 == 0 { 0.06 } else { 0.0 };
+        one.push(nccl(13, at + jitter, at + 4.0, i));
+        two.push(nccl(13, at + late, at + 4.0, i));
+    }
+    let report = overlap_report(
+        &capture(vec![process_of(1, &one), process_of(2, &two)]),
+        &Thresholds::DEFAULT,
+    );
+    let [late] = &report.stragglers[..] else { panic!("{:?}", report.stragglers) };
+    assert_eq!(
+        (late.pid, late.device, late.late_in, late.of, late.matched_by),
+        (2, 0, 20, 40, "order")
+    );
+    assert_ms(late.median_late_ms, 3.0);
+    assert_ms(late.others_waited_ms, 60.0);
+    let text = report_text(&report, Lang::En);
+    assert!(text.contains("the late rank: pid 2 (GPU 0) started last in 20 of 40 collectives, 3.000 ms after the next latest at the median; the others waited 60.000 ms for it in all"), "{text}");
+    assert!(text.contains("collectives matched by order"), "{text}");
+}
+
+/// Collectives under compute: fully hidden, fully exposed, and half way.
+#[test]
+fn collectives_under_compute_are_measured_as_hidden_and_exposed() {
+    let comm_of = |lines: &[Line]| report_of(lines).windows[0].comm.unwrap();
+    // Hidden: the all-reduce runs inside a kernel's time.
+    let c = comm_of(&[kernel(13, 0.0, 10.0, 1), nccl(14, 2.0, 6.0, 2)]);
+    assert_eq!((c.collective_ms, c.hidden_ms, c.exposed_ms, c.hidden_share), (4.0, 4.0, 0.0, 1.0));
+    assert_eq!(c.window_if_hidden_ms, 10.0);
+    // Exposed: after the kernels, alone.
+    let c = comm_of(&[kernel(13, 0.0, 10.0, 1), nccl(14, 10.0, 14.0, 2)]);
+    assert_eq!(
+        (c.hidden_ms, c.exposed_ms, c.hidden_share, c.window_if_hidden_ms),
+        (0.0, 4.0, 0.0, 10.0)
+    );
+    // Half: 5..12 against a kernel to 10; a copy 10..11 runs beside the exposed part, so
+    // hiding the collective would save only the 1 ms it ran alone.
+    let c = comm_of(&[
+        kernel(13, 0.0, 10.0, 1),
+        nccl(14, 5.0, 12.0, 2),
+        copy(13, Direction::DeviceToHost, Memory::Pinned, 10.0, 11.0),
+    ]);
+    assert_eq!((c.collective_ms, c.hidden_ms, c.exposed_ms), (7.0, 5.0, 2.0));
+    assert_eq!(c.window_if_hidden_ms, 11.0);
+    // Without collectives, nothing is said.
+    assert_eq!(report_of(&[kernel(13, 0.0, 1.0, 1)]).windows[0].comm, None);
+    let text =
+        report_text(&report_of(&[kernel(13, 0.0, 10.0, 1), nccl(14, 10.0, 14.0, 2)]), Lang::En);
+    assert!(text.contains("collectives under compute: 0.000 ms of their 4.000 ms (0%), 4.000 ms exposed; with every collective hidden the window would last 10.000 ms"), "{text}");
 }
 
 #[test]

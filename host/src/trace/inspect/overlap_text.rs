@@ -8,6 +8,7 @@ use crate::trace::inspect::engines::Engine;
 use crate::trace::inspect::findings::{Finding, Rule};
 use crate::trace::inspect::measure::Figures;
 use crate::trace::inspect::overlap::{OverlapReport, WindowReport};
+use crate::trace::inspect::tables::Tables;
 use crate::trace::inspect::wholeness::RangeWhole;
 use crate::trace::inspect::windows::{Part, MAX_RANGE_NAMES};
 
@@ -126,6 +127,18 @@ pub fn window_text(w: &WindowReport, lang: Lang) -> String {
         of_compute = percent(f.compute_under_copy)
     );
     out += &format!("  {}", line(under, lang));
+    out += &tables_text(&w.tables, lang);
+    if let Some(c) = &w.comm {
+        let text = t!(
+            "inspect.comm",
+            ms = fixed(c.collective_ms, 3),
+            hidden = fixed(c.hidden_ms, 3),
+            share = percent(Some(c.hidden_share)),
+            exposed = fixed(c.exposed_ms, 3),
+            if_hidden = fixed(c.window_if_hidden_ms, 3)
+        );
+        out += &format!("  {}", line(text, lang));
+    }
     out += &format!("  {}\n", bound_formula(f, lang));
     out += &format!("    {}", line(t!("inspect.bound_why"), lang));
     out += &format!("  {}", line(t!("inspect.over", x = over(f)), lang));
@@ -143,6 +156,70 @@ pub fn window_text(w: &WindowReport, lang: Lang) -> String {
             ms = fixed(folded.cost_ms, 3)
         );
         out += &format!("  {}", line(text, lang));
+    }
+    out
+}
+
+/// How many of a window's top kernels the text shows (the JSON holds more).
+const KERNELS_SHOWN: usize = 5;
+
+/// A window's tables: its top kernels, copies and memsets, a line each.
+fn tables_text(t: &Tables, lang: Lang) -> String {
+    let mut out = String::new();
+    if !t.top_kernels.is_empty() {
+        out += &format!("  {}", line(t!("inspect.top_kernels"), lang));
+    }
+    for k in t.top_kernels.iter().take(KERNELS_SHOWN) {
+        let row = t!(
+            "inspect.kernel_row",
+            name = k.name.clone(),
+            count = k.count,
+            total = fixed(k.total_ms, 3),
+            mean = fixed(k.mean_ms, 4),
+            share = percent(k.share_of_compute)
+        );
+        out += &format!("    {}", line(row, lang));
+    }
+    if !t.copies.is_empty() {
+        out += &format!("  {}", line(t!("inspect.copies_table"), lang));
+    }
+    for c in &t.copies {
+        let direction = Text::message(&format!("inspect.direction.{}", c.direction), Vec::new());
+        let memory = match c.memory {
+            "" => Text::Plain(String::new()),
+            m => Text::message(&format!("inspect.memory.{m}"), Vec::new()),
+        };
+        let mut row = t!(
+            "inspect.copy_row",
+            direction,
+            memory,
+            count = c.count,
+            mb = fixed(c.bytes as f64 / 1e6, 1),
+            ms = fixed(c.total_ms, 3),
+            gbs = fixed(c.gb_per_s, 1)
+        )
+        .render(lang);
+        if let Some(m) = &c.measured {
+            let gpu = m.gpu.clone();
+            let measured = t!(
+                "inspect.measured",
+                gbs = fixed(m.gb_per_s, 1),
+                lesson = m.lesson.to_string(),
+                gpu,
+                date = m.date.clone()
+            );
+            row += &measured.render(lang);
+        }
+        out += &format!("    {row}\n");
+    }
+    if let Some(m) = &t.memsets {
+        let row = t!(
+            "inspect.memsets",
+            count = m.count,
+            mb = fixed(m.bytes as f64 / 1e6, 1),
+            ms = fixed(m.total_ms, 3)
+        );
+        out += &format!("  {}", line(row, lang));
     }
     out
 }
@@ -226,6 +303,21 @@ pub fn report_text(report: &OverlapReport, lang: Lang) -> String {
     for f in &report.across_windows {
         out += &line(t!("inspect.across"), lang);
         out += &finding_text(f, lang);
+    }
+    for s in &report.stragglers {
+        let text = t!(
+            "inspect.straggler",
+            pid = s.pid,
+            device = s.device,
+            late = s.late_in,
+            of = s.of,
+            median = fixed(s.median_late_ms, 3),
+            waited = fixed(s.others_waited_ms, 3)
+        );
+        out += &format!("  {}", line(text, lang));
+    }
+    if !report.stragglers.is_empty() {
+        out += &format!("    {}", line(t!("inspect.matched_by_order"), lang));
     }
     out
 }

@@ -32,6 +32,8 @@ pub enum How {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Projection {
     pub launched_at: Vec<Option<Ns>>,
+    /// The call that launched it: an index into `Process::calls`, or [`NONE`].
+    pub call: Vec<u32>,
     pub range: Vec<u32>,
     pub how: Vec<How>,
 }
@@ -139,11 +141,13 @@ pub fn project(p: &Process) -> Projection {
     let n = p.gpu.len();
     let mut out = Projection {
         launched_at: Vec::with_capacity(n),
+        call: Vec::with_capacity(n),
         range: Vec::with_capacity(n),
         how: Vec::with_capacity(n),
     };
     for i in 0..n {
-        let (at, range, how) = match call_of(p.gpu.correlation[i]) {
+        let call = call_of(p.gpu.correlation[i]);
+        let (at, range, how) = match call {
             Some(call) => {
                 let (thread, start) = (p.calls.thread[call], p.calls.start[call]);
                 match on_thread(thread, start) {
@@ -154,6 +158,7 @@ pub fn project(p: &Process) -> Projection {
             None => (None, process_wide.at(p.gpu.start[i]), How::StartTime),
         };
         out.launched_at.push(at);
+        out.call.push(call.map_or(NONE, |c| c as u32));
         out.range.push(range);
         out.how.push(how);
     }

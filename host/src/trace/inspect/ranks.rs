@@ -1,11 +1,19 @@
-//! The rule across windows: collectives that waited for a late rank ([`Rule::LateRank`]). A
-//! participant is one process on one device; the i-th collective of each is taken to be the
-//! same collective (NCCL runs a communicator's collectives in the order they were issued, on
-//! every rank).
+//! Across windows: collectives that waited for a late rank ([`Rule::LateRank`]), and which
+//! participant was late ([`Straggler`]). A participant is one process on one device; the
+//! i-th collective of each is taken to be the same collective (NCCL runs a communicator's
+//! collectives in the order they were issued, on every rank). NCCL's own numbering of its
+//! collectives (in its NVTX payloads) is not recorded, so the matching is by order, and the
+//! report says so.
+use serde::Serialize;
+
 use crate::lab::record::span::Work;
 use crate::trace::inspect::findings::{Example, Finding, Limits, Rule};
 use crate::trace::inspect::windows::Piece;
 use crate::trace::read::model::{Capture, Ns, Process};
+
+/// A participant is named a straggler when the waiting it caused is at least this share of
+/// all the waiting: ranks that are last now and then by chance are not.
+pub const STRAGGLER_SHARE: f64 = 0.1;
 
 /// One participant's collectives, by start.
 struct Participant<'a> {
@@ -14,10 +22,34 @@ struct Participant<'a> {
     collectives: Vec<u32>,
 }
 
-/// The late-rank finding over every participant's collectives; `None` with fewer than two
-/// participants or no collective started more than `late_rank` apart.
-pub fn late_rank(capture: &Capture, limits: &Limits) -> Option<Finding> {
-    let mut participants: Vec<Participant> = Vec::new();
+/// A participant that started collectives last.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Straggler {
+    pub pid: u32,
+    pub device: u32,
+    /// In how many of the matched collectives it started last, further than the late-rank
+    /// time after the first.
+    pub late_in: usize,
+    /// How many collectives were matched across the participants.
+    pub of: usize,
+    /// How much later than the next latest participant it started, at the median of those.
+    pub median_late_ms: f64,
+    /// The time the others' copies of those collectives waited for it, summed.
+    pub others_waited_ms: f64,
+    /// How the collectives were matched: "order" (the i-th of each participant).
+    pub matched_by: &'static str,
+}
+
+/// What the matched collectives say: the late-rank finding and the stragglers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LateRanks {
+    pub finding: Option<Finding>,
+    pub stragglers: Vec<Straggler>,
+}
+
+/// The participants of `capture`: every process and device that ran collectives.
+fn participants(capture: &Capture) -> Vec<Participant<'_>> {
+    let mut out = Vec::new();
     for p in &capture.processes {
         for device in p.work_devices() {
             let collectives: Vec<u32> = (0..p.gpu.len() as u32)
@@ -28,32 +60,72 @@ pub fn late_rank(capture: &Capture, limits: &Limits) -> Option<Finding> {
                 })
                 .collect();
             if !collectives.is_empty() {
-                participants.push(Participant { process: p, device, collectives });
+                out.push(Participant { process: p, device, collectives });
             }
         }
     }
+    out
+}
+
+fn median(mut values: Vec<Ns>) -> Ns {
+    values.sort_unstable();
+    values.get(values.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+}
+
+/// The late-rank finding and the stragglers over every participant's collectives; nothing
+/// with fewer than two participants or no collective started more than `late_rank` apart.
+pub fn late_ranks(capture: &Capture, limits: &Limits) -> LateRanks {
+    let participants = participants(capture);
     if participants.len() < 2 {
-        return None;
+        return LateRanks::default();
     }
     let matched = participants.iter().map(|p| p.collectives.len()).min().unwrap_or(0);
     let start = |who: &Participant, i: usize| who.process.gpu.start[who.collectives[i] as usize];
     let (mut count, mut cost): (usize, Ns) = (0, 0);
-    let mut example: Option<(&Participant, usize)> = None;
+    let mut example: Option<(usize, usize)> = None;
+    // Per participant: the collectives it was late in (by how much), and the waiting caused.
+    let mut late_by: Vec<Vec<Ns>> = vec![Vec::new(); participants.len()];
+    let mut waited: Vec<Ns> = vec![0; participants.len()];
     for i in 0..matched {
-        let first = participants.iter().map(|who| start(who, i)).min().unwrap_or(0);
-        let last = participants.iter().max_by_key(|who| start(who, i))?;
-        let spread = start(last, i) - first;
-        if spread > limits.late_rank {
-            count += 1;
-            cost += spread;
-            example = example.or(Some((last, i)));
+        let starts: Vec<Ns> = participants.iter().map(|who| start(who, i)).collect();
+        let first = starts.iter().copied().min().unwrap_or(0);
+        // The last one (on a tie, the participant listed last).
+        let last = (0..starts.len()).max_by_key(|&k| starts[k]).unwrap_or(0);
+        let spread = starts[last] - first;
+        if spread <= limits.late_rank {
+            continue;
         }
+        count += 1;
+        cost += spread;
+        example = example.or(Some((last, i)));
+        let others = (0..starts.len()).filter(|&k| k != last);
+        let next_latest = others.clone().map(|k| starts[k]).max().unwrap_or(first);
+        late_by[last].push(starts[last] - next_latest);
+        waited[last] += others.map(|k| starts[last] - starts[k]).sum::<Ns>();
     }
-    let (late, i) = example?;
-    let index = late.collectives[i];
-    let piece = Piece { index, start: start(late, i), end: late.process.gpu.end[index as usize] };
+    let Some((late, i)) = example else {
+        return LateRanks::default();
+    };
+    let who = &participants[late];
+    let index = who.collectives[i];
+    let piece = Piece { index, start: start(who, i), end: who.process.gpu.end[index as usize] };
     // Which participant was late is the point: the row says its process and device.
-    let mut shown = Example::of(late.process, &piece, capture.origin_ns);
-    shown.stream = format!("{} (process {}, GPU {})", shown.stream, late.process.pid, late.device);
-    Some(Finding::new(Rule::LateRank, count, cost as f64 / 1e6, shown))
+    let mut shown = Example::of(who.process, &piece, capture.origin_ns);
+    shown.stream = format!("{} (process {}, GPU {})", shown.stream, who.process.pid, who.device);
+    let finding = Finding::new(Rule::LateRank, count, cost as f64 / 1e6, shown);
+    let total: Ns = waited.iter().sum();
+    let mut stragglers: Vec<Straggler> = (0..participants.len())
+        .filter(|&k| !late_by[k].is_empty() && waited[k] as f64 >= STRAGGLER_SHARE * total as f64)
+        .map(|k| Straggler {
+            pid: participants[k].process.pid,
+            device: participants[k].device,
+            late_in: late_by[k].len(),
+            of: matched,
+            median_late_ms: median(late_by[k].clone()) as f64 / 1e6,
+            others_waited_ms: waited[k] as f64 / 1e6,
+            matched_by: "order",
+        })
+        .collect();
+    stragglers.sort_by(|a, b| b.others_waited_ms.total_cmp(&a.others_waited_ms));
+    LateRanks { finding: Some(finding), stragglers }
 }

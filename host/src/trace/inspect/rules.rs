@@ -20,6 +20,8 @@ pub fn find(scope: &Scope) -> Vec<Finding> {
         pageable_copies(scope),
         legacy_default_stream(scope),
         gaps.host_sync_idle,
+        gaps.implicit_sync,
+        sync_copies(scope),
         gaps.launch_gaps,
         copy_kernel_one_stream(scope),
         alloc_between_work(scope),
@@ -103,6 +105,41 @@ fn copy_kernel_one_stream(scope: &Scope) -> Option<Finding> {
         scope.example(example),
     );
     Some(finding)
+}
+
+/// Whether a call is a synchronous copy or memset: a copy or memset call without `Async`.
+fn synchronous_call(name: &str) -> bool {
+    let copies = ["cuMemcpy", "cudaMemcpy", "cuMemset", "cudaMemset"];
+    copies.iter().any(|c| name.starts_with(c)) && !name.contains("Async")
+}
+
+fn sync_copies(scope: &Scope) -> Option<Finding> {
+    let (gpu, calls) = (&scope.p.gpu, &scope.p.calls);
+    let mut matched: Vec<&Piece> = Vec::new();
+    let mut blocked: Vec<u32> = Vec::new();
+    for piece in &scope.held.pieces {
+        let i = piece.index as usize;
+        let copy_or_memset = is_host_copy(gpu.kind[i])
+            || matches!(gpu.kind[i], Work::CopyOnDevice | Work::CopyPeer | Work::Memset);
+        let call = scope.projection.call[i];
+        if !copy_or_memset || call == crate::trace::inspect::projection::NONE {
+            continue;
+        }
+        let c = call as usize;
+        let name = scope.p.names.get(calls.name[c]);
+        // The driver makes an asynchronous copy of pageable memory hold the host: seen as the
+        // call returning only once the copy had ended.
+        let staged = gpu.memory[i] == HostMemory::Pageable && calls.end[c] >= gpu.end[i];
+        if synchronous_call(name) || staged {
+            matched.push(piece);
+            blocked.push(call);
+        }
+    }
+    blocked.sort_unstable();
+    blocked.dedup();
+    let cost: Ns = blocked.iter().map(|&c| calls.end[c as usize] - calls.start[c as usize]).sum();
+    let example = earliest(matched.iter().copied())?;
+    Some(Finding::new(Rule::SyncCopy, matched.len(), scope.ms(cost), scope.example(example)))
 }
 
 /// Whether `[start, end)` overlaps one of `intervals` (sorted, disjoint).

@@ -182,3 +182,142 @@ fn no_work_no_windows_and_a_window_of_no_engine_has_no_bound() {
         crate::trace::inspect::overlap_text::report_text(&report, crate::lab::text::Lang::En);
     assert!(text.contains("no device spans recorded"), "{text}");
 }
+
+/// A copy whose call blocked the host: `cudaMemcpy`, or an `…Async` copy of pageable memory
+/// that returned only after the copy; an asynchronous pinned copy is not one.
+#[test]
+fn synchronous_copies_are_found_with_the_hosts_time_in_their_calls() {
+    let with_call = |copy: Line, name: &str, from: f64, to: f64, correlation: u32| {
+        let Line::Copy { device, context, stream, start, end, bytes, direction, src, dst, .. } =
+            copy
+        else {
+            unreachable!()
+        };
+        let copy = Line::Copy {
+            device,
+            context,
+            stream,
+            start,
+            end,
+            correlation,
+            bytes,
+            direction,
+            src,
+            dst,
+        };
+        vec![call(name, 1, from, to, correlation), copy]
+    };
+    let lines = [
+        // A blocking copy: the call spans the copy.
+        with_call(
+            copy(13, Direction::HostToDevice, Memory::Pinned, 1.0, 2.0),
+            "cudaMemcpy",
+            0.9,
+            2.1,
+            1,
+        ),
+        // An async copy from pageable memory that held the host to its end.
+        with_call(
+            copy(13, Direction::HostToDevice, Memory::Pageable, 3.0, 4.0),
+            "cudaMemcpyAsync",
+            2.9,
+            4.05,
+            2,
+        ),
+        // An async pinned copy: the call returned at once.
+        with_call(
+            copy(13, Direction::HostToDevice, Memory::Pinned, 5.0, 6.0),
+            "cudaMemcpyAsync",
+            4.9,
+            4.91,
+            3,
+        ),
+        vec![kernel(14, 0.0, 6.0, 4)],
+    ]
+    .concat();
+    let f = found(&report_of(&lines), Rule::SyncCopy).unwrap();
+    assert_eq!((f.count, f.lesson), (2, "run basics"));
+    assert_ms(f.cost_ms, 1.2 + 1.15);
+    assert_eq!(f.example.start_ms, 1.0);
+}
+
+/// A `cudaFree` called while a kernel ran: the device drained, then idled until the call
+/// returned; the same gap with no call is unexplained.
+#[test]
+fn an_allocation_that_drained_the_device_is_an_implicit_synchronization() {
+    let work = [kernel(13, 0.0, 2.0, 1), kernel(13, 3.2, 4.0, 2)];
+    let free = call("cudaFree", 1, 1.5, 3.0, 3);
+    let report = report_of(&[work.to_vec(), vec![free]].concat());
+    let f = found(&report, Rule::ImplicitSync).unwrap();
+    assert_eq!((f.count, f.lesson), (1, "run stream-ordered-alloc"));
+    assert_ms(f.cost_ms, 1.2);
+    assert!(found(&report, Rule::IdleGap).is_none());
+    // A call made while the device was already idle did not drain it.
+    let late_free = call("cudaFree", 1, 2.5, 3.0, 3);
+    let report = report_of(&[work.to_vec(), vec![late_free]].concat());
+    assert!(found(&report, Rule::ImplicitSync).is_none());
+    assert_eq!(found(&report, Rule::IdleGap).unwrap().count, 1);
+}
+
+#[test]
+fn a_windows_tables_group_kernels_and_copies() {
+    let named = |name: &str, from: f64, to: f64| {
+        let Line::Kernel { device, context, stream, start, end, correlation, grid, block, .. } =
+            kernel(13, from, to, 1)
+        else {
+            unreachable!()
+        };
+        Line::Kernel {
+            device,
+            context,
+            stream,
+            start,
+            end,
+            correlation,
+            name: name.into(),
+            grid,
+            block,
+        }
+    };
+    let lines = [
+        named("gemm", 0.0, 3.0),
+        named("gemm", 3.0, 6.0),
+        named("relu", 6.0, 7.0),
+        copy(14, Direction::HostToDevice, Memory::Pinned, 0.0, 0.5),
+        copy(14, Direction::HostToDevice, Memory::Pinned, 1.0, 1.5),
+        copy(14, Direction::DeviceToHost, Memory::Pageable, 2.0, 4.0),
+    ];
+    let t = &report_of(&lines).windows[0].tables;
+    let kernels: Vec<(&str, u64, f64)> =
+        t.top_kernels.iter().map(|k| (k.name.as_str(), k.count, k.total_ms)).collect();
+    assert_eq!(kernels, [("gemm", 2, 6.0), ("relu", 1, 1.0)]);
+    assert_eq!(
+        (t.top_kernels[0].mean_ms, t.top_kernels[0].share_of_compute),
+        (3.0, Some(6.0 / 7.0))
+    );
+    let copies: Vec<(&str, &str, u64, u64)> =
+        t.copies.iter().map(|c| (c.direction, c.memory, c.count, c.bytes)).collect();
+    assert_eq!(copies, [("copy_in", "pinned", 2, 2 << 20), ("copy_out", "pageable", 1, 1 << 20)]);
+    // 2 MiB in 1 ms: 2.097 GB/s.
+    assert!((t.copies[0].gb_per_s - 2.097152).abs() < 1e-9, "{:?}", t.copies[0]);
+    // No device line in these records, so no lesson's figure to compare with.
+    assert_eq!(t.copies[0].measured, None);
+    // On an H200, the GPU pinned-vs-pageable's embedded run was recorded on: its figure.
+    let h200 = Line::Device {
+        id: 0,
+        name: "NVIDIA H200".into(),
+        compute_capability: [9, 0],
+        multiprocessors: 132,
+        copy_engines: 3,
+    };
+    let on_h200 = report_of(&[lines.to_vec(), vec![h200]].concat());
+    let measured = on_h200.windows[0].tables.copies[0].measured.clone().unwrap();
+    assert_eq!((measured.lesson, measured.gpu.as_str()), ("pinned-vs-pageable", "NVIDIA H200"));
+    assert!(measured.gb_per_s > 50.0 && measured.gb_per_s < 60.0, "{measured:?}");
+    let text = crate::trace::inspect::overlap_text::report_text(
+        &report_of(&lines),
+        crate::lab::text::Lang::En,
+    );
+    assert!(text.contains("gemm: 2, 6.000 ms, 3.0000 ms, 86%"), "{text}");
+    assert!(text.contains("copy in pinned: 2, 2.1 MB, 1.000 ms, 2.1 GB/s"), "{text}");
+}

@@ -5,6 +5,7 @@ use crate::lab::record::span::Work;
 use crate::trace::inspect::engines::Engine;
 use crate::trace::inspect::findings::{Example, Limits};
 use crate::trace::inspect::host_index::HostIndex;
+use crate::trace::inspect::projection::Projection;
 use crate::trace::inspect::windows::{Held, Piece};
 use crate::trace::read::model::{Ns, Process};
 
@@ -14,6 +15,8 @@ pub struct Scope<'a> {
     pub device: u32,
     pub held: &'a Held,
     pub host: &'a HostIndex,
+    /// Each record's launching call and range.
+    pub projection: &'a Projection,
     pub limits: Limits,
     /// The trace's origin, for the examples' times.
     pub origin: Ns,

@@ -9,7 +9,7 @@ use crate::trace::read::model::CallKind;
 pub fn call_kind(name: &str) -> CallKind {
     let starts = |prefixes: &[&str]| prefixes.iter().any(|p| name.starts_with(p));
     let ordered = name.contains("Async");
-    if starts(&["cuMemAlloc", "cudaMalloc"]) && !ordered {
+    if starts(&["cuMemAlloc", "cudaMalloc", "cuMemHostAlloc", "cudaHostAlloc"]) && !ordered {
         CallKind::Alloc
     } else if starts(&["cuMemFree", "cudaFree"]) && !ordered {
         CallKind::Free
@@ -100,6 +100,8 @@ mod tests {
             ("cuMemAlloc_v2", CallKind::Alloc),
             ("cudaMalloc", CallKind::Alloc),
             ("cudaMallocHost", CallKind::Alloc),
+            ("cudaHostAlloc", CallKind::Alloc),
+            ("cuMemHostAlloc", CallKind::Alloc),
             ("cuMemAllocAsync", CallKind::Other),
             ("cudaMallocAsync_ptsz", CallKind::Other),
             ("cuMemFree_v2", CallKind::Free),
