@@ -228,6 +228,7 @@ mod tests {
             output: Output {
                 trace: file("--trace", "t.json"),
                 svg: file("--svg", "t.svg"),
+                svg_range: Default::default(),
                 json: file("--json", "r.json"),
                 timeline: true,
                 lang: Lang::En,
