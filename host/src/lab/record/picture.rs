@@ -299,7 +299,10 @@ pub fn timeline_svg_over(
         (&caption.note, SUBTITLE_FONT),
         (&caption.footer, FOOTER_FONT),
     ]
-    .map(|(text, (size, _))| wrapped(text, fits(WIDTH, size)));
+    // A line break in a caption starts a line of its own.
+    .map(|(text, (size, _))| {
+        text.lines().flat_map(|l| wrapped(l, fits(WIDTH, size))).collect::<Vec<String>>()
+    });
     let entries = legend(panels, drawing);
     let places = legend_layout(entries.iter().map(|e| e.1.as_str()), 22, (14, WIDTH));
     let legend_height = LEGEND + 24 * places.last().map_or(0, |p| p.1) as u32;

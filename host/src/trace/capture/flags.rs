@@ -20,7 +20,7 @@ pub struct OutputFlags {
     #[arg(
         long,
         value_name = "FILE.json",
-        help = "Also write the trace for ui.perfetto.dev: one process per traced process, its streams and host threads"
+        help = "Also write the trace for ui.perfetto.dev: one process per traced process, its streams and host threads, each thread's NVTX ranges on a track of their own, an arrow from launch calls to their work (at most 20000 a process, spread evenly)"
     )]
     pub trace: Option<PathBuf>,
     #[arg(
@@ -34,7 +34,7 @@ pub struct OutputFlags {
         value_name = "NAME[:N[-M]]",
         requires = "svg",
         value_parser = SvgRange::parse,
-        help = "What --svg draws. Without it, the steady state: from the first top-level NVTX range (else the first GPU work) to the last GPU work, the caption saying how much start-up was left out. all: the whole run. NAME: every occurrence of the NVTX range NAME; NAME:N its Nth; NAME:N-M its Nth to Mth (counted from 1 in each process), each to the end of the GPU work launched in it. A range the trace does not hold is said after the report, and no picture is written (exit 2)"
+        help = "What --svg draws. Without it, the steady state: from the first top-level NVTX range (else the first GPU work) to the last GPU work, the caption saying how much start-up was left out. all: the whole run. NAME: every occurrence of the NVTX range NAME; NAME:N its Nth; NAME:N-M its Nth to Mth (counted from 1 in each process), each to the end of the GPU work launched in it. A range the trace does not hold is said after the report and no picture is written: exit 2 (for trace, where the program succeeded)"
     )]
     pub svg_range: Option<SvgRange>,
     #[arg(long, help = "Also draw each process's streams in the terminal (on stderr)")]

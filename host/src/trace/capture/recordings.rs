@@ -31,10 +31,11 @@ use crate::trace::read::model::{Capture, Process, WaitKind};
 const TIMELINE_WIDTH: usize = 72;
 
 /// The most arrows from a launch call to its work that a process gets in the Perfetto trace.
-/// A process keeps up to `--max-records` records (250,000 by default); an arrow is two events
-/// of some 180 bytes, so one per kernel would nearly double the file the UI has to open.
-/// Past this many, every Nth launch gets its arrow, N the smallest that keeps within it, so
-/// arrows are spread over the whole run.
+/// An arrow is two events, some 380 bytes of JSON together, about as much as the kernel's
+/// slice and its call's: one per kernel would nearly double the file the UI has to open (a
+/// process keeps up to `--max-records` records, 250,000 by default). This many add some
+/// 8 MB a process at most. Past it, every Nth launch gets its arrow, N the smallest that
+/// keeps within it, so arrows are spread over the whole run.
 pub const MAX_LAUNCH_FLOWS: usize = 20_000;
 
 /// One recording per process, in the capture's order: everything recorded, with the launch
@@ -239,7 +240,7 @@ pub fn meta(capture: &Capture, command: &[String]) -> Meta {
     }
 }
 
-/// The words around the SVG; `note` says what the picture leaves out.
+/// The words around the SVG; `note` says what the picture leaves out, a line each.
 pub fn caption(
     capture: &Capture,
     recordings: &[Recording],
@@ -301,7 +302,7 @@ pub fn picture(capture: &Capture, command: &[String], range: &SvgRange) -> Resul
     }
     notes.extend(without);
     notes.retain(|n| !n.is_empty());
-    let c = caption(capture, &recordings, command, notes.join("; "));
+    let c = caption(capture, &recordings, command, notes.join("\n"));
     let axis = drawn.cropped.then(|| (capture.ms(drawn.from), capture.ms(drawn.to)));
     timeline_svg_over(&c, &panels, &Drawing::PLAIN, axis).map_err(Error::Internal)
 }
