@@ -72,6 +72,8 @@ pub enum Key {
     HostCall,
     /// The host waiting for the GPU (a synchronize).
     HostWait,
+    /// An NVTX range the traced program marked ([`crate::lab::record::nvtx_rows`]).
+    Range,
 }
 
 impl Key {
@@ -82,6 +84,7 @@ impl Key {
             Key::Kernel(i) => drawing.kernels.get(i).map_or("kernel", |k| k.1).into(),
             Key::HostCall => "host: in a driver call".into(),
             Key::HostWait => "host: waiting for the GPU".into(),
+            Key::Range => "NVTX range".into(),
         }
     }
 }
@@ -163,20 +166,9 @@ pub fn panels(recordings: &[Recording], drawing: &Drawing, report: &Report) -> V
         .collect()
 }
 
-/// The panels of recordings that no lesson's report goes with (a traced program's
-/// processes), drawn plain, each headed by what the recording calls itself and its time.
-pub fn plain_panels(recordings: &[Recording]) -> Vec<Panel> {
-    let several_gpus = recordings.iter().flat_map(|r| &r.spans).any(|s| s.device != 0);
-    recordings
-        .iter()
-        .map(|r| {
-            let heading = format!("{}: {:.3} ms", r.version, r.ms);
-            panel(r, &Drawing::PLAIN, heading, several_gpus)
-        })
-        .collect()
-}
-
-fn panel(r: &Recording, drawing: &Drawing, heading: String, several_gpus: bool) -> Panel {
+/// One recording's panel, drawn as `drawing` says, headed `heading`; its streams named with
+/// their GPU where `several_gpus`.
+pub fn panel(r: &Recording, drawing: &Drawing, heading: String, several_gpus: bool) -> Panel {
     let main = || r.host.iter().filter(|h| h.thread == MAIN_THREAD);
     // A host-timed run's window starts at its first driver call that issues work.
     let timed = match drawing.host_timed {

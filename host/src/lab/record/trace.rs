@@ -8,9 +8,10 @@
 //! - The recorded versions follow each other on the same tracks, a small gap between them.
 //! - An `X` slice per kernel, copy, memset and host function, with args: the lesson's
 //!   label, the runtime's, bytes and GB/s, grid and block, pinned or pageable.
-//! - Host slices: the issue of each driver call, synchronize waits, host functions running.
+//! - Host slices: the issue of each driver call, synchronize waits, host functions running;
+//!   a traced program's NVTX ranges on a track of their own per thread (`main · NVTX`).
 //! - Flow arrows (`s`/`f`, bound to the enclosing slices) from an event record to the waits
-//!   it releases.
+//!   it releases, and in a traced program's trace from a launch call to its work.
 //! - Metadata (top-level `metadata`, and process labels): lesson, parameters, device, and
 //!   where the timeline came from.
 //!
@@ -24,7 +25,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 
 use crate::lab::record::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
-use crate::lab::record::trace_tracks::{process_tracks, version_tracks, Layout};
+use crate::lab::record::trace_tracks::{host_track, process_tracks, version_tracks, Layout};
 
 /// What a trace says about where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +50,15 @@ fn host_cat(kind: HostWork) -> &'static str {
         HostWork::Wait => "host wait",
         HostWork::HostFn => "host function run",
         HostWork::Range => "nvtx range",
+    }
+}
+
+/// A flow's category: a host call to the work it put on a stream is a launch; the rest are
+/// an event record to the waits it releases.
+fn flow_cat(f: &Flow) -> &'static str {
+    match (&f.from, &f.to) {
+        (Track::Host { .. }, Track::Stream { .. }) => "launch",
+        _ => "event",
     }
 }
 
@@ -152,12 +162,18 @@ fn write_in(layout: Layout, meta: &Meta, recordings: &[Recording]) -> Value {
             }));
         }
         for h in &r.host {
-            let (pid, tid) = tracks.thread(i, &h.thread);
+            let (pid, tid) = tracks.thread(i, &host_track(h));
+            let mut args =
+                json!({"version": r.version, "start_ms": h.start_ms, "end_ms": h.end_ms});
+            // A range's track is not its thread's: the thread is said.
+            if h.kind == HostWork::Range {
+                args["thread"] = json!(h.thread);
+            }
             events.push(json!({
                 "ph": "X", "cat": host_cat(h.kind), "name": h.name,
                 "pid": pid, "tid": tid,
                 "ts": us(offset, h.start_ms), "dur": (h.end_ms - h.start_ms) * 1e3,
-                "args": {"version": r.version, "start_ms": h.start_ms, "end_ms": h.end_ms},
+                "args": args,
             }));
         }
         for f in &r.flows {
@@ -173,13 +189,14 @@ fn write_in(layout: Layout, meta: &Meta, recordings: &[Recording]) -> Value {
                 if matches!(f.from, Track::Stream { .. }) { -NS } else { NS },
                 if matches!(f.to, Track::Stream { .. }) { NS } else { -NS },
             );
+            let cat = flow_cat(f);
             events.push(json!({
-                "ph": "s", "cat": "event", "name": f.name, "id": flow_id,
+                "ph": "s", "cat": cat, "name": f.name, "id": flow_id,
                 "pid": fp, "tid": ft, "ts": us(offset, f.from_ms) + from_nudge,
                 "args": {"version": r.version, "from": f.from, "from_ms": f.from_ms, "to": f.to, "to_ms": f.to_ms},
             }));
             events.push(json!({
-                "ph": "f", "bp": "e", "cat": "event", "name": f.name, "id": flow_id,
+                "ph": "f", "bp": "e", "cat": cat, "name": f.name, "id": flow_id,
                 "pid": tp, "tid": tt, "ts": us(offset, f.to_ms) + to_nudge,
             }));
         }
@@ -277,8 +294,9 @@ pub fn read(trace: &Value) -> Result<(Meta, Vec<Recording>), String> {
         };
         if let Some(kind) = host {
             let key = (number(e, "pid")? as u64, number(e, "tid")? as u64);
+            let track = || threads.get(&key).cloned().unwrap_or_default();
             let span = HostSpan {
-                thread: threads.get(&key).cloned().unwrap_or_default(),
+                thread: a["thread"].as_str().map_or_else(track, str::to_owned),
                 kind,
                 name: text(e, "name")?,
                 start_ms: number(a, "start_ms")?,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::lab::record::span::{row_name, rows, Recording};
+use crate::lab::record::span::{row_name, rows, HostSpan, HostWork, Recording};
 
 const HOST_PID: u64 = 1;
 const VERSIONS_TID: u64 = 1;
@@ -51,6 +51,16 @@ impl Tracks {
     }
 }
 
+/// The track a host span goes on: its thread's, or for an NVTX range the thread's track of
+/// ranges (`main · NVTX`), so that ranges, which enclose the calls made in them, read as a
+/// track of their own above the calls.
+pub fn host_track(h: &HostSpan) -> String {
+    match h.kind {
+        HostWork::Range => format!("{} · NVTX", h.thread),
+        _ => h.thread.clone(),
+    }
+}
+
 fn named(name: &str, pid: u64, tid: Option<u64>, args: Value) -> Value {
     let mut e = json!({"ph": "M", "name": name, "pid": pid, "args": args});
     if let Some(t) = tid {
@@ -74,8 +84,9 @@ pub fn version_tracks(device_name: &str, recordings: &[Recording], source_line: 
             }
         }
         for h in &r.host {
-            if !threads.contains(&h.thread) {
-                threads.push(h.thread.clone());
+            let track = host_track(h);
+            if !threads.contains(&track) {
+                threads.push(track);
             }
         }
     }
@@ -137,7 +148,8 @@ pub fn version_tracks(device_name: &str, recordings: &[Recording], source_line: 
 }
 
 /// A traced program's tracks: recording i is process i + 1, named by its version, with its
-/// whole run on track 1, then its streams (named with their GPU) and its host threads.
+/// whole run on track 1, then its streams (named with their GPU) and its host threads, each
+/// thread's NVTX ranges on a track just above its calls ([`host_track`]).
 pub fn process_tracks(recordings: &[Recording], source_line: &str) -> Tracks {
     let mut tracks = Tracks {
         layout: Layout::Processes,
@@ -154,11 +166,27 @@ pub fn process_tracks(recordings: &[Recording], source_line: &str) -> Tracks {
             names.push(row_name(device, &stream, true));
             tracks.streams.insert((r, device, stream), (pid, tid));
         }
-        for h in &recording.host {
-            let tid = names.len() as u64 + 1;
-            if let Entry::Vacant(track) = tracks.threads.entry((r, h.thread.clone())) {
-                track.insert((pid, tid));
-                names.push(h.thread.clone());
+        // Threads in the order of their first host span, each with its ranges' track and its
+        // calls' track where it has them.
+        let mut threads: BTreeMap<&str, (usize, bool, bool)> = BTreeMap::new();
+        for (at, h) in recording.host.iter().enumerate() {
+            let seen = threads.entry(&h.thread).or_insert((at, false, false));
+            match h.kind {
+                HostWork::Range => seen.1 = true,
+                _ => seen.2 = true,
+            }
+        }
+        let mut threads: Vec<(&str, (usize, bool, bool))> = threads.into_iter().collect();
+        threads.sort_by_key(|(_, (at, _, _))| *at);
+        for (thread, (_, ranges, calls)) in threads {
+            let range_track = format!("{thread} · NVTX");
+            let own = [(ranges, range_track), (calls, thread.to_string())];
+            for track in own.into_iter().filter(|(has, _)| *has).map(|(_, track)| track) {
+                let tid = names.len() as u64 + 1;
+                if let Entry::Vacant(slot) = tracks.threads.entry((r, track.clone())) {
+                    slot.insert((pid, tid));
+                    names.push(track);
+                }
             }
         }
         let events = &mut tracks.named;

@@ -274,6 +274,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}: {detail}"),
     ("timeline.header", "timeline, {version} (one run; {source}):"),
+    ("timeline.no_work", "timeline, {version}: no GPU work recorded"),
     ("timeline.cupti", "GPU time from CUPTI activity records: each span is the engine's own start and end"),
     ("timeline.events", "timeline from events: a span includes queueing (CUPTI not used: {why})"),
     ("timeline.events_devices", "timeline from events: a span includes queueing, and the GPUs are lined up by the host clock, to within a few microseconds (CUPTI not used: {why})"),

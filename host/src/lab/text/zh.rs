@@ -275,6 +275,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}：{detail}"),
     ("timeline.header", "时间线，{version}（一次运行；{source}）："),
+    ("timeline.no_work", "时间线，{version}：没有记录到 GPU 工作"),
     ("timeline.cupti", "GPU 时间来自 CUPTI 活动记录：每一段都是执行引擎自己记下的开始和结束"),
     ("timeline.events", "时间线来自事件：一段时间包含排队的时间（未使用 CUPTI：{why}）"),
     ("timeline.events_devices", "时间线来自事件：一段时间包含排队的时间，各 GPU 按主机时钟对齐，误差在几微秒之内（未使用 CUPTI：{why}）"),

@@ -82,6 +82,10 @@ Examples:
   streamlab trace --svg t.svg --trace t.json -- python train.py
                                                  a PyTorch script, as a picture and a
                                                  trace for ui.perfetto.dev
+  streamlab trace --svg t.svg --svg-range step:3 -- python train.py
+                                                 the picture of the third NVTX range
+                                                 \"step\" (by default: from the first
+                                                 range on, the start-up left out)
   streamlab trace --timeline -- python -c 'import torch; x = torch.ones(1 << 24).cuda()'
                                                  ... and its streams drawn in the terminal
   streamlab trace -- streamlab launch --gpus 2 run allreduce-overlap
@@ -389,6 +393,7 @@ mod tests {
             "Nsight Systems",
             "SIGABRT",
             "<pid>.<seq>.jsonl",
+            "--svg-range step:3",
         ] {
             assert!(help.contains(want), "{want}: {help}");
         }

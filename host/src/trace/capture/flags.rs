@@ -8,6 +8,7 @@ use crate::lab::text::flag_values::{number, whole};
 use crate::lab::text::Lang;
 use crate::runtime::Result;
 use crate::trace::capture::present::Output;
+use crate::trace::capture::svg_range::SvgRange;
 use crate::trace::inspect::findings::Thresholds;
 
 /// `--help`'s heading for the thresholds.
@@ -19,15 +20,23 @@ pub struct OutputFlags {
     #[arg(
         long,
         value_name = "FILE.json",
-        help = "Also write the trace for ui.perfetto.dev: one process per traced process, its streams and host threads"
+        help = "Also write the trace for ui.perfetto.dev: one process per traced process, its streams and host threads, each thread's NVTX ranges on a track of their own, an arrow from launch calls to their work (at most 20000 a process, spread evenly)"
     )]
     pub trace: Option<PathBuf>,
     #[arg(
         long,
         value_name = "FILE.svg",
-        help = "Also draw the streams as an SVG picture, a panel per process on one time scale"
+        help = "Also draw the streams as an SVG picture, a panel per process on one time scale, each thread's NVTX ranges in rows above its streams; by default the steady state only (see --svg-range)"
     )]
     pub svg: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "NAME[:N[-M]]",
+        requires = "svg",
+        value_parser = SvgRange::parse,
+        help = "What --svg draws. Without it, the steady state: from the first top-level NVTX range (else the first GPU work) to the last GPU work, the caption saying how much start-up was left out. all: the whole run. NAME: every occurrence of the NVTX range NAME; NAME:N its Nth; NAME:N-M its Nth to Mth (counted from 1 in each process), each to the end of the GPU work launched in it. A range the trace does not hold is said after the report and no picture is written: exit 2 (for trace, where the program succeeded)"
+    )]
+    pub svg_range: Option<SvgRange>,
     #[arg(long, help = "Also draw each process's streams in the terminal (on stderr)")]
     pub timeline: bool,
     #[arg(
@@ -55,6 +64,7 @@ impl OutputFlags {
         Ok(Output {
             trace: file("--trace", &self.trace)?,
             svg: file("--svg", &self.svg)?,
+            svg_range: self.svg_range.clone().unwrap_or_default(),
             json: file("--json", &self.json)?,
             timeline: self.timeline,
             lang: Lang::or_locale(self.lang.as_deref()),

@@ -3,8 +3,8 @@
 //! [`session`], which prepares the recorder ([`injection`]), runs the program as it is
 //! ([`program`]), reads the files the recorder left, one per process ([`reader`], into the
 //! [`model`]), turns them into the recordings the lessons' writers draw
-//! ([`recordings`]: a Perfetto trace, an SVG, the terminal's timeline) and reports what they
-//! say about overlap ([`summary`], from `inspect`).
+//! ([`recordings`]: a Perfetto trace, an SVG of the time [`svg_range`] chose, the terminal's
+//! timeline) and reports what they say about overlap ([`summary`], from `inspect`).
 //!
 //! Named "capture" so that its files are not confused with the Perfetto writer
 //! (`record::trace`).
@@ -19,3 +19,4 @@ pub mod recordings;
 pub mod report_command;
 pub mod session;
 pub mod summary;
+pub mod svg_range;

@@ -13,8 +13,9 @@ use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
 use crate::trace::capture::analysis::Analysis;
-use crate::trace::capture::recordings::{self, timeline_text};
+use crate::trace::capture::recordings::{self, timeline_text, trace_json};
 use crate::trace::capture::summary::{header, Cost, Ended, TraceReport};
+use crate::trace::capture::svg_range::SvgRange;
 use crate::trace::inspect::overlap_text::report_text;
 
 /// The files and views asked for.
@@ -22,6 +23,8 @@ use crate::trace::inspect::overlap_text::report_text;
 pub struct Output {
     pub trace: Option<OutputFile>,
     pub svg: Option<OutputFile>,
+    /// What the SVG draws (`--svg-range`).
+    pub svg_range: SvgRange,
     pub json: Option<OutputFile>,
     pub timeline: bool,
     pub lang: Lang,
@@ -86,15 +89,26 @@ pub fn present(
     for line in &lines {
         say(line, lang);
     }
-    // One set of recordings for the timeline, the trace and the picture, made only when
-    // one of them is asked for (a capture can hold millions of records).
-    let wants_drawing = output.timeline || output.trace.is_some() || output.svg.is_some();
-    let drawn = if wants_drawing { recordings::recordings(capture) } else { Vec::new() };
+    // Recordings are made only when a drawing asks for them (a capture can hold millions of
+    // records): the whole run's, once, for the timeline and the trace; the picture's, of the
+    // time it draws only, after those are gone.
+    let whole = output.timeline || output.trace.is_some();
+    let drawn = if whole { recordings::recordings(capture) } else { Vec::new() };
     if output.timeline {
         eprint!("{}", timeline_text(&drawn, lang));
     }
     eprint!("{}", report_text(report, lang));
-    recordings::write(capture, &drawn, command, output.trace.as_ref(), output.svg.as_ref())?;
+    if let Some(file) = &output.trace {
+        file.write(&trace_json(capture, &drawn, command)?)?;
+    }
+    drop(drawn);
+    // A range the capture does not hold is said after everything else was written.
+    let picture = match &output.svg {
+        Some(file) => recordings::picture(capture, command, &output.svg_range)
+            .and_then(|svg| file.write(&svg))
+            .map(|()| Some(file)),
+        None => Ok(None),
+    };
     if let Some(file) = &output.json {
         let json = TraceReport::new(command, ended, &lines, capture, report, cost);
         let text = serde_json::to_string_pretty(&json)
@@ -104,11 +118,11 @@ pub fn present(
     let shown = |f: &OutputFile| f.path().display().to_string();
     let written = [
         output.trace.as_ref().map(|f| t!("trace.wrote_trace", path = shown(f))),
-        output.svg.as_ref().map(|f| t!("trace.wrote_svg", path = shown(f))),
+        picture.as_ref().ok().copied().flatten().map(|f| t!("trace.wrote_svg", path = shown(f))),
         output.json.as_ref().map(|f| t!("trace.wrote_json", path = shown(f))),
     ];
     for line in written.iter().flatten() {
         say(line, lang);
     }
-    Ok(())
+    picture.map(|_| ())
 }

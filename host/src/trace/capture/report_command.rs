@@ -35,6 +35,9 @@ Examples:
   streamlab report raw/                               the same report again, anywhere
   streamlab report raw/ --idle-gap-ms 1 --json r.json other thresholds, as JSON
   streamlab report raw/ --svg t.svg --trace t.json    the picture and the Perfetto trace
+  streamlab report raw/ --svg t.svg --svg-range step:3
+                                                      the third NVTX range \"step\" only
+  streamlab report raw/ --svg t.svg --svg-range all   the whole run, start-up included
   streamlab report raw/ --lang zh                     the report in Chinese (中文)";
 
 // The flags of `report` (`//`, not `///`: clap would make a doc comment the command's about).
@@ -136,10 +139,42 @@ mod tests {
         check_dir(&testdata("one-process")).unwrap();
     }
 
+    /// `--svg-range` draws the picture `--svg` names, and a bad one is refused before anything
+    /// is read, in one line (exit 2).
+    #[test]
+    fn the_svg_range_is_read_and_checked_with_the_flags() {
+        use crate::trace::capture::svg_range::SvgRange;
+        let flags = parse(&["d", "--svg", "t.svg", "--svg-range", "step:2-4"]).unwrap();
+        let range = SvgRange::Range { name: "step".into(), first: 2, last: Some(4) };
+        assert_eq!(flags.output.svg_range, Some(range.clone()));
+        assert_eq!(flags.output.output().unwrap().svg_range, range);
+        let plain = parse(&["d", "--svg", "t.svg"]).unwrap().output.output().unwrap();
+        assert_eq!(plain.svg_range, SvgRange::Steady);
+        let e = parse(&["d", "--svg", "t.svg", "--svg-range", "step:0"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation);
+        // clap's first line, which streamlab's one error line is made of.
+        let text = e.to_string();
+        let line = text.lines().next().unwrap_or_default();
+        assert!(line.contains("step:0") && line.contains("counted from 1"), "{text}");
+        let e = parse(&["d", "--svg-range", "step"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        // The help says the arrows' cap as the code has it.
+        let help = command().render_long_help().to_string();
+        let cap = crate::trace::capture::recordings::MAX_LAUNCH_FLOWS;
+        assert!(help.contains(&format!("at most {cap} a process")), "{help}");
+    }
+
     #[test]
     fn the_help_teaches() {
         let help = command().render_long_help().to_string();
-        for want in ["--keep DIR", "no GPU", "streamlab-trace.json", "[default: 0.1]", "--json"] {
+        for want in [
+            "--keep DIR",
+            "no GPU",
+            "streamlab-trace.json",
+            "[default: 0.1]",
+            "--json",
+            "--svg-range",
+        ] {
             assert!(help.contains(want), "{want}: {help}");
         }
     }

@@ -196,13 +196,15 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     let fallback = Some((run.cupti.clone(), run.cupti_version));
     let shown =
         present(&analysis, &settings.program, Some(ran.ended), cost, fallback, &settings.output);
-    if let Err(e) = shown {
-        return Ok(after(e));
-    }
+    // Where the files are kept is said even when one of them could not be written (an
+    // `--svg-range` the trace does not hold): `streamlab report` can draw it again from there.
     if !dir.remove {
         say(&t!("trace.kept", path = dir.path.display().to_string()), lang);
     }
-    Ok(code)
+    match shown {
+        Ok(()) => Ok(code),
+        Err(e) => Ok(after(e)),
+    }
 }
 
 #[cfg(test)]
@@ -228,6 +230,7 @@ mod tests {
             output: Output {
                 trace: file("--trace", "t.json"),
                 svg: file("--svg", "t.svg"),
+                svg_range: Default::default(),
                 json: file("--json", "r.json"),
                 timeline: true,
                 lang: Lang::En,
