@@ -457,6 +457,31 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("inspect.ahead", "发现：CPU 领先于 GPU：每次出现所发出的工作，中位数在该次出现结束后 {ms} ms 才结束（落后 {steps} 次出现），最多 {max} ms，共 {n} 次出现。这很正常，也是好事：GPU 上始终有排队的工作。只有当发射队列满、发射调用被阻塞时才有代价（这里发射调用耗时的中位数为 {launch_us} us）"),
     ("inspect.whole", "pid {pid}：NVTX 区间 {range} 完整记录了 {whole} 次，共 {total} 次（{span}）"),
     ("inspect.whole_sampled", "；由记录器抽样：所见 {seen} 次中每 {every} 次保留一次"),
+
+    // streamlab diff（trace::capture::diff_command）：两份报告并排比较。
+    ("diff.header", "比较 A = {a} 与 B = {b}（B − A：变化；B/A：比值，仅对时间）"),
+    ("diff.thresholds_differ", "两份报告的发现用了不同的阈值：出现或消失的发现可能来自阈值，而不是程序"),
+    ("diff.processes", "进程按启动顺序配对（pid 每次运行都会变）："),
+    ("diff.process_both", "进程 #{n}：A 中 pid {a}，B 中 pid {b}"),
+    ("diff.process_only_a", "进程 #{n}：A 中 pid {pid}，B 中没有"),
+    ("diff.process_only_b", "进程 #{n}：B 中 pid {pid}，A 中没有"),
+    ("diff.process", "进程 #{n}"),
+    ("diff.range", "NVTX 区间“{range}”"),
+    ("diff.window", "{name}（A 中 pid {a}，B 中 pid {b}）："),
+    ("diff.window_only_a", "{name}：只在 A 中"),
+    ("diff.window_only_b", "{name}：只在 B 中"),
+    ("diff.no_windows", "两份报告都没有窗口：无可比较"),
+    ("diff.figure", "指标"),
+    ("diff.figure.occurrences", "标记次数"),
+    ("diff.figure.span", "窗口时间 (ms)"),
+    ("diff.figure.bound", "理论下限 (ms)"),
+    ("diff.figure.over", "实测 / 理论下限 (x)"),
+    ("diff.figure.busy", "忙碌：{engine} (ms)"),
+    ("diff.figure.copy_under", "计算掩盖的拷贝 (%)"),
+    ("diff.figure.ran_during", "区间打开期间运行 (ms)"),
+    ("diff.finding_count", "发现 {rule}：次数"),
+    ("diff.finding_cost", "发现 {rule}：代价 (ms)"),
+    ("diff.wrote_json", "差异（JSON）已写入 {path}"),
 ];
 
 /// English name (an id in JSON) → 中文显示名。

@@ -10,6 +10,10 @@
 //! (`record::trace`).
 pub mod analysis;
 pub mod command;
+pub mod diff;
+pub mod diff_command;
+#[cfg(test)]
+pub(crate) mod diff_tests;
 pub mod file_text;
 pub mod flags;
 pub mod injection;

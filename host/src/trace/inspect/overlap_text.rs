@@ -15,7 +15,8 @@ fn percent(fraction: Option<f64>) -> String {
     fraction.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0))
 }
 
-fn engine_name(engine: Engine, lang: Lang) -> String {
+/// An engine class's name in `lang` (the catalogs' `inspect.engine.*`).
+pub fn engine_name(engine: Engine, lang: Lang) -> String {
     Text::message(&format!("inspect.engine.{}", engine_key(engine)), Vec::new()).render(lang)
 }
 
