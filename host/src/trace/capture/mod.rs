@@ -4,7 +4,9 @@
 //! ([`program`]), reads the files the recorder left, one per process ([`reader`], into the
 //! [`model`]), turns them into the recordings the lessons' writers draw
 //! ([`recordings`]: a Perfetto trace, an SVG, the terminal's timeline) and reports what they
-//! say about overlap ([`summary`], from `inspect`).
+//! say about overlap ([`summary`], from `inspect`). `streamlab report DIR` ([`report_command`])
+//! analyses a kept folder again; `streamlab diff A.json B.json` ([`diff_command`], over
+//! [`diff`]) compares two JSON reports, before and after a fix.
 //!
 //! Named "capture" so that its files are not confused with the Perfetto writer
 //! (`record::trace`).
