@@ -1,7 +1,7 @@
 //! The `streamlab` command: device facts, the list of lessons, running them, and tracing any
 //! CUDA program. It parses, dispatches and exits; each command lives in its room, its flags
 //! beside it: `lab::harness` (`info_command`, `list_command`, `run_command`), `lab::ddp`
-//! (`launch`), `trace::capture` (`trace`).
+//! (`launch`), `trace::capture` (`trace`, `report`, `diff`).
 use std::process::ExitCode;
 
 use clap::{Arg, ArgMatches, Command};
@@ -14,6 +14,7 @@ use streamlab::lab::harness::list_command::{self, ListFlags};
 use streamlab::lab::harness::run_command::{self, Failure};
 use streamlab::lessons::LESSONS;
 use streamlab::trace::capture::command as trace_command;
+use streamlab::trace::capture::diff_command;
 use streamlab::trace::capture::report_command;
 use streamlab::Error;
 
@@ -35,6 +36,8 @@ Examples:
                                               reported on (see streamlab trace --help)
   streamlab report raw/                       a folder `trace --keep raw/` kept, reported
                                               on again (no GPU needed)
+  streamlab diff before.json after.json       two JSON reports of trace, before and after
+                                              a fix, window by window
 
 Exit codes:
   0  success, every check passed (or honestly not asserted)
@@ -116,6 +119,7 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
         .subcommand(launch)
         .subcommand(trace_command::command())
         .subcommand(report_command::command())
+        .subcommand(diff_command::command())
 }
 
 fn main() -> ExitCode {
@@ -154,12 +158,12 @@ fn main() -> ExitCode {
 }
 
 /// Whether an error is also printed as JSON on stdout: `--json` among streamlab's own
-/// arguments, but never for `trace`, whose stdout is the traced program's, nor `report`:
-/// their `--json FILE` names a file (nor a `--json` of the program's, after `--`).
+/// arguments, but never for `trace`, whose stdout is the traced program's, nor `report` or
+/// `diff`: their `--json FILE` names a file (nor a `--json` of the program's, after `--`).
 fn errors_as_json(argv: &[String]) -> bool {
     let own = argv.iter().skip(1).take_while(|a| *a != "--");
     let command = argv.iter().skip(1).find(|a| !a.starts_with('-'));
-    let writes_a_file = command.is_some_and(|c| c == "trace" || c == "report");
+    let writes_a_file = command.is_some_and(|c| c == "trace" || c == "report" || c == "diff");
     !writes_a_file && own.into_iter().any(|a| a == "--json")
 }
 
@@ -214,6 +218,10 @@ fn execute(matches: &ArgMatches, json: bool) -> Result<ExitCode, Failure> {
         }
         Some(("report", m)) => {
             let code = report_command::run(m).map_err(|e| (e, Some("report")))?;
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        }
+        Some(("diff", m)) => {
+            let code = diff_command::run(m).map_err(|e| (e, Some("diff")))?;
             Ok(ExitCode::from(code.clamp(0, 255) as u8))
         }
         Some(("trace", m)) => {

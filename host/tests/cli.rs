@@ -215,7 +215,7 @@ fn trace_and_svg_naming_a_missing_folder_or_a_folder_are_refused_before_the_gpu(
 fn a_missing_command_or_argument_is_named_in_one_complete_line() {
     assert_refused(
         &[],
-        "a command is missing: info, list, run, launch, trace or report (see streamlab --help)",
+        "a command is missing: info, list, run, launch, trace, report or diff (see streamlab --help)",
     );
     for (args, named) in [
         (
@@ -333,4 +333,46 @@ fn run_all_recorded_ends_with_its_totals() {
     let o = streamlab(&["run", "all", "--recorded", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v.as_array().map(Vec::len), Some(shown));
+}
+
+/// `streamlab diff` of a report with itself: exit 0, every change zero, the same in the JSON;
+/// a file that is no report: exit 2 and one line naming it.
+#[test]
+fn diff_compares_two_reports_and_names_a_file_that_is_none() {
+    let dir = scratch("diff");
+    let testdata = concat!(env!("CARGO_MANIFEST_DIR"), "/src/trace/read/testdata/one-process");
+    let report = dir.join("r.json");
+    let report = report.to_str().unwrap();
+    let o = streamlab(&["report", testdata, "--json", report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = dir.join("d.json");
+    let o = streamlab(&["diff", report, report, "--json", out.to_str().unwrap(), "--lang", "en"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("process #1: pid 4242 in A, pid 4242 in B"), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains(" (ms) ")).collect();
+    assert!(rows.len() >= 10, "{text}");
+    for row in rows {
+        let cells: Vec<&str> = row.split_whitespace().rev().take(2).collect();
+        assert_eq!(cells, ["1.00", "0.000"], "{row}");
+    }
+    assert!(stderr(&o).contains("diff (JSON) written to"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let windows = v["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 2, "{v}");
+    for figure in windows.iter().flat_map(|w| w["figures"].as_array().unwrap()) {
+        assert_eq!(figure["delta"], 0.0, "{figure}");
+    }
+    // Not a report: the lesson list's JSON, and a file that is not JSON.
+    let lesson = dir.join("list.json");
+    std::fs::write(&lesson, stdout(&streamlab(&["list", "--json"]))).unwrap();
+    let lesson = lesson.to_str().unwrap();
+    assert_refused(
+        &["diff", report, lesson],
+        &format!("streamlab: diff: {lesson}: not a streamlab trace report ("),
+    );
+    assert_refused(&["diff", testdata, report], "diff: ");
+    assert_refused(&["diff", report, "no-such.json"], "diff: no-such.json: cannot read it");
+    assert_refused(&["diff", report], "<B.json>");
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -15,7 +15,7 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
         );
     }
     if e.kind() == ErrorKind::MissingSubcommand && command == "streamlab" {
-        return "a command is missing: info, list, run, launch, trace or report (see streamlab --help)"
+        return "a command is missing: info, list, run, launch, trace, report or diff (see streamlab --help)"
             .into();
     }
     if let Some(line) = trace_line(e, command) {
@@ -93,7 +93,7 @@ fn trace_line(e: &clap::Error, command: &str) -> Option<String> {
 pub fn command_path(argv: &[String], lessons: &[Entry]) -> String {
     let mut path = vec!["streamlab"];
     let mut words = argv.iter().skip(1).filter(|a| !a.starts_with('-'));
-    let commands = ["info", "list", "run", "launch", "trace", "report"];
+    let commands = ["info", "list", "run", "launch", "trace", "report", "diff"];
     let top = words.next().filter(|w| commands.contains(&w.as_str()));
     if let Some(top) = top {
         path.push(top);

@@ -16,7 +16,8 @@ fn percent(fraction: Option<f64>) -> String {
     fraction.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0))
 }
 
-fn engine_name(engine: Engine, lang: Lang) -> String {
+/// An engine class's name in `lang` (the catalogs' `inspect.engine.*`).
+pub fn engine_name(engine: Engine, lang: Lang) -> String {
     Text::message(&format!("inspect.engine.{}", engine_key(engine)), Vec::new()).render(lang)
 }
 
@@ -184,7 +185,12 @@ fn tables_text(t: &Tables, lang: Lang) -> String {
         out += &format!("  {}", line(t!("inspect.copies_table"), lang));
     }
     for c in &t.copies {
-        let direction = Text::message(&format!("inspect.direction.{}", c.direction), Vec::new());
+        // Copies in and out are named as their engine classes are.
+        let key = match c.direction {
+            "copy_in" | "copy_out" => format!("inspect.engine.{}", c.direction),
+            other => format!("inspect.direction.{other}"),
+        };
+        let direction = Text::message(&key, Vec::new());
         let memory = match c.memory {
             "" => Text::Plain(String::new()),
             m => Text::message(&format!("inspect.memory.{m}"), Vec::new()),

@@ -11,7 +11,7 @@
 //! start to its last end) and *ran during* (the work that ran while it was open, clipped to
 //! its occurrences). The first is what the findings read; the two differ when the CPU runs
 //! ahead. One pass over each device's records fills every window of the process.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::trace::inspect::projection::{Projection, NONE};
 use crate::trace::inspect::union::Union;
@@ -23,7 +23,7 @@ use crate::trace::read::model::{Ns, Process};
 pub const MAX_RANGE_NAMES: usize = 20;
 
 /// Which part of a process's run a window is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Part {
     /// Every GPU work of the process on the device.
