@@ -31,7 +31,7 @@ def rank(r, late_ms=20.0, cap=25.0, steps=10, late_every=2, late_rank=1, buckets
     late_steps = [i for i in range(steps) if late_ms > 0 and (i + 1) % late_every == 0]
     waits = r != late_rank
     return {"program": "ddp_late_rank", "rank": r, "world_size": 2, "pid": PIDS[r],
-            "local_rank": r, "device": r, "gpu": "H100", "steps": steps, "warmup": 2,
+            "local_rank": r, "device": r, "gpu": "H100", "nccl_nvls_enable": "0", "steps": steps, "warmup": 2,
             "late_rank": late_rank, "late_ms": late_ms, "late_every": late_every,
             "late_steps": late_steps, "bucket_cap_mb": cap, "buckets": buckets,
             "bucket_sizes": [1 << 28] * buckets, "weights_mib": 1024.0,
@@ -137,7 +137,7 @@ class Late(Base):
     def test_the_late_rank_named_within_the_bounds_passes(self):
         rows = self.late()
         self.assertEqual({k: r[3] for k, r in rows.items()}, {
-            "late.exit": "ok", "late.processes": "ok", "late.launcher": "ok",
+            "late.exit": "ok", "late.nvls": "ok", "late.processes": "ok", "late.launcher": "ok",
             "late.stragglers": "ok", "late.straggler": "ok", "late.device": "ok",
             "late.late_in": "ok", "late.median_ms": "ok", "late.others_waited": "info",
             "late.finding": "ok"})
@@ -208,6 +208,12 @@ class Late(Base):
         rows = self.folder.rows("late")
         self.assertEqual(rows["late"][2:], ("cannot check: KeyError 'stragglers'", "FAILED"))
         self.assertEqual(rows["late.launcher"][3], "ok")  # the rows made before it are kept
+
+    def test_nvlink_multicast_left_on_in_a_rank_fails(self):
+        ranks = [rank(0), dict(rank(1), nccl_nvls_enable=None)]
+        self.folder.run("late", ranks, report(rank_windows(), [straggler()]))
+        self.assertEqual(self.folder.rows("late")["late.nvls"][2:],
+                         ("NCCL_NVLS_ENABLE 0, None", "FAILED"))
 
     def test_a_failed_run_fails_its_exit_row(self):
         self.folder.run("late", LATE_RANKS, report(rank_windows(), [straggler()]), exit_code=1)
@@ -356,11 +362,11 @@ class Command(Base):
         code, out, _ = self.command(self.folder.path, "--only", "buckets")
         self.assertEqual(code, 0, out)
         lines = out.splitlines()
-        self.assertEqual(lines[-1], "17 rows, 0 FAILED")
+        self.assertEqual(lines[-1], "19 rows, 0 FAILED")
         self.assertTrue(all(line.count(" | ") == 3 for line in lines[:-1]), out)
         code, out, _ = self.command(self.folder.path)
         self.assertEqual(code, 1)
-        self.assertEqual(out.splitlines()[-1], "18 rows, 1 FAILED: late")
+        self.assertEqual(out.splitlines()[-1], "20 rows, 1 FAILED: late")
 
     def test_bad_arguments_exit_2(self):
         code, _, err = self.command(self.folder.path, "--only", "late,nope")
@@ -403,7 +409,7 @@ class Runner(Base):
         done, out, calls = self.runner("--steps", "6")
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         with open(os.path.join(out, "check.txt"), encoding="utf-8") as f:
-            self.assertEqual(f.read().splitlines()[-1], "27 rows, 0 FAILED")
+            self.assertEqual(f.read().splitlines()[-1], "30 rows, 0 FAILED")
         torchrun = os.path.join(STAND_INS, "torchrun")
         self.assertEqual([c for c in calls if c.startswith("streamlab")], [
             f"streamlab trace --json {name}.json --svg {name}.svg -- {torchrun} --standalone "
@@ -419,6 +425,13 @@ class Runner(Base):
                 self.assertTrue(os.path.isfile(os.path.join(out, f"{run}.{ext}")), (run, ext))
         with open(os.path.join(out, "late.stdout"), encoding="utf-8") as f:
             self.assertEqual(len([line for line in f if line.startswith("{")]), 2)
+
+    def test_the_runs_get_nvlink_multicast_off_whatever_the_caller_set(self):
+        done, out, _ = self.runner("--only", "buckets", NCCL_NVLS_ENABLE="1")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        rows = {r[0]: r for r in tdc.check(out, "buckets")}
+        for run in ("bucket-1", "bucket-1000"):
+            self.assertEqual(rows[f"{run}.nvls"][2:], ("NCCL_NVLS_ENABLE 0", "ok"))
 
     def test_a_wrong_straggler_fails_the_runner_and_only_named_runs_run(self):
         done, out, calls = self.runner("--only", "late", "--late-rank-ms", "2.5",

@@ -12,7 +12,8 @@ NAME.stderr (the trace's report), NAME.exit, NAME.wall_ns and NAME.json (`stream
 --json`). The runs: late (--bucket-cap-mb 25, rank 1 late; a shape where the all-reduces set
 the pace), bucket-1 and bucket-1000 (--bucket-cap-mb 1 and 1000, --late-ms 0).
 
-The checks, every run: it exited 0; the report holds each rank's process (the pids the ranks
+The checks, every run: it exited 0; its ranks ran with NCCL_NVLS_ENABLE=0 (the project's
+rule: NVLink multicast off); the report holds each rank's process (the pids the ranks
 print) and one more, torchrun's launcher (its command line names torchrun), which did no GPU
 work: no window is its.
 - late: one straggler (none when the ranks say late_ms 0): the process of the rank that says
@@ -212,6 +213,9 @@ def common_rows(folder, run, rows):
     code = run_exit(folder, run)
     rows.append(row(f"{run}.exit", 0, code, code == 0))
     ranks = rank_figures(folder, run)
+    nvls = sorted({str(f.get("nccl_nvls_enable")) for f in ranks})
+    rows.append(row(f"{run}.nvls", "NCCL_NVLS_ENABLE=0 in every rank",
+                    f"NCCL_NVLS_ENABLE {', '.join(nvls)}", nvls == ["0"]))
     report = read_report(folder, run)
     rows.extend(launcher_rows(run, report, ranks))
     return ranks, report

@@ -46,7 +46,7 @@ bucket small, the last layer alone; every other layer's gradient goes in one buc
 all-reduced after the whole backward).
 
 Its own figures, one JSON object a rank on its own stdout line (a "program" key): rank,
-world size, pid, local GPU, steps, warm-up steps, the steps it was late in (late_steps, the
+world size, pid, local GPU, NCCL_NVLS_ENABLE as it found it, steps, warm-up steps, the steps it was late in (late_steps, the
 same list on every rank: the late rank's late steps), late_ms, bucket_cap_mb, the buckets
 DDP all-reduced in the last step (buckets: counted by the comm hook, which times each
 bucket and calls DDP's default all-reduce) and the bucket sizes DDP logged (bucket_sizes,
@@ -231,6 +231,7 @@ def main():
         "local_rank": local_rank,
         "device": torch.cuda.current_device(),
         "gpu": torch.cuda.get_device_name(),
+        "nccl_nvls_enable": os.environ.get("NCCL_NVLS_ENABLE"),
         "steps": args.steps,
         "warmup": args.warmup,
         "late_rank": args.late_rank,
