@@ -31,7 +31,8 @@ def rank(r, late_ms=20.0, cap=25.0, steps=10, late_every=2, late_rank=1, buckets
     late_steps = [i for i in range(steps) if late_ms > 0 and (i + 1) % late_every == 0]
     waits = r != late_rank
     return {"program": "ddp_late_rank", "rank": r, "world_size": 2, "pid": PIDS[r],
-            "local_rank": r, "device": r, "gpu": "H100", "nccl_nvls_enable": "0", "steps": steps, "warmup": 2,
+            "local_rank": r, "device": r, "gpu": "H100", "nccl_nvls_enable": "0",
+            "steps": steps, "warmup": 2,
             "late_rank": late_rank, "late_ms": late_ms, "late_every": late_every,
             "late_steps": late_steps, "bucket_cap_mb": cap, "buckets": buckets,
             "bucket_sizes": [1 << 28] * buckets, "weights_mib": 1024.0,

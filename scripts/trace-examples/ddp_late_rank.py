@@ -46,15 +46,16 @@ bucket small, the last layer alone; every other layer's gradient goes in one buc
 all-reduced after the whole backward).
 
 Its own figures, one JSON object a rank on its own stdout line (a "program" key): rank,
-world size, pid, local GPU, NCCL_NVLS_ENABLE as it found it, steps, warm-up steps, the steps it was late in (late_steps, the
-same list on every rank: the late rank's late steps), late_ms, bucket_cap_mb, the buckets
-DDP all-reduced in the last step (buckets: counted by the comm hook, which times each
-bucket and calls DDP's default all-reduce) and the bucket sizes DDP logged (bucket_sizes,
-bytes, null where this PyTorch does not say), per step: step_ms (CUDA events around the
-step's work, the late rank's sleep included) and first_allreduce_ms (from the moment the
-step's first bucket was ready on the rank's stream to the end of its all-reduce: on the
-ranks that were on time, a late step's first all-reduce is longer by how long they waited),
-and wall_ms from the program's first line to its exit.
+world size, pid, local GPU, NCCL_NVLS_ENABLE as it found it, steps, warm-up steps, the steps
+it was late in (late_steps, the same list on every rank: the late rank's late steps),
+late_ms, bucket_cap_mb, the buckets DDP all-reduced in the last step (buckets: counted by
+the comm hook, which times each bucket and calls DDP's default all-reduce) and the bucket
+sizes DDP logged (bucket_sizes, bytes, null where this PyTorch does not say), per step:
+step_ms (CUDA events around the step's work, the late rank's sleep included) and
+first_allreduce_ms (from the moment the step's first bucket was ready on the rank's stream
+to the end of its all-reduce: on the ranks that were on time, a late step's first
+all-reduce is longer by how long they waited), and wall_ms from the program's first line to
+its exit.
 """
 import time
 
