@@ -6,7 +6,8 @@
 # and scripts/pictures.sh. A GPU machine without Rust then runs `bash .gpu/gpu-run.sh` (and
 # `bash .gpu/pictures.sh` for docs/img and docs/recorded, `bash .gpu/gpu-arch-check.sh` for PTX
 # per architecture, `bash .gpu/gpu-mp-check.sh` for mixed precision against its twin and bound,
-# `bash .gpu/trace-examples.sh` for `streamlab trace` on PyTorch programs and long runs).
+# `bash .gpu/trace-examples.sh` for `streamlab trace` on PyTorch programs and long runs,
+# `bash .gpu/trace-examples-ddp.sh` for it on a DDP program of two ranks under torchrun).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpu && mkdir -p .gpu/tests .gpu/benches
@@ -41,6 +42,7 @@ done
 cp -r cuda-reference scripts/gpu-run.sh scripts/gpu-arch-check.sh scripts/gpu-mp-check.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt \
   scripts/perf-check.sh scripts/perf_check.py scripts/perf-targets.tsv \
   scripts/trace-check.sh scripts/trace_compare.py scripts/trace-examples scripts/trace-examples.sh scripts/trace_examples_check.py \
+  scripts/trace-examples-ddp.sh scripts/trace_ddp_check.py \
   scripts/inject-check.sh scripts/inject_check.py .gpu/
 du -sh .gpu
 ls .gpu .gpu/tests .gpu/benches
