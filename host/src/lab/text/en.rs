@@ -465,7 +465,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("inspect.seen.implicit_sync", "the device idle while an allocation or free synchronized it (cudaMalloc, cudaFree, cudaHostAlloc with work in flight)"),
     ("inspect.cost.implicit_sync", "the device's idle time inside those calls"),
     ("inspect.comm", "collectives under compute: {hidden} ms of their {ms} ms ({share}), {exposed} ms exposed; with every collective hidden the window would last {if_hidden} ms"),
-    ("inspect.straggler", "the late rank: pid {pid} (GPU {device}) started last in {late} of {of} collectives, {median} ms after the next latest at the median; the others waited {waited} ms for it in all"),
+    ("inspect.straggler", "the late rank: pid {pid} (GPU {device}) started last in {late} of {of} collectives, {median} ms after the next latest at the median (and last by less in {more} more); the others waited {waited} ms for it in all"),
     ("inspect.matched_by_order", "(collectives matched by order: the i-th of each process and device, as NCCL runs a communicator's collectives in the order they were issued; NCCL's own numbering was not recorded)"),
     ("inspect.cost.cpu_ahead", "the median lead"),
     ("inspect.part.start_up", "start-up (the work launched before the first NVTX range)"),

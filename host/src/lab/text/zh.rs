@@ -462,7 +462,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("inspect.seen.implicit_sync", "分配或释放使设备同步时设备空闲（有工作在途时调用 cudaMalloc、cudaFree、cudaHostAlloc）"),
     ("inspect.cost.implicit_sync", "这些调用期间设备的空闲时间"),
     ("inspect.comm", "被计算掩盖的集合通信：{ms} ms 中的 {hidden} ms（{share}），暴露的 {exposed} ms；若全部集合通信都被掩盖，窗口将持续 {if_hidden} ms"),
-    ("inspect.straggler", "迟到的 rank：pid {pid}（GPU {device}）在 {of} 次集合通信中有 {late} 次最后开始，中位数比次晚者晚 {median} ms；其他 rank 一共为它等待了 {waited} ms"),
+    ("inspect.straggler", "迟到的 rank：pid {pid}（GPU {device}）在 {of} 次集合通信中有 {late} 次最后开始，中位数比次晚者晚 {median} ms（另有 {more} 次晚得较少）；其他 rank 一共为它等待了 {waited} ms"),
     ("inspect.matched_by_order", "（集合通信按顺序配对：每个进程与设备的第 i 次，因为 NCCL 按发出顺序运行一个通信器的集合通信；没有记录到 NCCL 自己的编号）"),
     ("inspect.cost.cpu_ahead", "领先时间的中位数"),
     ("inspect.part.start_up", "启动阶段（第一个 NVTX 区间开始之前发出的工作）"),

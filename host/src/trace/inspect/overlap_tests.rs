@@ -325,8 +325,39 @@ fn the_late_rank_is_named_with_how_late_it_was() {
     assert_ms(late.median_late_ms, 3.0);
     assert_ms(late.others_waited_ms, 60.0);
     let text = report_text(&report, Lang::En);
-    assert!(text.contains("the late rank: pid 2 (GPU 0) started last in 20 of 40 collectives, 3.000 ms after the next latest at the median; the others waited 60.000 ms for it in all"), "{text}");
+    assert!(text.contains("the late rank: pid 2 (GPU 0) started last in 20 of 40 collectives, 3.000 ms after the next latest at the median (and last by less in 0 more); the others waited 60.000 ms for it in all"), "{text}");
     assert!(text.contains("collectives matched by order"), "{text}");
+}
+
+/// A DDP step's shape: the late rank makes the others wait in the step's first all-reduce
+/// (20 ms), then is last by a little in the step's three others (0.2 ms). Its lateness is
+/// told over the first ones, the little ones counted apart.
+#[test]
+fn a_late_ranks_lateness_is_told_over_the_collectives_that_made_the_others_wait() {
+    let (mut one, mut two) = (context(), context());
+    for step in 0..10u32 {
+        let at = 100.0 * f64::from(step);
+        let late = step % 2 == 1;
+        for bucket in 0..4u32 {
+            let start = at + 25.0 * f64::from(bucket);
+            let behind = match (late, bucket) {
+                (false, _) => 0.0,
+                (true, 0) => 20.0,
+                (true, _) => 0.2,
+            };
+            let id = step * 4 + bucket;
+            one.push(nccl(13, start, start + 22.0, id));
+            two.push(nccl(13, start + behind, start + 22.0, id));
+        }
+    }
+    let report = overlap_report(
+        &capture(vec![process_of(1, &one), process_of(2, &two)]),
+        &Thresholds::DEFAULT,
+    );
+    let [late] = &report.stragglers[..] else { panic!("{:?}", report.stragglers) };
+    assert_eq!((late.pid, late.late_in, late.also_last_in, late.of), (2, 5, 15, 40));
+    assert_ms(late.median_late_ms, 20.0);
+    assert_ms(late.others_waited_ms, 103.0);
 }
 
 /// Collectives under compute: fully hidden, fully exposed, and half way.

@@ -316,6 +316,7 @@ pub fn report_text(report: &OverlapReport, lang: Lang) -> String {
             pid = s.pid,
             device = s.device,
             late = s.late_in,
+            more = s.also_last_in,
             of = s.of,
             median = fixed(s.median_late_ms, 3),
             waited = fixed(s.others_waited_ms, 3)

@@ -15,6 +15,12 @@ use crate::trace::read::model::{Capture, Ns, Process};
 /// all the waiting: ranks that are last now and then by chance are not.
 pub const STRAGGLER_SHARE: f64 = 0.1;
 
+/// A straggler's lateness is told over the collectives that make up this share of the
+/// waiting it caused, the latest first: in a DDP step a rank that starts late makes the
+/// others wait in its first all-reduce, and is then last by a little in the step's later
+/// ones; the little ones would pull the median down to nothing.
+pub const LATE_SHARE: f64 = 0.9;
+
 /// One participant's collectives, by start.
 struct Participant<'a> {
     process: &'a Process,
@@ -27,12 +33,16 @@ struct Participant<'a> {
 pub struct Straggler {
     pub pid: u32,
     pub device: u32,
-    /// In how many of the matched collectives it started last, further than the late-rank
-    /// time after the first.
+    /// In how many of the matched collectives it was late: the fewest, latest first, that
+    /// make up [`LATE_SHARE`] of the waiting it caused.
     pub late_in: usize,
+    /// In how many more it started last, further than the late-rank time after the first,
+    /// but by less.
+    pub also_last_in: usize,
     /// How many collectives were matched across the participants.
     pub of: usize,
-    /// How much later than the next latest participant it started, at the median of those.
+    /// How much later than the next latest participant it started, at the median of the
+    /// `late_in` collectives.
     pub median_late_ms: f64,
     /// The time the others' copies of those collectives waited for it, summed.
     pub others_waited_ms: f64,
@@ -65,6 +75,24 @@ fn participants(capture: &Capture) -> Vec<Participant<'_>> {
         }
     }
     out
+}
+
+/// The latest of `late_by` that add up to [`LATE_SHARE`] of their sum, with every other one
+/// as late as the last of them (ties are kept together).
+fn mostly_late(mut late_by: Vec<Ns>) -> Vec<Ns> {
+    late_by.sort_unstable_by(|a, b| b.cmp(a));
+    let total: Ns = late_by.iter().sum();
+    let mut sum: Ns = 0;
+    let mut cutoff = 0;
+    for &late in &late_by {
+        sum += late;
+        cutoff = late;
+        if sum as f64 >= LATE_SHARE * total as f64 {
+            break;
+        }
+    }
+    late_by.retain(|late| *late >= cutoff);
+    late_by
 }
 
 fn median(mut values: Vec<Ns>) -> Ns {
@@ -116,14 +144,18 @@ pub fn late_ranks(capture: &Capture, limits: &Limits) -> LateRanks {
     let total: Ns = waited.iter().sum();
     let mut stragglers: Vec<Straggler> = (0..participants.len())
         .filter(|&k| !late_by[k].is_empty() && waited[k] as f64 >= STRAGGLER_SHARE * total as f64)
-        .map(|k| Straggler {
-            pid: participants[k].process.pid,
-            device: participants[k].device,
-            late_in: late_by[k].len(),
-            of: matched,
-            median_late_ms: median(late_by[k].clone()) as f64 / 1e6,
-            others_waited_ms: waited[k] as f64 / 1e6,
-            matched_by: "order",
+        .map(|k| {
+            let mostly = mostly_late(late_by[k].clone());
+            Straggler {
+                pid: participants[k].process.pid,
+                device: participants[k].device,
+                late_in: mostly.len(),
+                also_last_in: late_by[k].len() - mostly.len(),
+                of: matched,
+                median_late_ms: median(mostly) as f64 / 1e6,
+                others_waited_ms: waited[k] as f64 / 1e6,
+                matched_by: "order",
+            }
         })
         .collect();
     stragglers.sort_by(|a, b| b.others_waited_ms.total_cmp(&a.others_waited_ms));
