@@ -23,8 +23,8 @@
 //! peak resident memory (`VmHWM`) from /proc/self/status. One line per case and size:
 //! records, seconds, records/s, peak MiB, and the seconds the analysis ran on a CPU (its
 //! thread's time in /proc/self/schedstat: on a machine shared with other work, the steadier
-//! figure). A child still running after the time limit is killed ("did not finish in N s"),
-//! and the larger sizes of its case are not run.
+//! figure). A child still running after the time limit is killed ("did not finish in N s",
+//! with its peak memory so far), and the larger sizes of its case are not run.
 //!
 //! ```text
 //! TRACE_ANALYSIS_SCALE=1M,10M cargo bench --bench trace_analysis
@@ -139,7 +139,7 @@ fn child(dir: &Path) -> Result<(), String> {
     let analysis = analyse(dir, &Thresholds::DEFAULT)?;
     let secs = began.elapsed().as_secs_f64();
     let cpu_secs = cpu_ns()?.saturating_sub(cpu_before) as f64 / 1e9;
-    let peak_kib = peak_kib()?;
+    let peak_kib = peak_kib("/proc/self/status")?;
     println!("{CHILD_SAYS} {} {secs} {cpu_secs} {peak_kib}", analysis.capture.records());
     Ok(())
 }
@@ -152,13 +152,12 @@ fn cpu_ns() -> Result<u64, String> {
     first.ok_or_else(|| format!("reading /proc/self/schedstat: {stat:?}"))
 }
 
-/// This process's peak resident memory (`VmHWM`), KiB.
-fn peak_kib() -> Result<u64, String> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .map_err(|e| format!("reading /proc/self/status: {e}"))?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"));
+/// The peak resident memory (`VmHWM`) in a process's `status` file, KiB.
+fn peak_kib(status: &str) -> Result<u64, String> {
+    let text = std::fs::read_to_string(status).map_err(|e| format!("reading {status}: {e}"))?;
+    let line = text.lines().find_map(|l| l.strip_prefix("VmHWM:"));
     let kib = line.and_then(|l| l.trim().strip_suffix("kB")).and_then(|n| n.trim().parse().ok());
-    kib.ok_or_else(|| "reading /proc/self/status: no VmHWM line".to_string())
+    kib.ok_or_else(|| format!("reading {status}: no VmHWM line"))
 }
 
 /// `10k`, `1M`, `2500000`: records.
@@ -201,6 +200,13 @@ struct Measured {
     peak_kib: u64,
 }
 
+/// How a child ended.
+enum Outcome {
+    Done(Measured),
+    /// Killed at the time limit; its peak so far, KiB, where it could be read.
+    TimedOut(Option<u64>),
+}
+
 /// Scale mode: every case at every size of `sizes`, each in fresh children.
 fn scale(root: &Path, sizes: &str) -> Result<(), String> {
     let sizes = sizes
@@ -227,10 +233,16 @@ fn scale(root: &Path, sizes: &str) -> Result<(), String> {
             let shown = format!("{name:<15}{:>6} records", label(size));
             let mut finished = true;
             for _ in 0..runs {
-                let Some(m) = measure(&dir, Duration::from_secs(limit))? else {
-                    println!("{shown}  did not finish in {limit} s");
-                    finished = false;
-                    break;
+                let m = match measure(&dir, Duration::from_secs(limit))? {
+                    Outcome::Done(m) => m,
+                    Outcome::TimedOut(peak_kib) => {
+                        let peak = peak_kib.map_or(String::new(), |kib| {
+                            format!(" (peak so far {:.1} MiB)", kib as f64 / 1024.0)
+                        });
+                        println!("{shown}  did not finish in {limit} s{peak}");
+                        finished = false;
+                        break;
+                    }
                 };
                 if m.records != size {
                     return Err(format!("{}: read {} records of {size}", dir.display(), m.records));
@@ -252,8 +264,8 @@ fn scale(root: &Path, sizes: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs one child on `dir`; `None` where it ran past `limit` and was killed.
-fn measure(dir: &Path, limit: Duration) -> Result<Option<Measured>, String> {
+/// Runs one child on `dir`, killed if it runs past `limit`.
+fn measure(dir: &Path, limit: Duration) -> Result<Outcome, String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
     let mut child = Command::new(exe)
         .env(CHILD, dir)
@@ -265,10 +277,11 @@ fn measure(dir: &Path, limit: Duration) -> Result<Option<Measured>, String> {
         match child.try_wait().map_err(|e| format!("waiting for a child: {e}"))? {
             Some(status) => break status,
             None if began.elapsed() >= limit => {
+                let peak_kib = peak_kib(&format!("/proc/{}/status", child.id())).ok();
                 // The child this function started, and only it.
                 let _ = child.kill();
                 let _ = child.wait();
-                return Ok(None);
+                return Ok(Outcome::TimedOut(peak_kib));
             }
             None => std::thread::sleep(Duration::from_millis(50)),
         }
@@ -289,5 +302,5 @@ fn measure(dir: &Path, limit: Duration) -> Result<Option<Measured>, String> {
         _ => None,
     };
     let failed = || format!("the child on {} ended with {status}: {out:?}", dir.display());
-    measured.map(Some).ok_or_else(failed)
+    measured.map(Outcome::Done).ok_or_else(failed)
 }

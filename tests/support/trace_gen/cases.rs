@@ -5,7 +5,7 @@ use std::path::Path;
 
 use streamlab::runtime::cupti::trace_file::{Direction, Memory};
 
-use super::writer::{ProcessFile, ProcessSpec, LEGACY_STREAM};
+use super::writer::{ProcessFile, ProcessSpec, LAUNCH_NS, LEGACY_STREAM, START_NS};
 use super::{Counts, LateRank, Planted, StepTimes};
 
 /// The stream a process computes on (created by it, blocking), and its other streams.
@@ -102,7 +102,8 @@ impl Gaps {
 
 /// One host thread launching tiny kernels on one stream: each launch call takes 4 µs and the
 /// next begins 1 µs after it returns, so a kernel of `kernel_ns` (2 µs) starts every 5 µs,
-/// 0.5 µs after its call returned, and the gap before it (3 µs) lies inside its call. Every
+/// 0.5 µs after its call returned, and the gap before it (3 µs) begins while that call is
+/// under way: the host was issuing. Every
 /// `kernels_per_step` kernels make an NVTX "step"; after every `sync_every_steps` steps the
 /// host synchronizes the stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -348,7 +349,7 @@ impl ManyProcesses {
             let is_late = step % self.late_every == self.late_phase;
             let mut launched = Vec::new();
             for (rank, p) in files.iter_mut().enumerate() {
-                let begin = super::START_NS + 100_000 + step * self.step_ns + rank as u64 * 1_000;
+                let begin = START_NS + 100_000 + step * self.step_ns + rank as u64 * 1_000;
                 p.host_ns = p.host_ns.max(begin);
                 p.push("step")?;
                 p.kernel(COMPUTE_STREAM, "_Z12layer_kernelPfPKfi", self.compute_ns)?;
@@ -356,7 +357,7 @@ impl ManyProcesses {
                 p.kernel(COMPUTE_STREAM, "_Z12layer_kernelPfPKfi", self.compute_ns + extra)?;
                 p.stream_waits(SIDE_STREAM, COMPUTE_STREAM)?;
                 p.push_in("ncclAllReduce", "NCCL")?;
-                let call = p.call("cudaLaunchKernel", super::writer::LAUNCH_NS)?;
+                let call = p.call("cudaLaunchKernel", LAUNCH_NS)?;
                 p.pop_in("NCCL")?;
                 p.pop()?;
                 launched.push((call, p.queued(SIDE_STREAM, &call)));
