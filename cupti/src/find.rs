@@ -97,10 +97,14 @@ pub fn candidates() -> Vec<PathBuf> {
     out
 }
 
-/// The Python package folders where NVIDIA's wheels put their libraries: the usual system
-/// folders, PyTorch's venv, conda, and the active `VIRTUAL_ENV`.
+/// The Python package folders where NVIDIA's wheels put their libraries: the environment this
+/// executable is installed in (the pip wheel's `streamlab`, found without activating its venv),
+/// the usual system folders, PyTorch's venv, conda, and the active `VIRTUAL_ENV`.
 pub fn python_sites() -> Vec<PathBuf> {
     let mut sites = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        sites.extend(environment_sites(&exe));
+    }
     for base in ["/usr/lib", "/usr/local/lib", "/opt/torch/.venv/lib", "/opt/conda/lib"] {
         for python in versioned_dirs(Path::new(base), "python3") {
             sites.push(python.join("site-packages"));
@@ -113,6 +117,20 @@ pub fn python_sites() -> Vec<PathBuf> {
         }
     }
     sites
+}
+
+/// `<env>/lib/python3.*/site-packages`, the highest Python first, for an executable `exe` at
+/// `<env>/bin/NAME`: where pip installs a wheel's executable in a venv, a conda environment or
+/// `--user`. Nothing for an executable elsewhere (`target/release/`), nor where `<env>/lib`
+/// holds no Python (`~/.cargo/bin/`).
+fn environment_sites(exe: &Path) -> Vec<PathBuf> {
+    let Some(env) = exe.parent().filter(|bin| bin.ends_with("bin")).and_then(Path::parent) else {
+        return Vec::new();
+    };
+    versioned_dirs(&env.join("lib"), "python3")
+        .into_iter()
+        .map(|p| p.join("site-packages"))
+        .collect()
 }
 
 /// The libcupti files under CUDA `roots` and Python `sites` (see [`candidates`]).
@@ -287,6 +305,28 @@ mod tests {
                 "site/nvidia/cuda_cupti/lib/libcupti.so.12",
             ]
         );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn an_executable_in_an_environments_bin_searches_that_environments_site_packages() {
+        let root = std::env::temp_dir().join(format!("streamlab-cupti-env-{}", std::process::id()));
+        for dir in ["venv/bin", "venv/lib/python3.9", "venv/lib/python3.11", "venv/lib/other"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::create_dir_all(root.join("target/release")).unwrap();
+        let sites = |exe: &str| -> Vec<String> {
+            environment_sites(&root.join(exe))
+                .iter()
+                .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            sites("venv/bin/streamlab"),
+            ["venv/lib/python3.11/site-packages", "venv/lib/python3.9/site-packages"]
+        );
+        assert!(sites("target/release/streamlab").is_empty());
+        assert!(sites("venv/lib/streamlab").is_empty());
         std::fs::remove_dir_all(root).unwrap();
     }
 }

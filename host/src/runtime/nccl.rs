@@ -87,7 +87,7 @@ struct Api {
 
 /// Where NCCL is looked for, in order: `$STREAMLAB_NCCL` (a file), the loader's path under
 /// the names installs use (`libnccl.so.2` first), then NVIDIA's `nvidia-nccl-cu*` wheels in
-/// the usual Python folders and PyTorch's venv.
+/// the environment streamlab is installed in (pip), the usual Python folders and PyTorch's venv.
 pub fn candidates() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> =
         std::env::var_os("STREAMLAB_NCCL").map(PathBuf::from).into_iter().collect();

@@ -19,9 +19,9 @@ use std::ops::Range;
 
 use kernels_gpu::math::compute_element;
 
+use super::intervals;
 use crate::lab::harness::checks::Checks;
 use crate::lab::harness::data::random_inputs;
-use super::intervals;
 use crate::lab::kit::stream_pipeline::Bracket;
 use crate::lab::{ddp::ranks, kit::devices};
 use crate::runtime::nccl::{self, Communicator};
