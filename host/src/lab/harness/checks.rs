@@ -52,7 +52,7 @@ impl Checks {
     fn push(&mut self, name: &str, verdict: Verdict, text: Text) {
         let detail = text.en();
         let text = matches!(text, Text::Message { .. }).then_some(text);
-        self.items.push(Check { name: name.into(), verdict, detail, text });
+        self.items.push(Check { name: name.into(), verdict, detail, text, claim: false });
     }
 
     /// `a` and `b` identical bit for bit.
@@ -96,6 +96,9 @@ impl Checks {
         } else {
             self.record(name, outcome);
         }
+        if let Some(last) = self.items.last_mut() {
+            last.claim = true;
+        }
     }
 
     pub fn passed(&self) -> bool {
@@ -130,5 +133,6 @@ mod tests {
         assert_eq!(s.verdict("overlap"), Some(Verdict::NotAsserted));
         assert!(s.items[0].detail.contains("serialized by compute-sanitizer"));
         assert!(s.passed());
+        assert!(s.items[0].claim && !s.items[1].claim);
     }
 }

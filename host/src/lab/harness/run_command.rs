@@ -397,6 +397,7 @@ mod tests {
                 verdict,
                 detail: String::new(),
                 text: None,
+                claim: false,
             })
             .collect();
         tally.add(&report);
