@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::trace::inspect::engines::Engine;
+use crate::trace::inspect::measure::Busy;
 use crate::trace::inspect::windows::Part;
 
 /// What diff reads of a report: its processes' pids and its overlap report's windows.
@@ -57,7 +58,7 @@ pub struct WindowEntry {
     pub bound_ms: f64,
     #[serde(default)]
     pub measured_over_bound: Option<f64>,
-    pub busy: BusyEntry,
+    pub busy: Busy,
     #[serde(default)]
     pub copy_under_compute: Option<f64>,
     #[serde(default)]
@@ -66,28 +67,6 @@ pub struct WindowEntry {
     pub folded: Option<FoldedEntry>,
     #[serde(default)]
     pub ran_during: Option<SpanEntry>,
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(default)]
-pub struct BusyEntry {
-    pub compute_ms: f64,
-    pub copy_in_ms: f64,
-    pub copy_out_ms: f64,
-    pub device_copy_ms: f64,
-    pub collective_ms: f64,
-}
-
-impl BusyEntry {
-    fn of(&self, engine: Engine) -> f64 {
-        match engine {
-            Engine::Compute => self.compute_ms,
-            Engine::CopyIn => self.copy_in_ms,
-            Engine::CopyOut => self.copy_out_ms,
-            Engine::DeviceCopy => self.device_copy_ms,
-            Engine::Collective => self.collective_ms,
-        }
-    }
 }
 
 /// A finding's rule (its JSON name, kept as text so that a rule of a newer report is still
