@@ -56,6 +56,13 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("callback.faster", "Sequentially the host prepares ({prep} ms a batch) while the GPU idles, then waits while the GPU works ({work} ms): {seq} ms for {batches} batches. Pipelined, the host prepares and queues the next batch before it sleeps until the host function rings: {pipe} ms, {x}x faster (perfect overlap: {estimate} ms)."),
     ("callback.no_gain", "The pipeline gained nothing clear here ({pipe} ms vs {seq} ms sequential, {x}x): host preparation takes {prep} ms a batch and the GPU {work} ms, and even a perfect overlap ({estimate} ms) would save at most {save} ms."),
     ("callback.driver_thread", "The host function runs on a driver thread: it must not call CUDA (that may deadlock or fail), and later work on its stream waits until it returns, so it only sends a message; the host thread does the rest."),
+    ("callback.one_stream_gain", "On one stream, with the same host-function doorbell and no event between the batches (the stream keeps them in order): {one} ms, {x}x faster than sequential ({seq} ms) and {than_two}."),
+    ("callback.one_stream_no_gain", "On one stream, with the same host-function doorbell: {one} ms against {seq} ms sequential ({x}x), so the pipeline gained nothing clear there; it was {than_two}."),
+    ("callback.one_stream_faster_than_two", "{x}x faster than the two streams' {two} ms"),
+    ("callback.one_stream_slower_than_two", "{x}x slower than the two streams' {two} ms"),
+    ("callback.one_stream_as_two", "about as fast as the two streams' {two} ms (within {clear}x)"),
+    ("callback.read_waits_for_its_copy", "Reading a result held the host {wait} ms a batch on one stream, under half a batch's GPU work ({work} ms): read() waited only for the event recorded after that result's copy, which the doorbell said was done, not for the next batch, already queued behind it on the same stream."),
+    ("callback.read_waited_long", "Reading a result held the host {wait} ms a batch on one stream, half a batch's GPU work ({work} ms) or more: more than waiting for a finished copy costs; --timeline shows what ran meanwhile."),
 
     // compute-transfer
     ("compute_transfer.one_batch", "With one batch there is nothing to overlap: both versions run its copy-in, compute and copy-out in turn ({seq} ms on one stream, {two} ms on two). Use --batches 2 or more to let the next upload run during this compute."),
