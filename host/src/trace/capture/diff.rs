@@ -262,7 +262,7 @@ pub enum Found {
 /// A window of A, of B, or of both.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowDiff {
-    /// The process's position among its report's processes, from 1.
+    /// The position of the process pair (`ProcessMatch::position`), from 1.
     pub process: usize,
     pub device: u32,
     pub part: Part,
@@ -275,7 +275,8 @@ pub struct WindowDiff {
     pub findings: Vec<FindingDiff>,
 }
 
-/// The processes at one position in A and in B.
+/// A process of A and its match in B (by their GPUs, then the order they started), or one
+/// left without a match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ProcessMatch {
     /// From 1.
