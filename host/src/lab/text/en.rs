@@ -490,7 +490,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     // streamlab diff (trace::capture::diff_command): two reports side by side.
     ("diff.header", "comparing A = {a} with B = {b} (B − A: the change; B/A: the ratio, for times)"),
     ("diff.thresholds_differ", "the two reports' findings used different thresholds: a finding that comes or goes may be the thresholds', not the program's"),
-    ("diff.processes", "processes, matched by the order they started in (a pid changes from run to run):"),
+    ("diff.processes", "processes, matched by the GPUs they worked on, then by the order they started in (a pid changes from run to run):"),
     ("diff.process_both", "process #{n}: pid {a} in A, pid {b} in B"),
     ("diff.process_only_a", "process #{n}: pid {pid} in A, none in B"),
     ("diff.process_only_b", "process #{n}: pid {pid} in B, none in A"),
@@ -507,6 +507,8 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("diff.figure.over", "measured over bound (x)"),
     ("diff.figure.busy", "busy: {engine} (ms)"),
     ("diff.figure.copy_under", "copies under compute (%)"),
+    ("diff.figure.comm_under", "collectives under compute (%)"),
+    ("diff.figure.comm_exposed", "collectives exposed (ms)"),
     ("diff.figure.ran_during", "ran while the range was open (ms)"),
     ("diff.finding_count", "finding {rule}: count"),
     ("diff.finding_cost", "finding {rule}: cost (ms)"),

@@ -487,7 +487,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     // streamlab diff（trace::capture::diff_command）：两份报告并排比较。
     ("diff.header", "比较 A = {a} 与 B = {b}（B − A：变化；B/A：比值，仅对时间）"),
     ("diff.thresholds_differ", "两份报告的发现用了不同的阈值：出现或消失的发现可能来自阈值，而不是程序"),
-    ("diff.processes", "进程按启动顺序配对（pid 每次运行都会变）："),
+    ("diff.processes", "进程先按所用的 GPU、再按启动顺序配对（pid 每次运行都会变）："),
     ("diff.process_both", "进程 #{n}：A 中 pid {a}，B 中 pid {b}"),
     ("diff.process_only_a", "进程 #{n}：A 中 pid {pid}，B 中没有"),
     ("diff.process_only_b", "进程 #{n}：B 中 pid {pid}，A 中没有"),
@@ -504,6 +504,8 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("diff.figure.over", "实测 / 理论下限 (x)"),
     ("diff.figure.busy", "忙碌：{engine} (ms)"),
     ("diff.figure.copy_under", "计算掩盖的拷贝 (%)"),
+    ("diff.figure.comm_under", "被计算掩盖的集合通信 (%)"),
+    ("diff.figure.comm_exposed", "暴露的集合通信 (ms)"),
     ("diff.figure.ran_during", "区间打开期间运行 (ms)"),
     ("diff.finding_count", "发现 {rule}：次数"),
     ("diff.finding_cost", "发现 {rule}：代价 (ms)"),
