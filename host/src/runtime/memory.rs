@@ -6,6 +6,7 @@
 //! | `malloc` / `std::vector`                         | `HostBuffer::pageable(&gpu, n)`             |
 //! | `cudaMalloc(&d, bytes)`                          | `DeviceBuffer::alloc(&gpu, n)`              |
 //! | `cudaMalloc` then `cudaMemset(d, 0, bytes)`      | `DeviceBuffer::zeroed(&gpu, n)`             |
+//! | `cudaMemset(d, value, bytes)`                    | `memset(&d, value)`                         |
 //! | `cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)`| `copy_to_device_sync(&h, &d)`               |
 //! | `cudaMemcpyAsync(d, h, bytes, H2D, stream)`      | `stream.copy_to_device(&h, &d)`             |
 //!
@@ -104,14 +105,15 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(Self::wrap(on, ptr, n, Release::Sync))
     }
 
-    /// `n` zeroed elements: [`DeviceBuffer::alloc`], then `cuMemsetD8` (blocking).
+    /// `n` zeroed elements: [`DeviceBuffer::alloc`], then [`memset`] to 0, waited for. The
+    /// memset runs on the legacy default stream and returns before it has run, and work on a
+    /// non-blocking stream does not wait for the legacy stream: without the wait, such work
+    /// could read the buffer before it is zero, or be zeroed under its own writes.
     pub fn zeroed(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
         let buffer = Self::alloc(on, n)?;
-        let bytes = n * std::mem::size_of::<T>(); // `alloc` checked that it fits
-        if bytes > 0 {
-            // SAFETY: the allocation holds `bytes` bytes; `alloc` made its context current.
-            let set = unsafe { driver::memset_d8(buffer.alloc.ptr, 0, bytes) };
-            set.named_on("cuMemsetD8", "legacy default stream")?;
+        if !buffer.is_empty() {
+            memset(&buffer, 0)?;
+            on.context().synchronize()?;
         }
         Ok(buffer)
     }
@@ -558,4 +560,19 @@ pub fn copy_to_host_sync<'d, T: Pod>(
     let copied =
         unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), src.device_ptr(), src.bytes()) };
     copied.named_on("cuMemcpyDtoH", "legacy default stream")
+}
+
+/// `cudaMemset(d, value, bytes)`: every byte of `dst` set to `value`, on the legacy default
+/// stream. On device memory it returns before the memset has run ("API synchronization
+/// behavior" in the CUDA Runtime API reference), and, like all work on the legacy default
+/// stream, the memset runs only after the work enqueued earlier on every blocking stream.
+pub fn memset<'d, T: Pod>(dst: impl Into<DeviceView<'d, T>>, value: u8) -> Result<()> {
+    let dst = dst.into();
+    if dst.is_empty() {
+        return Ok(());
+    }
+    dst.context().bind()?;
+    // SAFETY: the view lies inside a live allocation of its context, made current above.
+    let set = unsafe { driver::memset_d8(dst.device_ptr(), value, dst.bytes()) };
+    set.named_on("cuMemsetD8", "legacy default stream")
 }
