@@ -108,7 +108,7 @@ fn recorded_says_when_its_kernels_are_not_this_binarys() {
             }
             None => {
                 assert!(said("(recorded with an earlier build of the kernels"), "{lesson}: {en}");
-                assert!(zh.contains("较早一次构建的核函数"), "{lesson}: {zh}");
+                assert!(zh.contains("较早一次构建的内核"), "{lesson}: {zh}");
             }
             Some(theirs) => {
                 assert!(said("recorded with other kernels") && said(theirs), "{lesson}: {en}");

@@ -313,14 +313,14 @@ mod tests {
     #[test]
     fn the_header_says_when_the_kernels_are_not_this_binarys() {
         let earlier = "recorded with an earlier build of the kernels";
-        let earlier_zh = "较早一次构建的核函数";
+        let earlier_zh = "较早一次构建的内核";
         let other = "recorded with other kernels, ptx-0000000000000000, than the ones";
         let same = parse(&recorded()).unwrap();
         assert!(same.same_kernels());
         let header = same.header(Lang::En);
         assert_eq!(header.lines().count(), 1, "{header}");
         assert!(!header.contains("kernels"), "{header}");
-        assert!(!same.header(Lang::Zh).contains("核函数"), "{}", same.header(Lang::Zh));
+        assert!(!same.header(Lang::Zh).contains("内核"), "{}", same.header(Lang::Zh));
         let (report, _) = show(&same, &Drawing::PLAIN, (None, None)).unwrap();
         assert_eq!(report.details["recorded"]["same_kernels"], true);
 
