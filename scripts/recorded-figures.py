@@ -25,6 +25,7 @@ RUN_OF = {
     "pipeline-parallel": "18-B",
     "allreduce-overlap": "18-C",
     "priority": "23-F",
+    "implicit-sync": "28-A",
 }
 DEFAULT_RUN = "23-E"
 # The graph lesson's sweep: 120 shapes, printed as tables instead of 360 lines.
