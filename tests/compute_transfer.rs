@@ -2,23 +2,24 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
 use streamlab::lab::harness::data::ensure_close_to_reference;
+use streamlab::lab::record::span::Work;
 use streamlab::lab::Lesson;
-use streamlab::lessons::compute_transfer::{ComputeTransfer, TWO_STREAMS};
+use streamlab::lessons::compute_transfer::{ComputeTransfer, THREE_STREAMS, TWO_STREAMS};
 use streamlab::math::compute_element;
 use testkit::spans::{copy_beside_kernel, streams};
 use testkit::{
-    accepted, assert_bit_for_bit, assert_nothing_to_overlap, gpu, refuses, run_lesson,
+    accepted, assert_bit_for_bit_checks, assert_nothing_to_overlap, gpu, refuses, run_lesson,
     run_recorded, run_refuses, set_up, BATCHES_REFUSED_BY_PLAN,
 };
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn compute_transfer_two_streams_equal_one_stream_bit_for_bit() {
+fn compute_transfer_two_and_three_streams_equal_one_stream_bit_for_bit() {
     let gpu = gpu();
     for (n, batches) in [(1, 1), (4097, 3), (100_003, 4), (1000, 9)] {
         let (n, batches) = (n.to_string(), batches.to_string());
         let flags = ["--elements", &n, "--batches", &batches, "--iters", "40"];
-        assert_bit_for_bit::<ComputeTransfer>(&gpu, &flags);
+        assert_bit_for_bit_checks::<ComputeTransfer>(&gpu, &flags, 2);
     }
 }
 
@@ -30,11 +31,15 @@ fn compute_transfer_matches_cpu_reference_within_tolerance() {
     let flags = ["--elements", "10000", "--batches", "4", "--iters", "100"];
     let mut ct: ComputeTransfer = set_up(&gpu, &flags, 8).unwrap();
     ct.version(&gpu, TWO_STREAMS).unwrap();
-    let (input, out) = (ct.input().unwrap(), ct.output().unwrap());
-    assert_eq!(out.len(), 40_000);
+    ct.version(&gpu, THREE_STREAMS).unwrap();
+    let input = ct.input().unwrap();
     // Every element of every batch, not a sample.
     let reference = |i: usize| compute_element(input[i], iters);
-    ensure_close_to_reference("two-stream output vs CPU", &out, out.len(), reference).unwrap();
+    for (name, out) in [("two", ct.output().unwrap()), ("three", ct.output_three().unwrap())] {
+        assert_eq!(out.len(), 40_000);
+        let what = format!("{name}-stream output vs CPU");
+        ensure_close_to_reference(&what, &out, out.len(), reference).unwrap();
+    }
 }
 
 #[test]
@@ -46,9 +51,21 @@ fn compute_transfer_lesson_passes_and_overlaps() {
     assert!(o.results_right(), "{text}");
     // A batch's copies on the transfer stream ran while another batch's kernel ran on the
     // compute stream (the speed-up and measured / model are scripts/perf-check.sh's).
-    let [one, two] = [&o.recordings[0], &o.recordings[1]];
+    let [one, two, three] = [&o.recordings[0], &o.recordings[1], &o.recordings[2]];
     assert!(copy_beside_kernel(two), "{:?}\n{text}", two.spans);
     assert_eq!(streams(one).len(), 1, "{text}");
+    // The third version: uploads only on "upload", downloads only on "download", kernels only
+    // on "compute".
+    assert_eq!(streams(three).len(), 3, "{text}");
+    for s in &three.spans {
+        let expected = match s.kind {
+            Work::CopyToDevice => "upload",
+            Work::CopyToHost => "download",
+            _ => "compute",
+        };
+        assert_eq!(s.stream, expected, "{s:?}\n{text}");
+    }
+    assert!(copy_beside_kernel(three), "{:?}\n{text}", three.spans);
 }
 
 /// With one batch there is nothing to overlap: the lesson still passes its checks, and its

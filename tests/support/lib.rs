@@ -95,16 +95,17 @@ pub fn run_lesson<L: Lesson>(gpu: &Gpu, flags: &[&str], reps: usize) -> Outcome<
     run::<L>(gpu, &args, &settings).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME))
 }
 
-/// Runs lesson `L` as [`run_lesson`] does, and records its first two versions once more as
-/// `--timeline` does: the outcome's `recordings`, which [`spans`] reads. Panics unless both
-/// recordings came from CUPTI (the events recorder's spans include queueing, so their shape
+/// Runs lesson `L` as [`run_lesson`] does, and records its drawn versions (the first two, or
+/// those [`Lesson::drawn`] names) once more as `--timeline` does: the outcome's `recordings`,
+/// which [`spans`] reads. Panics unless every recording came from CUPTI (the events recorder's spans include queueing, so their shape
 /// says nothing of what ran at once).
 pub fn run_recorded<L: Lesson>(gpu: &Gpu, flags: &[&str], reps: usize) -> Outcome<L> {
     let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
     let settings = Settings { reps, timeline: true, ..Settings::default() };
     let o =
         run::<L>(gpu, &args, &settings).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
-    assert_eq!(o.recordings.len(), 2, "{} {flags:?}: two recorded versions", L::NAME);
+    let drawn = o.lesson.drawn().len();
+    assert_eq!(o.recordings.len(), drawn, "{} {flags:?}: a recording per drawn version", L::NAME);
     for r in &o.recordings {
         spans::assert_cupti(r);
     }

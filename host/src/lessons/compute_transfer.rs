@@ -28,6 +28,11 @@
 //! The bound: the copies share one stream, so per batch it is busy h + d (copy-in, copy-out)
 //! against c of compute, and the best this arrangement reaches is the two-stage pipeline
 //! `h + c + d + (B-1) * max(h + d, c)`.
+//!
+//! The third version is the fix for that shared stream: uploads on an `upload` stream and
+//! downloads on a `download` stream, so that each direction's copy engine serves its own
+//! queue. A download no longer waits behind the next upload, and the bound becomes the
+//! three-stage pipeline `h + c + d + (B-1) * max(h, c, d)`.
 use std::ops::Range;
 
 use kernels_gpu::math::compute_element;
@@ -63,9 +68,13 @@ pub struct ComputeTransfer {
     input: HostBuffer<f32>,
     out_one: HostBuffer<f32>,
     out_two: HostBuffer<f32>,
+    out_three: HostBuffer<f32>,
     dev: DeviceBuffer<f32>,
     transfer: Stream,
     compute: Stream,
+    /// The third version's streams: uploads and downloads apart.
+    upload: Stream,
+    download: Stream,
     uploaded: Vec<Event>,
     computed: Vec<Event>,
     /// 3B + 1 timing events of the one-stream version, one between each two operations.
@@ -75,6 +84,7 @@ pub struct ComputeTransfer {
 /// The versions, by their index in [`Lesson::versions`].
 pub const ONE_STREAM: usize = 0;
 pub const TWO_STREAMS: usize = 1;
+pub const THREE_STREAMS: usize = 2;
 
 impl ComputeTransfer {
     /// The input, for tests that compare every element with the CPU.
@@ -85,6 +95,11 @@ impl ComputeTransfer {
     /// The two-stream version's output.
     pub fn output(&self) -> Result<Vec<f32>> {
         self.out_two.to_vec()
+    }
+
+    /// The three-stream version's output.
+    pub fn output_three(&self) -> Result<Vec<f32>> {
+        self.out_three.to_vec()
     }
 
     /// Batch i's upload on the transfer stream, then its event.
@@ -145,6 +160,32 @@ impl ComputeTransfer {
         stop.synchronize()?;
         Ok(Sample::ms(stop.elapsed_ms(start)?))
     }
+
+    /// Uploads on the upload stream, kernels on the compute stream, downloads on the download
+    /// stream: the two directions no longer queue behind each other.
+    fn three_streams(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let b = self.ranges.len();
+        let (start, stop) = (&self.marks[0], &self.marks[3 * b]);
+        start.record(&self.upload)?;
+        for (i, r) in self.ranges.iter().enumerate() {
+            let dev = self.dev.slice(r.clone())?;
+            self.upload.copy_to_device(self.input.slice(r.clone())?, dev.clone())?;
+            self.uploaded[i].record(&self.upload)?;
+        }
+        for (i, r) in self.ranges.iter().enumerate() {
+            let dev = self.dev.slice(r.clone())?;
+            self.compute.wait_event(&self.uploaded[i])?;
+            gpu.compute(&self.compute, dev.clone(), self.iters)?;
+            self.computed[i].record(&self.compute)?;
+            self.download.wait_event(&self.computed[i])?;
+            self.download.copy_to_host(dev, self.out_three.slice(r.clone())?)?;
+        }
+        // The last download waited for the last compute, which waited for the last upload,
+        // which followed `start`: `stop` on the download stream follows everything.
+        stop.record(&self.download)?;
+        stop.synchronize()?;
+        Ok(Sample::ms(stop.elapsed_ms(start)?))
+    }
 }
 
 impl Lesson for ComputeTransfer {
@@ -154,17 +195,21 @@ impl Lesson for ComputeTransfer {
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {
-        vec!["one stream".into(), "transfer + compute streams".into()]
+        vec![
+            "one stream".into(),
+            "transfer + compute streams".into(),
+            "upload + compute + download streams".into(),
+        ]
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
         let total = total_elements(a.batches, a.elements, "floats on the device")?;
         let per_batch = 2.0 * model.copy_ms(a.elements) + model.compute_ms(a.elements, a.iters);
-        // The input is generated in a Vec, then pinned; two pinned outputs.
+        // The input is generated in a Vec, then pinned; three pinned outputs.
         Ok(Plan::new()
-            .host::<f32>(total, 4)?
+            .host::<f32>(total, 5)?
             .device::<f32>(total, 1)?
-            .work(2.0 * a.batches as f64 * per_batch, "--batches x --elements x --iters"))
+            .work(3.0 * a.batches as f64 * per_batch, "--batches x --elements x --iters"))
     }
 
     fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<ComputeTransfer> {
@@ -177,9 +222,12 @@ impl Lesson for ComputeTransfer {
             input: HostBuffer::pinned_from(gpu, &random_inputs(total, seed))?,
             out_one: HostBuffer::pinned(gpu, total)?,
             out_two: HostBuffer::pinned(gpu, total)?,
+            out_three: HostBuffer::pinned(gpu, total)?,
             dev: DeviceBuffer::zeroed(gpu, total)?,
             transfer: Stream::new(gpu, "transfer")?,
             compute: Stream::new(gpu, "compute")?,
+            upload: Stream::new(gpu, "upload")?,
+            download: Stream::new(gpu, "download")?,
             uploaded: events(a.batches)?,
             computed: events(a.batches)?,
             marks: (0..=3 * a.batches).map(|_| Event::new(gpu)).collect::<Result<_>>()?,
@@ -190,17 +238,25 @@ impl Lesson for ComputeTransfer {
         match v {
             ONE_STREAM => self.one_stream(gpu),
             TWO_STREAMS => self.two_streams(gpu),
+            THREE_STREAMS => self.three_streams(gpu),
             _ => no_such_version::<Self>(v),
         }
     }
 
     fn streams(&self) -> Vec<&Stream> {
-        vec![&self.transfer, &self.compute]
+        vec![&self.transfer, &self.compute, &self.upload, &self.download]
+    }
+
+    /// All three: the third shows the fix for the shared transfer stream.
+    fn drawn(&self) -> Vec<usize> {
+        vec![ONE_STREAM, TWO_STREAMS, THREE_STREAMS]
     }
 
     fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
         let (one, two, input) = (self.out_one.read()?, self.out_two.read()?, self.input.read()?);
+        let three = self.out_three.read()?;
         checks.bitwise("two streams == one stream, bit for bit", &two, &one);
+        checks.bitwise("three streams == one stream, bit for bit", &three, &one);
         checks.approx("GPU vs CPU reference (approx)", &two, 4096, |i| {
             compute_element(input[i], self.iters)
         });
@@ -216,6 +272,7 @@ impl Lesson for ComputeTransfer {
 pub fn interpret(b: usize, m: &Measured, r: &mut Report) {
     let one = m.without();
     let (h, c, d) = (one.part("h"), one.part("c"), one.part("d"));
+    let phases = (h, c, d);
     // The transfer stream's share h + d is one stage, the compute c the other.
     let model = pipeline_estimate(h + d, c, b);
     let (seq, two, speedup) = (one.time.median, m.with().time.median, m.speedup());
@@ -241,6 +298,20 @@ pub fn interpret(b: usize, m: &Measured, r: &mut Report) {
     });
     r.explain(t!("compute_transfer.links", hd, c, pace, slower, model, off));
     r.explain(t!("compute_transfer.issue_order"));
+    if let Some(three) = m.versions.get(THREE_STREAMS) {
+        explain_three_streams(b, phases, m.with().time.median, three.time.median, r);
+    }
+}
+
+/// The third version against its own bound, h + c + d + (B-1) max(h, c, d), and against the
+/// two-stream version whose shared transfer stream it splits.
+fn explain_three_streams(b: usize, (h, c, d): (f64, f64, f64), two: f64, three: f64, r: &mut Report) {
+    let model = h + c + d + (b as f64 - 1.0) * h.max(c).max(d);
+    r.figure("three streams: model h+c+d + (B-1) max(h, c, d)", model, "ms")
+        .figure("three streams: measured / model", three / model, "x")
+        .figure("two streams / three streams", two / three, "x");
+    let [two, three, model] = [two, three, model].map(|v| fixed(v, 3));
+    r.explain(t!("compute_transfer.three_streams", two, three, model));
 }
 
 #[cfg(test)]
@@ -273,9 +344,27 @@ mod tests {
     }
 
     fn measured(seq: f64, two: f64, (h, c, d): (f64, f64, f64)) -> Measured {
+        measured_three(seq, two, two, (h, c, d))
+    }
+
+    fn measured_three(seq: f64, two: f64, three: f64, (h, c, d): (f64, f64, f64)) -> Measured {
         let one = Sample::ms(seq).part("h", h).part("c", c).part("d", d);
         let names = ComputeTransfer::versions(&args_from::<ComputeTransfer>(&[]).unwrap());
-        Measured::from_samples(names, vec![vec![one], vec![Sample::ms(two)]])
+        let runs = vec![vec![one], vec![Sample::ms(two)], vec![Sample::ms(three)]];
+        Measured::from_samples(names, runs)
+    }
+
+    #[test]
+    fn three_streams_are_set_against_the_three_stage_bound() {
+        // Transfer-bound: h + d = 2.0 paces two streams, max(h, c, d) = 1.0 paces three.
+        let (lines, r) = lines(4, &measured_three(12.0, 9.0, 6.5, (1.0, 0.5, 1.0)));
+        let model = 2.5 + 3.0 * 1.0;
+        assert_eq!(r.value("three streams: model h+c+d + (B-1) max(h, c, d)"), Some(model));
+        assert_eq!(r.value("three streams: measured / model"), Some(6.5 / model));
+        assert_eq!(r.value("two streams / three streams"), Some(9.0 / 6.5));
+        let last = lines.last().unwrap();
+        assert!(last.contains("6.500 ms against 9.000 ms"), "{lines:?}");
+        assert!(last.contains("is 5.500 ms"), "{lines:?}");
     }
 
     fn lines(b: usize, m: &Measured) -> (Vec<String>, Report) {

@@ -71,6 +71,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("compute_transfer.transfer_stream", "the transfer stream"),
     ("compute_transfer.compute_stream", "the compute stream"),
     ("compute_transfer.links", "Events are the only links: compute(i) waits for up(i), D2H(i) for done(i). Uploads and downloads share the transfer stream, so per batch it is busy h + d = {hd} ms against c = {c} ms of compute: {pace} ({slower} ms a batch) bounds the pace (model {model} ms; measured {off}x that)."),
+    ("compute_transfer.three_streams", "With uploads and downloads on streams of their own, each direction's copy engine serves its own queue and a download no longer waits behind the next upload: {three} ms against {two} ms with one transfer stream (the three-stage bound h+c+d + (B-1) max(h, c, d) is {model} ms)."),
     ("compute_transfer.issue_order", "Issue order is part of the design: H2D(i+1) is issued before D2H(i), which waits for compute(i); the other way round the upload would queue behind that wait."),
 
     // default-stream

@@ -72,6 +72,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("compute_transfer.transfer_stream", "传输流"),
     ("compute_transfer.compute_stream", "计算流"),
     ("compute_transfer.links", "两个流之间只靠事件相连：compute(i) 等待 up(i)，D2H(i) 等待 done(i)。上传和下载共用传输流，所以每批它要忙 h + d = {hd} ms，而计算是 c = {c} ms：{pace}（每批 {slower} ms）决定了节奏（模型 {model} ms；实测为它的 {off} 倍）。"),
+    ("compute_transfer.three_streams", "上传和下载各用自己的流之后，每个方向的拷贝引擎服务自己的队列，下载不再排在下一次上传后面：{three} ms，只用一个传输流时是 {two} ms（三级流水线的下限 h+c+d + (B-1) max(h, c, d) 是 {model} ms）。"),
     ("compute_transfer.issue_order", "发出顺序也是设计的一部分：H2D(i+1) 要在 D2H(i) 之前发出，因为 D2H(i) 要等待 compute(i)；反过来的话，上传就会排在这次等待后面。"),
 
     // default-stream
@@ -603,6 +604,11 @@ pub const LABELS: &[(&str, &str)] = &[
     ("a transfer stream and a compute stream linked by per-batch events vs one stream", "用每批一个事件连接的传输流和计算流，对比单个流"),
     ("transfer + compute streams", "传输流 + 计算流"),
     ("two streams == one stream, bit for bit", "两个流 == 一个流，逐位相同"),
+    ("three streams == one stream, bit for bit", "三个流 == 一个流，逐位相同"),
+    ("upload + compute + download streams", "上传流 + 计算流 + 下载流"),
+    ("three streams: model h+c+d + (B-1) max(h, c, d)", "三个流：模型 h+c+d + (B-1) max(h, c, d)"),
+    ("three streams: measured / model", "三个流：实测 / 模型"),
+    ("two streams / three streams", "两个流 / 三个流"),
     ("copy-in, per batch", "拷贝入，每批"),
     ("compute, per batch", "计算，每批"),
     ("copy-out, per batch", "拷贝出，每批"),
