@@ -312,9 +312,10 @@ mod tests {
 
     #[test]
     fn the_header_says_when_the_kernels_are_not_this_binarys() {
-        let earlier = "recorded with an earlier build of the kernels";
-        let earlier_zh = "较早一次构建的核函数";
-        let other = "recorded with other kernels, ptx-0000000000000000, than the ones";
+        let earlier = "recorded with an older version of streamlab's GPU code";
+        let earlier_zh = "GPU 代码比本程序的旧";
+        let other =
+            "recorded with other GPU code (kernels ptx-0000000000000000) than this binary's";
         let same = parse(&recorded()).unwrap();
         assert!(same.same_kernels());
         let header = same.header(Lang::En);
@@ -338,23 +339,23 @@ mod tests {
         let another = parse(&recorded_by(Some("ptx-0000000000000000"), Some("sm_90"))).unwrap();
         let header = another.header(Lang::En);
         assert!(header.contains(other) && header.contains(kernels_id()), "{header}");
-        assert!(!header.contains(earlier) && !header.contains("one PTX"), "{header}");
+        assert!(!header.contains(earlier) && !header.contains("sm_75 alone"), "{header}");
         let zh = another.header(Lang::Zh);
         assert!(zh.contains("ptx-0000000000000000") && zh.contains(kernels_id()), "{zh}");
-        assert!(!zh.contains("旧构建"), "{zh}");
+        assert!(!zh.contains("较旧的 streamlab"), "{zh}");
 
         // Made before PTX per architecture: what that build ran, and what this one does.
         let one = parse(&recorded_with(Some("ptx-0000000000000000"))).unwrap();
         let header = one.header(Lang::En);
         let line = header.lines().nth(1).unwrap();
-        assert!(line.starts_with("(recorded with other kernels, ptx-0000000000000000, from a build that ran one PTX (sm_75 by default) on every GPU; this binary carries "), "{line}");
+        assert!(line.starts_with("(note: this run was recorded by an older streamlab, whose GPU code (kernels ptx-0000000000000000) was compiled for sm_75 alone and ran as such on every GPU; this binary's ("), "{line}");
         let archs = crate::runtime::ptx::embedded_archs();
-        assert!(
-            line.contains(&format!("{}, PTX for {archs}, and loads the newest", kernels_id())),
-            "{line}"
-        );
+        let ours =
+            format!("({}) is compiled for {archs} and runs the newest your GPU", kernels_id());
+        assert!(line.contains(&ours), "{line}");
         let zh = one.header(Lang::Zh);
-        assert!(zh.contains("旧构建") && zh.contains(&archs) && zh.contains(kernels_id()), "{zh}");
+        let said = zh.contains("较旧的 streamlab") && zh.contains(&archs);
+        assert!(said && zh.contains(kernels_id()), "{zh}");
     }
 
     /// `--recorded --lang zh` for every embedded run: the title, every figure and check name

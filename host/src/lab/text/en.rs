@@ -16,9 +16,9 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.label", "recorded on {gpu} on {date}"),
     ("recorded.device", "{gpu} (a run {label}, embedded in streamlab: not measured on this machine)"),
     ("recorded.header", "(a run {label}, embedded in streamlab: not measured on this machine; it ran `{command}`)"),
-    ("recorded.kernels_earlier", "(recorded with an earlier build of the kernels, not the one this binary carries: figures measured with this build may differ)"),
-    ("recorded.kernels_other", "(recorded with other kernels, {kernels}, than the ones this binary carries, {ours}: figures measured with this build may differ)"),
-    ("recorded.kernels_one_ptx", "(recorded with other kernels, {kernels}, from a build that ran one PTX (sm_75 by default) on every GPU; this binary carries {ours}, PTX for {archs}, and loads the newest its GPU runs: figures measured with this build may differ)"),
+    ("recorded.kernels_earlier", "(note: this run was recorded with an older version of streamlab's GPU code than this binary's, so a run on your own GPU may give somewhat different figures)"),
+    ("recorded.kernels_other", "(note: this run was recorded with other GPU code (kernels {kernels}) than this binary's ({ours}), so a run on your own GPU may give somewhat different figures)"),
+    ("recorded.kernels_one_ptx", "(note: this run was recorded by an older streamlab, whose GPU code (kernels {kernels}) was compiled for sm_75 alone and ran as such on every GPU; this binary's ({ours}) is compiled for {archs} and runs the newest your GPU supports, so a run on your own GPU may give somewhat different figures)"),
     ("recorded.none", "== {lesson}: not shown: this build embeds no recorded run of it"),
     ("list.more", "streamlab run <LESSON> --help shows a lesson's flags, with defaults and ranges."),
 

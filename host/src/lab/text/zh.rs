@@ -17,9 +17,9 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.label", "于 {date} 在 {gpu} 上录制"),
     ("recorded.device", "{gpu}（一次{label}的运行，内嵌于 streamlab：并非在本机测得）"),
     ("recorded.header", "（一次{label}的运行，内嵌于 streamlab：并非在本机测得；当时运行的是 `{command}`）"),
-    ("recorded.kernels_earlier", "（录制时用的是较早一次构建的核函数，而不是本程序内嵌的这一版：用本版本测得的数字可能不同）"),
-    ("recorded.kernels_other", "（录制时用的核函数 {kernels} 与本程序内嵌的 {ours} 不同：用本版本测得的数字可能不同）"),
-    ("recorded.kernels_one_ptx", "（录制时用的核函数 {kernels} 来自只有一份 PTX（默认为 sm_75）、在所有 GPU 上都运行它的旧构建；本程序内嵌的是 {ours}，含 {archs} 的 PTX，并加载 GPU 能运行的最新一份：用本版本测得的数字可能不同）"),
+    ("recorded.kernels_earlier", "（注意：这次运行录制时用的 GPU 代码比本程序的旧，所以在你自己的 GPU 上运行得到的数字可能略有不同）"),
+    ("recorded.kernels_other", "（注意：这次运行录制时用的 GPU 代码（核函数 {kernels}）与本程序的（{ours}）不同，所以在你自己的 GPU 上运行得到的数字可能略有不同）"),
+    ("recorded.kernels_one_ptx", "（注意：这次运行由较旧的 streamlab 录制，它的 GPU 代码（核函数 {kernels}）只为 sm_75 编译，在每种 GPU 上都照此运行；本程序的 GPU 代码（{ours}）为 {archs} 编译，并运行你的 GPU 支持的最新一份，所以在你自己的 GPU 上运行得到的数字可能略有不同）"),
     ("recorded.none", "== {lesson}：未显示：本构建没有内嵌这一课的录制运行"),
     ("list.more", "streamlab run <LESSON> --help 列出一课的参数及其默认值和取值范围。"),
 
