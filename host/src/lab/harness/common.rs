@@ -163,6 +163,8 @@ pub struct Settings {
     /// `--svg FILE.svg`: the recorded runs as a picture (and a sweeping lesson's plot
     /// beside it, `FILE-plot.svg`).
     pub svg: Option<OutputFile>,
+    /// The language the picture's words and the notes on stderr are in (`--lang`).
+    pub lang: Lang,
 }
 
 impl Settings {
@@ -175,7 +177,7 @@ impl Settings {
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings { reps: REPS, seed: SEED, timeline: false, trace: None, svg: None }
+        Settings { reps: REPS, seed: SEED, timeline: false, trace: None, svg: None, lang: Lang::En }
     }
 }
 
@@ -240,6 +242,7 @@ impl Resolved {
             timeline: self.timeline,
             trace: self.trace.as_ref().map(file),
             svg: self.svg.as_ref().map(file),
+            lang: self.lang,
         }
     }
 }

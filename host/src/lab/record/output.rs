@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::lab::record::drawing::{panels, Drawing, Origin};
-use crate::lab::record::picture::{caption, timeline_svg};
+use crate::lab::record::picture::{caption, timeline_svg_in};
 use crate::lab::record::plot::{self, Plot};
 use crate::lab::record::report::Report;
 use crate::lab::record::span::Recording;
 use crate::lab::record::timeline::render;
 use crate::lab::record::trace::{self, Meta};
-use crate::lab::text::{fixed, Text};
+use crate::lab::text::{fixed, Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
 
@@ -151,10 +151,10 @@ impl OutputFile {
 }
 
 /// Writes the trace and the picture (and `plot` beside it) that were asked for, the
-/// picture as the lesson's `drawing` says. `origin` is the command that made the run and
-/// where and when ("measured on NVIDIA H200 on 2026-11-23 with streamlab 0.1.0"). Returns
-/// what it wrote, a note per flag ("--svg wrote o.svg and o-plot.svg"), for the command
-/// line to say.
+/// picture as the lesson's `drawing` says and in `lang`. `origin` is the command that made
+/// the run and where and when ("measured on NVIDIA H200 on 2026-11-23 with streamlab
+/// 0.1.0"). Returns what it wrote, a note per flag ("--svg wrote o.svg and o-plot.svg"), for
+/// the command line to say in the learner's language.
 pub fn write(
     report: &Report,
     recordings: &[Recording],
@@ -162,35 +162,41 @@ pub fn write(
     drawing: &Drawing,
     (trace_to, svg_to): (Option<&OutputFile>, Option<&OutputFile>),
     origin: &Origin,
-) -> Result<Vec<String>> {
+    lang: Lang,
+) -> Result<Vec<Text>> {
     let mut wrote = Vec::new();
+    let shown = |f: &OutputFile| f.path.display().to_string();
     if let Some(file) = trace_to {
         let meta = Meta {
             lesson: report.lesson.clone(),
             title: report.title.clone(),
             device: report.device.clone(),
             parameters: report.parameters.clone(),
-            provenance: format!("{}; command: {}", origin.provenance, origin.command),
+            // The trace's metadata is read by tools: English.
+            provenance: format!("{}; command: {}", origin.provenance.en(), origin.command),
         };
         let value = trace::write(&meta, recordings);
         let text = serde_json::to_string(&value)
             .map_err(|e| Error::Internal(format!("trace JSON: {e}")))?;
         file.write(&text)?;
-        wrote.push(format!("{} wrote {}", file.flag, file.path.display()));
+        wrote.push(t!("output.wrote", flag = file.flag.to_string(), path = shown(file)));
     }
     if let Some(file) = svg_to {
-        let c = caption(report, recordings, drawing, origin);
-        let svg = timeline_svg(&c, &panels(recordings, drawing, report), drawing)
+        let c = caption(report, recordings, drawing, origin, lang);
+        let svg = timeline_svg_in(&c, &panels(recordings, drawing, report), drawing, None, lang)
             .map_err(Error::Internal)?;
         file.write(&svg)?;
-        let mut note = format!("{} wrote {}", file.flag, file.path.display());
-        if let Some(p) = plot {
-            let svg = plot::svg(p, &c.footer).map_err(Error::Internal)?;
-            let beside = file.tagged("plot");
-            beside.write(&svg)?;
-            note.push_str(&format!(" and {}", beside.path.display()));
+        let flag = file.flag.to_string();
+        match plot {
+            Some(p) => {
+                let svg = plot::svg(p, &c.footer).map_err(Error::Internal)?;
+                let beside = file.tagged("plot");
+                beside.write(&svg)?;
+                let (path, beside) = (shown(file), shown(&beside));
+                wrote.push(t!("output.wrote_beside", flag, path, beside));
+            }
+            None => wrote.push(t!("output.wrote", flag, path = shown(file))),
         }
-        wrote.push(note);
     }
     Ok(wrote)
 }
@@ -221,7 +227,6 @@ fn civil_date(days: u64) -> String {
 mod tests {
     use super::*;
     use crate::lab::record::span::{Source, Span, Work};
-    use crate::lab::text::Lang;
 
     #[test]
     fn dates_are_civil() {
@@ -324,9 +329,17 @@ mod tests {
         let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
         let origin = Origin { command: "streamlab run overlap".into(), provenance: "test".into() };
         let files = (Some(&t), Some(&s));
-        let wrote =
-            write(&rep, std::slice::from_ref(&r), Some(&plot), &Drawing::PLAIN, files, &origin)
-                .unwrap();
+        let wrote = write(
+            &rep,
+            std::slice::from_ref(&r),
+            Some(&plot),
+            &Drawing::PLAIN,
+            files,
+            &origin,
+            Lang::En,
+        )
+        .unwrap();
+        let wrote: Vec<String> = wrote.iter().map(Text::en).collect();
         let (t_path, s_path) = (t.path().display(), s.path().display());
         let plot_path = dir.join("s-plot.svg");
         assert_eq!(
@@ -347,7 +360,8 @@ mod tests {
         std::fs::create_dir_all(&gone).unwrap();
         let late = OutputFile::checked("--trace", &gone.join("t.json")).unwrap();
         std::fs::remove_dir_all(&gone).unwrap();
-        let e = write(&rep, &[r], None, &Drawing::PLAIN, (Some(&late), None), &origin).unwrap_err();
+        let files = (Some(&late), None);
+        let e = write(&rep, &[r], None, &Drawing::PLAIN, files, &origin, Lang::En).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("--trace "), "{e}");
         std::fs::remove_dir_all(dir).unwrap();

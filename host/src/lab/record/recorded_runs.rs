@@ -189,29 +189,26 @@ pub type Files<'a> = (Option<&'a OutputFile>, Option<&'a OutputFile>);
 /// and in `details.recorded`, with the timeline drawn when the run had none in its text.
 /// Writes `--trace` and `--svg` from the recorded trace, the picture as `drawing` (the
 /// lesson's) says, and returns what it wrote beside the report ([`output::write`]).
-pub fn show(
-    run: &RecordedRun,
-    drawing: &Drawing,
-    files: Files<'_>,
-) -> Result<(Report, Vec<String>)> {
-    show_in(run, Lang::En, drawing, files)
+pub fn show(run: &RecordedRun, drawing: &Drawing, files: Files<'_>) -> Result<(Report, Vec<Text>)> {
+    show_in(run, (Lang::En, Lang::En), drawing, files)
 }
 
-/// [`show`], with the device line in `lang` (the rest of the report is rendered in a
-/// language when it is printed: [`Report::to_text_in`]).
+/// [`show`], with the device line in `report_lang` (the rest of the report is rendered in a
+/// language when it is printed: [`Report::to_text_in`]) and the picture's words in
+/// `picture_lang` (a `--json` report stays English, its picture need not).
 pub fn show_in(
     run: &RecordedRun,
-    lang: Lang,
+    (report_lang, picture_lang): (Lang, Lang),
     drawing: &Drawing,
     files: Files<'_>,
-) -> Result<(Report, Vec<String>)> {
+) -> Result<(Report, Vec<Text>)> {
     let mut report = run.report.clone();
     let recordings = run.recordings();
     if report.timeline.is_none() && !recordings.is_empty() {
         output::report(&mut report, &recordings, None, true);
     }
     report.device =
-        t!("recorded.device", gpu = run.gpu.clone(), label = run.label_text()).render(lang);
+        t!("recorded.device", gpu = run.gpu.clone(), label = run.label_text()).render(report_lang);
     report.detail(
         "recorded",
         serde_json::json!({
@@ -222,12 +219,13 @@ pub fn show_in(
             "same_kernels": run.same_kernels(),
         }),
     );
-    let origin = Origin { command: run.command.clone(), provenance: run.label() };
+    let origin = Origin { command: run.command.clone(), provenance: run.label_text() };
     let mut drawn = run.report.clone();
     drawn.device = run.gpu.clone();
     // The run holds its plot only as its report's JSON.
     let plot = output::plot_of(&run.report);
-    let wrote = output::write(&drawn, &recordings, plot.as_ref(), drawing, files, &origin)?;
+    let wrote =
+        output::write(&drawn, &recordings, plot.as_ref(), drawing, files, &origin, picture_lang)?;
     Ok((report, wrote))
 }
 
@@ -367,7 +365,8 @@ mod tests {
         assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
         for (lesson, text) in RECORDED {
             let run = parse(text).unwrap();
-            let (report, _) = show_in(&run, Lang::Zh, &Drawing::PLAIN, (None, None)).unwrap();
+            let (report, _) =
+                show_in(&run, (Lang::Zh, Lang::Zh), &Drawing::PLAIN, (None, None)).unwrap();
             let names = std::iter::once(&report.title)
                 .chain(report.figures.iter().map(|f| &f.name))
                 .chain(report.checks.iter().map(|c| &c.name));
