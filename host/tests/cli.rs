@@ -211,6 +211,36 @@ fn trace_and_svg_naming_a_missing_folder_or_a_folder_are_refused_before_the_gpu(
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A file named for another format is refused before anything runs, in one line that names
+/// the right extension, and nothing is written: `--svg pic.png` would have held SVG, and
+/// `--svg same.out --trace same.out` would have lost the trace under the picture.
+#[test]
+fn a_file_named_for_another_format_or_named_twice_is_refused_before_the_gpu() {
+    let dir = scratch("formats");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (png, same, t_svg) = (path("pic.png"), path("same.out"), path("t.svg"));
+    for lesson in [&["run", "overlap"][..], &["run", "overlap", "--recorded"], &["run", "all"]] {
+        let args = [lesson, &["--svg", &png]].concat();
+        assert_refused(&args, &format!("--svg {png}: --svg writes an SVG picture"));
+        assert_refused(&args, &format!("must end in .svg: name it {}", path("pic.svg")));
+        let args = [lesson, &["--svg", &same, "--trace", &same]].concat();
+        assert_refused(&args, "so its file must end in .json");
+        let args = [lesson, &["--trace", &t_svg]].concat();
+        assert_refused(&args, "--trace writes a JSON trace, so its file must end in .json");
+    }
+    // `streamlab trace` writes three files: two of them spelt differently are one.
+    let (t, also_t) = (path("t.json"), format!("{}/./t.json", dir.display()));
+    let args = ["trace", "--trace", &t, "--json", &also_t, "--", "sh"];
+    let o = streamlab(&args);
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    let said = format!("streamlab: trace: --trace {t} and --json {also_t} name one file");
+    assert!(err.starts_with(&said), "{err}");
+    let written: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(written.is_empty(), "a refused run wrote {written:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn a_missing_command_or_argument_is_named_in_one_complete_line() {
     assert_refused(

@@ -198,11 +198,13 @@ impl Common {
     }
 
     /// Resolves the flags for this process, `rank` of a multi-process run or alone, running
-    /// every lesson (`all`) or one. A `--trace` or `--svg` file that cannot be written is
-    /// refused here, before minutes of GPU work.
+    /// every lesson (`all`) or one. A `--trace` or `--svg` file that cannot be written, that
+    /// is named for another format, or that both name, is refused here, before minutes of
+    /// GPU work.
     pub fn resolve(&self, all: bool, rank: Option<Rank>) -> Result<Resolved> {
         let trace = self.trace.as_deref().map(|p| OutputFile::checked("--trace", p)).transpose()?;
         let svg = self.svg.as_deref().map(|p| OutputFile::checked("--svg", p)).transpose()?;
+        OutputFile::apart(&[trace.as_ref(), svg.as_ref()])?;
         // Under mpirun or srun the local rank picks the GPU; an explicit --device wins.
         let local = rank.and_then(|r| r.local_rank).and_then(|l| u32::try_from(l).ok());
         let device = match local {

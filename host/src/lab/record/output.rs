@@ -102,9 +102,10 @@ pub fn tagged(path: &Path, tag: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// A file that `--trace` or `--svg` names, for one lesson and one rank. Only
+/// A file that `--trace`, `--svg` or `--json` names, for one lesson and one rank. Only
 /// [`OutputFile::checked`] makes one, so a file that reaches [`write()`] had its folder found
-/// before the run; tagging it keeps it in that folder.
+/// and its name checked before the run; tagging it keeps it in that folder, and keeps its
+/// extension.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputFile {
     /// The flag that named it (`--trace`, `--svg`), for the error line if writing fails.
@@ -112,24 +113,78 @@ pub struct OutputFile {
     path: PathBuf,
 }
 
+/// What each flag that names a file writes, and the extension its file must have: a file
+/// named otherwise (`--svg pic.png`) would hold a format its name denies, so it is refused
+/// rather than written.
+const WRITES: [(&str, &str, &str); 3] = [
+    ("--svg", "an SVG picture", "svg"),
+    ("--trace", "a JSON trace", "json"),
+    ("--json", "a JSON report", "json"),
+];
+
 impl OutputFile {
-    /// `path` as `flag` names it, if it can be written: not a folder, and in a folder that
-    /// exists (the file itself is written after the run).
+    /// `path` as `flag` names it, if it can be written: not a folder, in a folder that
+    /// exists (the file itself is written after the run), and named for what it will hold
+    /// (`.svg` for `--svg`, `.json` for `--trace` and `--json`). A path that exists and is
+    /// not a regular file (a pipe, `/dev/stdout`) is written as it is named.
     pub fn checked(flag: &'static str, path: &Path) -> Result<OutputFile> {
         if path.is_dir() {
             let why = format!("{flag} {}: a folder, not a file: name the file", path.display());
             return Err(Error::InvalidInput(why));
         }
-        match path.parent() {
-            Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => {
-                Err(Error::InvalidInput(format!(
+        if let Some(folder) = path.parent() {
+            if !folder.as_os_str().is_empty() && !folder.is_dir() {
+                return Err(Error::InvalidInput(format!(
                     "{flag} {}: cannot write it: the folder {} does not exist",
                     path.display(),
                     folder.display()
-                )))
+                )));
             }
-            _ => Ok(OutputFile { flag, path: path.to_path_buf() }),
         }
+        let special = path.metadata().is_ok_and(|m| !m.is_file());
+        if let Some((_, what, ext)) = WRITES.iter().find(|(f, ..)| *f == flag) {
+            let named = path.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext));
+            if !named && !special {
+                return Err(Error::InvalidInput(format!(
+                    "{flag} {}: {flag} writes {what}, so its file must end in .{ext}: name it {}",
+                    path.display(),
+                    path.with_extension(ext).display()
+                )));
+            }
+        }
+        Ok(OutputFile { flag, path: path.to_path_buf() })
+    }
+
+    /// Refuses two of `files` that name one file (`--svg a.svg --trace a.svg`, or
+    /// `--trace t.json --json ./t.json`): the second written would replace the first.
+    /// Paths are compared by their folder as it really is and their name.
+    pub fn apart(files: &[Option<&OutputFile>]) -> Result<()> {
+        let files: Vec<&OutputFile> = files.iter().flatten().copied().collect();
+        for (i, a) in files.iter().enumerate() {
+            if let Some(b) = files[i + 1..].iter().find(|b| a.same_file(b)) {
+                return Err(Error::InvalidInput(format!(
+                    "{} {} and {} {} name one file: the second would replace the first: give each its own",
+                    a.flag,
+                    a.path.display(),
+                    b.flag,
+                    b.path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `self` and `other` are one file: the same name in the same folder (links
+    /// followed; the folder exists, [`OutputFile::checked`] saw to it).
+    fn same_file(&self, other: &OutputFile) -> bool {
+        let place = |p: &Path| {
+            let folder = match p.parent() {
+                Some(f) if !f.as_os_str().is_empty() => f.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            (folder.canonicalize().unwrap_or(folder), p.file_name().map(|n| n.to_os_string()))
+        };
+        self.path == other.path || place(&self.path) == place(&other.path)
     }
 
     /// The same file tagged ([`tagged`]): `t.json` -> `t-overlap.json`, in the same folder.
@@ -382,5 +437,47 @@ mod tests {
         assert_eq!(e.unwrap_err().to_string(), why);
         let here = OutputFile::checked("--trace", Path::new("t.json")).unwrap();
         assert_eq!(here.tagged("overlap").path(), Path::new("t-overlap.json"));
+    }
+
+    /// A file named for another format (`--svg pic.png`, `--trace t.svg`, no extension) is
+    /// refused in one line that names the file it could be; any case of the right one, and
+    /// a device such as /dev/null, are taken.
+    #[test]
+    fn an_output_file_is_named_for_what_it_holds() {
+        let e = OutputFile::checked("--svg", Path::new("pic.png")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let why = "--svg pic.png: --svg writes an SVG picture, so its file must end in .svg: \
+                   name it pic.svg";
+        assert_eq!(e.to_string(), why);
+        for (flag, name) in [("--trace", "t.svg"), ("--json", "r.txt"), ("--trace", "same.out")] {
+            let e = OutputFile::checked(flag, Path::new(name)).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{flag} {name}: ")) && e.contains(".json"), "{e}");
+        }
+        assert!(OutputFile::checked("--svg", Path::new("noextension")).is_err());
+        assert!(OutputFile::checked("--svg", Path::new("P.SVG")).is_ok());
+        assert!(OutputFile::checked("--json", Path::new("r.Json")).is_ok());
+        if Path::new("/dev/null").exists() {
+            assert!(OutputFile::checked("--svg", Path::new("/dev/null")).is_ok());
+        }
+    }
+
+    /// Two flags naming one file, however spelt, are refused: the second would replace the
+    /// first. Different files, or flags not given, pass.
+    #[test]
+    fn two_flags_cannot_name_one_file() {
+        let file = |flag, p: &str| OutputFile::checked(flag, Path::new(p)).unwrap();
+        let (trace, json) = (file("--trace", "t.json"), file("--json", "./t.json"));
+        let e = OutputFile::apart(&[Some(&trace), None, Some(&json)]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let why = "--trace t.json and --json ./t.json name one file: the second would replace \
+                   the first: give each its own";
+        assert_eq!(e.to_string(), why);
+        let tmp = std::env::temp_dir();
+        let (a, b) = (tmp.join("t.json"), tmp.join(".").join("t.json"));
+        let (a, b) = (file("--trace", a.to_str().unwrap()), file("--json", b.to_str().unwrap()));
+        assert!(OutputFile::apart(&[Some(&a), Some(&b)]).is_err());
+        let other = file("--json", "r.json");
+        assert!(OutputFile::apart(&[Some(&trace), Some(&other), None]).is_ok());
+        assert!(OutputFile::apart(&[None, None]).is_ok());
     }
 }
