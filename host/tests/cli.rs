@@ -44,6 +44,38 @@ fn a_missing_or_misspelt_lesson_is_named() {
     assert_refused(&["run", "no-such-lesson"], "no-such-lesson");
 }
 
+/// A lesson streamlab does not have is called an unknown lesson, not an "unrecognized
+/// subcommand": a guess where one is near, and the lessons to choose from, in one line.
+#[test]
+fn an_unknown_lesson_is_said_so_with_a_guess_and_the_lessons() {
+    let listed = "(the lessons: ";
+    let o = streamlab(&["run", "overlp", "--reps", "3"]);
+    let err = stderr(&o);
+    assert_refused(
+        &["run", "overlp", "--reps", "3"],
+        "run: unknown lesson 'overlp': did you mean 'overlap'? ",
+    );
+    assert!(err.contains(listed) && err.contains(" overlap, "), "{err}");
+    assert!(err.trim_end().ends_with(", or all; see streamlab list)"), "{err}");
+    assert!(!err.contains("subcommand"), "{err}");
+    // No near name: the lessons alone; a part of a name: the lessons that hold it.
+    assert_refused(&["run", "qwertyuiop"], &format!("run: unknown lesson 'qwertyuiop' {listed}"));
+    assert_refused(&["run", "sync"], "unknown lesson 'sync': did you mean ");
+    let err = stderr(&streamlab(&["run", "sync"]));
+    assert!(err.contains("'sync-methods'"), "{err}");
+    // An unknown command is one too, with the commands.
+    assert_refused(&["lsit"], "unknown command 'lsit': did you mean 'list'? (the commands: info,");
+    let err = stderr(&streamlab(&["lsit"]));
+    assert!(!err.contains("subcommand"), "{err}");
+    // A lesson name pasted with a file's worth of text is echoed short, in one line.
+    let long = format!("overlap\n{}", "x".repeat(100_000));
+    let o = streamlab(&["run", &long]);
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{}", &err[..200]);
+    assert!(err.len() < 2_000, "echoed whole: {} bytes", err.len());
+    assert!(err.contains("'overlap\\nxxx") && err.contains("… (100008 characters)"), "{err}");
+}
+
 #[test]
 fn the_lesson_is_named_once_in_its_errors() {
     let o = streamlab(&["run", "overlap", "--elements", "3", "--streams", "4"]);

@@ -21,6 +21,9 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
     if let Some(line) = trace_line(e, command) {
         return line;
     }
+    if let Some(line) = unknown_command_line(e, command, lessons) {
+        return line;
+    }
     let text = e.render().to_string();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid arguments");
@@ -56,6 +59,82 @@ pub fn lesson_named(argv: &[String], lessons: &'static [Entry]) -> Option<&'stat
     let path = command_path(argv, lessons);
     let name = path.strip_prefix("streamlab run ")?;
     lessons.iter().find(|l| l.name == name).map(|l| l.name)
+}
+
+/// A lesson, or a command, that streamlab does not have (`streamlab run overlp`,
+/// `streamlab lsit`), said as such rather than as clap's "unrecognized subcommand": clap's
+/// "did you mean" where it has one, else the lessons whose names hold the word, and the
+/// names to choose from.
+fn unknown_command_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Option<String> {
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let Some(ContextValue::String(word)) = e.get(ContextKind::InvalidSubcommand) else {
+        return None;
+    };
+    let clap_says = match e.get(ContextKind::SuggestedSubcommand) {
+        Some(ContextValue::String(s)) => vec![s.clone()],
+        Some(ContextValue::Strings(list)) => list.clone(),
+        _ => Vec::new(),
+    };
+    let quoted = |names: &[String]| names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>();
+    let echoed = echoed(word);
+    match command {
+        "streamlab run" => {
+            let names: Vec<&str> = lessons.iter().map(|l| l.name).collect();
+            let lower = word.to_lowercase();
+            let similar: Vec<String> = match clap_says.is_empty() {
+                false => clap_says,
+                true if lower.chars().count() >= 3 => names
+                    .iter()
+                    .filter(|n| n.contains(lower.as_str()))
+                    .map(|n| n.to_string())
+                    .collect(),
+                true => Vec::new(),
+            };
+            let guess = match similar.as_slice() {
+                [] => String::new(),
+                some => format!(": did you mean {}?", quoted(some).join(" or ")),
+            };
+            Some(format!(
+                "run: unknown lesson '{echoed}'{guess} (the lessons: {}, or all; see streamlab list)",
+                names.join(", ")
+            ))
+        }
+        "streamlab" => {
+            let guess = match clap_says.as_slice() {
+                [] => String::new(),
+                some => format!(": did you mean {}?", quoted(some).join(" or ")),
+            };
+            Some(format!(
+                "unknown command '{echoed}'{guess} (the commands: info, list, run, launch, trace, report, diff; see streamlab --help)"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The longest an argument is echoed back in an error line, in characters.
+pub const ECHOED: usize = 60;
+
+/// `arg` as an error line echoes it: whole up to [`ECHOED`] characters, else its start and
+/// how long it was, so that a 100 KB argument (a file's content pasted by mistake) does not
+/// become a 100 KB error line. Control characters (a newline) are escaped, so the line stays
+/// one line.
+pub fn echoed(arg: &str) -> String {
+    let count = arg.chars().count();
+    let start: String = arg
+        .chars()
+        .take(ECHOED)
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect();
+    match count > ECHOED {
+        true => format!("{start}… ({count} characters)"),
+        false => start,
+    }
 }
 
 /// `trace`'s three mistakes that clap words for itself: no program, a program given without
