@@ -273,6 +273,56 @@ fn a_file_named_for_another_format_or_named_twice_is_refused_before_the_gpu() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A file that cannot be written or read is said in words, not the system's "(os error N)",
+/// in one line with exit 2.
+#[test]
+fn file_errors_are_said_in_words_without_the_os_error_number() {
+    let full = std::path::Path::new("/dev/full");
+    let mut cases = vec![(
+        vec!["diff", "/no-such-folder/a.json", "/no-such-folder/b.json"],
+        "diff: /no-such-folder/a.json: cannot read it: no such file or folder",
+    )];
+    if full.exists() {
+        // Written after the recorded run is shown: the disk is full.
+        let args = vec!["run", "overlap", "--recorded", "--svg", "/dev/full"];
+        cases.push((args, "overlap: --svg /dev/full: cannot write it: no space left on the disk"));
+    }
+    if std::path::Path::new("/proc/self").is_dir() {
+        let args = vec!["run", "overlap", "--recorded", "--trace", "/proc/t.json"];
+        cases.push((args, "--trace /proc/t.json: cannot write it: no such file or folder"));
+    }
+    for (args, expected) in cases {
+        let o = streamlab(&args);
+        let err = stderr(&o);
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("os error") && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// An argument of 100 KB (a file pasted by mistake) is echoed back by its start and its
+/// length, in a line of a few hundred bytes.
+#[test]
+fn a_long_argument_is_echoed_short() {
+    let long = "7".repeat(100_000);
+    let png = format!("{long}.png");
+    let unknown = format!("--{long}");
+    let cases = [
+        (vec!["run", "overlap", "--reps", &long], "invalid value '77777"),
+        (vec!["run", "overlap", "--svg", &png], "--svg 77777"),
+        (vec!["run", "overlap", &unknown], "'--77777"),
+        (vec!["trace", &unknown, "--", "sh"], "trace: unknown flag '--77777"),
+    ];
+    for (args, expected) in cases {
+        let o = streamlab(&args);
+        let err = stderr(&o);
+        let start = &err[..err.len().min(300)];
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{start}");
+        assert!(err.len() < 1_000, "echoed whole: {} bytes: {start}", err.len());
+        assert!(err.contains(expected) && err.contains(" characters)"), "{err}");
+    }
+}
+
 #[test]
 fn a_missing_command_or_argument_is_named_in_one_complete_line() {
     assert_refused(

@@ -3,6 +3,7 @@
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::lab::harness::entry::Entry;
+use crate::runtime::error::echoed;
 
 /// One line for a clap error: its first line without "error: ", plus clap's "did you mean"
 /// tip when it has one, and where to look. `command` is [`command_path`]'s.
@@ -44,7 +45,7 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
         .collect();
     let tips: String =
         rest.iter().filter(|l| l.starts_with("tip:")).map(|t| format!("; {t}")).collect();
-    let line = format!("{first}{values}{tips} (see {command} --help)");
+    let line = shorten_quoted(&format!("{first}{values}{tips} (see {command} --help)"));
     // Every error of `trace` names it, as those said after its checks do.
     if command == "streamlab trace" {
         format!("trace: {line}")
@@ -114,27 +115,17 @@ fn unknown_command_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Op
     }
 }
 
-/// The longest an argument is echoed back in an error line, in characters.
-pub const ECHOED: usize = 60;
-
-/// `arg` as an error line echoes it: whole up to [`ECHOED`] characters, else its start and
-/// how long it was, so that a 100 KB argument (a file's content pasted by mistake) does not
-/// become a 100 KB error line. Control characters (a newline) are escaped, so the line stays
-/// one line.
-pub fn echoed(arg: &str) -> String {
-    let count = arg.chars().count();
-    let start: String = arg
-        .chars()
-        .take(ECHOED)
-        .map(|c| match c.is_control() {
-            true => c.escape_default().to_string(),
-            false => c.to_string(),
-        })
-        .collect();
-    match count > ECHOED {
-        true => format!("{start}… ({count} characters)"),
-        false => start,
-    }
+/// `line` with every 'quoted' value clap echoed shortened as [`echoed`] says: a 100 KB
+/// argument gives a line of its start and its length.
+fn shorten_quoted(line: &str) -> String {
+    let parts: Vec<&str> = line.split('\'').collect();
+    // Odd pieces are between quotes, where the quotes pair up.
+    let paired = parts.len() % 2 == 1;
+    let shortened = parts.iter().enumerate().map(|(i, part)| match paired && i % 2 == 1 {
+        true => echoed(part),
+        false => part.to_string(),
+    });
+    shortened.collect::<Vec<_>>().join("'")
 }
 
 /// `trace`'s three mistakes that clap words for itself: no program, a program given without
@@ -155,7 +146,7 @@ fn trace_line(e: &clap::Error, command: &str) -> Option<String> {
             Some(format!("trace: the program to run is missing: {usage}"))
         }
         // clap's tip ("use '-- --flag'") would make the flag the program to run.
-        ErrorKind::UnknownArgument => match named.first()? {
+        ErrorKind::UnknownArgument => match named.first().map(|n| echoed(n))?.as_str() {
             flag if flag.starts_with('-') => Some(format!(
                 "trace: unknown flag '{flag}': trace's flags come before `--`, the program's own after it: {usage}"
             )),

@@ -18,6 +18,7 @@ use crate::lab::record::span::Recording;
 use crate::lab::record::timeline::render;
 use crate::lab::record::trace::{self, Meta};
 use crate::lab::text::{fixed, Lang, Text};
+use crate::runtime::error::{echoed, io_words};
 use crate::runtime::{Error, Result};
 use crate::t;
 
@@ -129,15 +130,15 @@ impl OutputFile {
     /// not a regular file (a pipe, `/dev/stdout`) is written as it is named.
     pub fn checked(flag: &'static str, path: &Path) -> Result<OutputFile> {
         if path.is_dir() {
-            let why = format!("{flag} {}: a folder, not a file: name the file", path.display());
+            let why = format!("{flag} {}: a folder, not a file: name the file", shown(path));
             return Err(Error::InvalidInput(why));
         }
         if let Some(folder) = path.parent() {
             if !folder.as_os_str().is_empty() && !folder.is_dir() {
                 return Err(Error::InvalidInput(format!(
                     "{flag} {}: cannot write it: the folder {} does not exist",
-                    path.display(),
-                    folder.display()
+                    shown(path),
+                    shown(folder)
                 )));
             }
         }
@@ -147,8 +148,8 @@ impl OutputFile {
             if !named && !special {
                 return Err(Error::InvalidInput(format!(
                     "{flag} {}: {flag} writes {what}, so its file must end in .{ext}: name it {}",
-                    path.display(),
-                    path.with_extension(ext).display()
+                    shown(path),
+                    shown(&path.with_extension(ext))
                 )));
             }
         }
@@ -165,9 +166,9 @@ impl OutputFile {
                 return Err(Error::InvalidInput(format!(
                     "{} {} and {} {} name one file: the second would replace the first: give each its own",
                     a.flag,
-                    a.path.display(),
+                    shown(&a.path),
                     b.flag,
-                    b.path.display()
+                    shown(&b.path)
                 )));
             }
         }
@@ -196,13 +197,19 @@ impl OutputFile {
         &self.path
     }
 
-    /// Writes `text` to the file; an error names the flag and the file.
+    /// Writes `text` to the file; an error names the flag and the file, and says what went
+    /// wrong in words ([`io_words`]).
     pub fn write(&self, text: &str) -> Result<()> {
         std::fs::write(&self.path, text).map_err(|e| {
-            let (flag, path) = (self.flag, self.path.display());
-            Error::InvalidInput(format!("{flag} {path}: cannot write it: {e}"))
+            let (flag, path, why) = (self.flag, shown(&self.path), io_words(&e));
+            Error::InvalidInput(format!("{flag} {path}: cannot write it: {why}"))
         })
     }
+}
+
+/// `path` as an error line names it: shortened where it is long ([`echoed`]).
+fn shown(path: &Path) -> String {
+    echoed(&path.display().to_string())
 }
 
 /// Writes the trace and the picture (and `plot` beside it) that were asked for, the
