@@ -119,7 +119,9 @@ pub fn hint(lesson: &str) -> String {
     hint_for(lesson, &std::env::args().collect::<Vec<_>>())
 }
 
-fn hint_for(lesson: &str, argv: &[String]) -> String {
+/// [`hint`] for a process started otherwise: `argv` is the `streamlab run …` command that
+/// `--recorded` is added to (`streamlab info` and `streamlab launch` offer `run` commands).
+pub fn hint_for(lesson: &str, argv: &[String]) -> String {
     let again = with_recorded(argv);
     if lesson == "all" {
         return match lessons().len() {
