@@ -25,6 +25,7 @@ RUN_OF = {
     "pipeline-parallel": "18-B",
     "allreduce-overlap": "18-C",
     "priority": "23-F",
+    "implicit-sync": "28-A",
 }
 DEFAULT_RUN = "23-E"
 # The graph lesson's sweep: 120 shapes, printed as tables instead of 360 lines.
@@ -34,8 +35,13 @@ SWEEP_CHAINS = [1, 4, 16, 64, 256]
 
 
 def number(v):
-    """A value to 4 decimals, trailing zeros dropped: the precision the chapters may round."""
-    text = f"{v:.4f}".rstrip("0").rstrip(".")
+    """A value to 4 decimals, trailing zeros dropped: the precision the chapters may round. A
+    value whose last printed decimal is a 5 gets the decimals that decide its rounding (up to 8):
+    1.81749 prints as such, not as 1.8175, which would round to 1.817 or to 1.818 alike."""
+    for places in range(4, 9):
+        text = f"{v:.{places}f}".rstrip("0").rstrip(".")
+        if not ("." in text and text.endswith("5")):
+            break
     return "0" if text == "-0" else text
 
 

@@ -37,14 +37,14 @@ work: no window is its.
 Every read of the report's JSON goes through one small function per field (here and in
 trace_examples_check.py), so a change of the report's shape is one edit.
 """
-import argparse
 import json
 import os
 import sys
 
+from trace_examples_check import check as check_of
 from trace_examples_check import (Missing, across_window_findings, finding_rule, fmt, info,
                                   launched_span_ms, median, process_pid, processes, read_report,
-                                  read_text, row, run_exit, table, window_occurrences,
+                                  read_text, row, run_checks, run_exit, window_occurrences,
                                   window_part, window_process, window_range, windows)
 
 PROGRAM = "ddp_late_rank"
@@ -399,35 +399,13 @@ RUNNERS = {"late": check_late, "buckets": check_buckets}
 
 
 def check(folder, name):
-    """The rows of one check: those made before a file was found missing or the report
-    lacking a field it reads, then a FAILED row that says which."""
-    rows = []
-    try:
-        RUNNERS[name](folder, rows)
-    except Missing as e:
-        rows.append(row(name, "its files", f"cannot check: {e}", False))
-    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as e:
-        rows.append(row(name, "the report's fields", f"cannot check: {type(e).__name__} {e}",
-                        False))
-    return rows
+    """The rows of one of this file's checks (see trace_examples_check.check)."""
+    return check_of(folder, name, RUNNERS)
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("folder", help="the folder scripts/trace-examples-ddp.sh wrote")
-    parser.add_argument("--only", help=f"a comma-separated subset of {','.join(CHECKS)}")
-    args = parser.parse_args(argv)
-    names = CHECKS if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in RUNNERS]
-    if unknown:
-        parser.error(f"unknown check(s) {', '.join(unknown)}: the checks are {', '.join(CHECKS)}")
-    if not os.path.isdir(args.folder):
-        parser.error(f"{args.folder}: not a folder")
-    rows = [r for name in names for r in check(args.folder, name)]
-    print(table(rows))
-    failed = [r[0] for r in rows if r[3] == "FAILED"]
-    print(f"{len(rows)} rows, {len(failed)} FAILED" + (f": {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+    description = __doc__.split("\n")[0]
+    return run_checks(argv, description, CHECKS, RUNNERS, "scripts/trace-examples-ddp.sh")
 
 
 if __name__ == "__main__":

@@ -524,12 +524,13 @@ RUNNERS = {"small": check_small, "ahead": check_ahead, "crash": check_crash,
            "capture": check_capture, "cost": check_cost, "long": check_long}
 
 
-def check(folder, name):
-    """The rows of one check: those made before a file was found missing or the report
-    lacking a field it reads, then a FAILED row that says which."""
+def check(folder, name, runners=None):
+    """The rows of one check (of `runners`, by default this file's): those made before a file
+    was found missing or the report lacking a field it reads, then a FAILED row that says
+    which."""
     rows = []
     try:
-        RUNNERS[name](folder, rows)
+        (runners or RUNNERS)[name](folder, rows)
     except Missing as e:
         rows.append(row(name, "its files", f"cannot check: {e}", False))
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as e:
@@ -547,22 +548,29 @@ def table(rows):
     return "\n".join(lines)
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("folder", help="the folder scripts/trace-examples.sh wrote")
-    parser.add_argument("--only", help=f"a comma-separated subset of {','.join(CHECKS)}")
+def run_checks(argv, description, checks, runners, written_by):
+    """The command line of a checker: the folder `written_by` wrote, `--only` a subset of
+    `checks`; prints the table and the count; 1 when a check failed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("folder", help=f"the folder {written_by} wrote")
+    parser.add_argument("--only", help=f"a comma-separated subset of {','.join(checks)}")
     args = parser.parse_args(argv)
-    names = CHECKS if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
-    unknown = [n for n in names if n not in RUNNERS]
+    names = checks if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in runners]
     if unknown:
-        parser.error(f"unknown check(s) {', '.join(unknown)}: the checks are {', '.join(CHECKS)}")
+        parser.error(f"unknown check(s) {', '.join(unknown)}: the checks are {', '.join(checks)}")
     if not os.path.isdir(args.folder):
         parser.error(f"{args.folder}: not a folder")
-    rows = [r for name in names for r in check(args.folder, name)]
+    rows = [r for name in names for r in check(args.folder, name, runners)]
     print(table(rows))
     failed = [r[0] for r in rows if r[3] == "FAILED"]
     print(f"{len(rows)} rows, {len(failed)} FAILED" + (f": {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
+
+
+def main(argv):
+    description = __doc__.split("\n")[0]
+    return run_checks(argv, description, CHECKS, RUNNERS, "scripts/trace-examples.sh")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ fn the_report_shows_the_host_free_only_when_async() {
     let gpu = gpu();
     let o = run_recorded::<Basics>(&gpu, &[], 3);
     let text = o.report.to_text();
-    assert!(o.passed(), "{text}");
+    assert!(o.results_right(), "{text}");
     // As an order on CUPTI's clock: with async copies every driver call returned before the
     // kernel ended; the blocking copy back returned only after it. How much host time and
     // work that freed is scripts/perf-check.sh's.
@@ -64,7 +64,7 @@ fn a_few_microseconds_of_gpu_work_make_no_host_claim() {
     let gpu = gpu();
     let o = run_lesson::<Basics>(&gpu, &["--elements", "1024", "--iters", "1"], 3);
     let text = o.report.to_text();
-    assert!(o.passed(), "{text}");
+    assert!(o.results_right(), "{text}");
     let told = o.report.interpretation.join("\n");
     assert!(told.contains("Not a claim here"), "{text}");
 }

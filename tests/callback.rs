@@ -4,7 +4,9 @@
 use streamlab::lab::harness::data::ensure_close_to_reference;
 use streamlab::lab::kit::host_batch_log::{batch_value, check_event_order};
 use streamlab::lab::Lesson;
-use streamlab::lessons::callback::{Callback, AHEAD, GPU_WORK, PIPELINED, PREPARE, SEQUENTIAL};
+use streamlab::lessons::callback::{
+    Callback, AHEAD, GPU_WORK, ONE_STREAM, PIPELINED, PREPARE, READ_WAIT, SEQUENTIAL,
+};
 use streamlab::math::compute_element;
 use testkit::{
     accepted, assert_nothing_to_overlap, gpu, refuses, run_lesson, run_refuses, set_up,
@@ -43,12 +45,17 @@ fn callback_pipelined_equals_sequential_bit_for_bit() {
         let (gpu, mut p) = set_up_callback(n, batches, 30, 9);
         p.version(&gpu, SEQUENTIAL).unwrap();
         p.version(&gpu, PIPELINED).unwrap();
-        assert_eq!(p.out_pipelined.len(), n * batches);
-        let same =
-            p.out_pipelined.iter().zip(&p.out_sequential).all(|(a, b)| a.to_bits() == b.to_bits());
-        assert!(same, "n={n} batches={batches}: pipelined differs from sequential");
-        check_event_order(&p.events, batches).unwrap();
-        assert_eq!(p.events.len(), 4 * batches, "{:?}", p.events);
+        p.version(&gpu, ONE_STREAM).unwrap();
+        let same_bits = |out: &[f32]| {
+            out.len() == n * batches
+                && out.iter().zip(&p.out_sequential).all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        assert!(same_bits(&p.out_pipelined), "n={n} batches={batches}: pipelined differs");
+        assert!(same_bits(&p.out_one_stream), "n={n} batches={batches}: one stream differs");
+        for events in [&p.events, &p.events_one_stream] {
+            check_event_order(events, batches).unwrap();
+            assert_eq!(events.len(), 4 * batches, "{events:?}");
+        }
     }
 }
 
@@ -58,10 +65,13 @@ fn callback_matches_cpu_reference_within_tolerance() {
     let (n, batches, iters, seed) = (20_000, 3, 100, 4);
     let (gpu, mut p) = set_up_callback(n, batches, iters, seed);
     p.version(&gpu, PIPELINED).unwrap();
+    p.version(&gpu, ONE_STREAM).unwrap();
     // Every element: data.rs's tolerances bound libdevice-vs-std drift over 100 iterations.
     let reference = |k: usize| compute_element(batch_value(seed, k / n, k % n), iters);
     ensure_close_to_reference("pipelined output vs CPU", &p.out_pipelined, n * batches, reference)
         .unwrap();
+    let one = &p.out_one_stream;
+    ensure_close_to_reference("one-stream output vs CPU", one, n * batches, reference).unwrap();
 }
 
 #[test]
@@ -73,7 +83,7 @@ fn callback_lesson_passes_and_overlaps_host_and_gpu() {
         &["--elements", "1048576", "--batches", "4", "--iters", "500"],
         3,
     );
-    assert!(o.passed(), "{}", o.report.to_text());
+    assert!(o.results_right(), "{}", o.report.to_text());
     let (prep, g) = (o.measured.without().part(PREPARE), o.measured.without().part(GPU_WORK));
     assert!(prep > 0.0 && g > 0.0, "{}", o.report.to_text());
     assert_eq!(o.lesson.events.len(), 16, "{:?}", o.lesson.events);
@@ -92,6 +102,11 @@ fn callback_lesson_passes_and_overlaps_host_and_gpu() {
     // missing part) or more than there are. Which count depends on the host's speed.
     let ahead = o.measured.with().part(AHEAD);
     assert!((0.0..=3.0).contains(&ahead), "{ahead} batches ahead\n{}", o.report.to_text());
+    // The one-stream version ran the same pipeline, and timed its reads (a part, never NaN).
+    let one = o.measured.version(ONE_STREAM);
+    assert!((0.0..=3.0).contains(&one.part(AHEAD)), "{}", o.report.to_text());
+    assert!(one.part(READ_WAIT) >= 0.0, "{}", o.report.to_text());
+    assert_eq!(o.lesson.events_one_stream.len(), 16, "{:?}", o.lesson.events_one_stream);
     assert!(o
         .report
         .details

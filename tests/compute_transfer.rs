@@ -43,7 +43,7 @@ fn compute_transfer_lesson_passes_and_overlaps() {
     let gpu = gpu();
     let o = run_recorded::<ComputeTransfer>(&gpu, &[], 5);
     let text = o.report.to_text();
-    assert!(o.passed(), "{text}");
+    assert!(o.results_right(), "{text}");
     // A batch's copies on the transfer stream ran while another batch's kernel ran on the
     // compute stream (the speed-up and measured / model are scripts/perf-check.sh's).
     let [one, two] = [&o.recordings[0], &o.recordings[1]];

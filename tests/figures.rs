@@ -20,10 +20,20 @@
 //! prose (a run's printed output is quoted there), so a constant written with a unit goes in
 //! [`ALLOWED`], which is looked up before the record.
 //!
+//! A figure is quoted as the record rounds it: a record value exactly halfway between two
+//! quotes (1.8175 for 1.817 or 1.818) holds neither, so the record prints the digits that decide
+//! (`scripts/recorded-figures.py` writes 1.81749). A table's cell is matched by what it is
+//! where the record says so: its label (its row's first cell and its column's heading) names
+//! the recorded runs' cells whose names hold all its words, and then only those may hold it
+//! ("producer finished at" under "without `wait_event`" is the recorded "consumer finished at,
+//! without wait_event: producer finished at, ms (median)", not the with-wait run's producer).
+//!
 //! What this cannot catch: a figure of two or three significant digits matches any record
 //! value of its quantity that rounds to it, and the record holds thousands of values; a wrong
-//! "1.2 ms" may pass. The check is that a precise figure was not made up or left behind by a
-//! newer run.
+//! "1.2 ms" may pass. Neither can it tell which of two record values a figure in prose means:
+//! "1.998×" for a ratio the record holds as 1.99854 passes, because the same lesson's other
+//! ratio is 1.9979. The check is that a precise figure was not made up, rounded otherwise than
+//! the record, or left behind by a newer run.
 use std::path::Path;
 
 /// Figures that are no measurement, by file (relative to the repository root), figure as
@@ -59,6 +69,26 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "docs/guide/zh-CN/src/measurements.md",
         "10 s",
         "the run's setting STREAMLAB_RENDEZVOUS_TIMEOUT=10 (a lone rank's wait), not a measurement",
+    ),
+    (
+        "docs/guide/en/src/pipeline-parallel.md",
+        "3.517 ms",
+        "arithmetic: the sum of run 18-B's steps, stage 0 1.607 + copies 0.383 + stage 1 1.527 ms",
+    ),
+    (
+        "docs/guide/en/src/pipeline-parallel.md",
+        "0.203 ms",
+        "arithmetic: run 18-B's one-at-a-time median 3.720 ms less its steps' 3.517 ms",
+    ),
+    (
+        "docs/guide/zh-CN/src/pipeline-parallel.md",
+        "3.517 ms",
+        "arithmetic: the sum of run 18-B's steps, stage 0 1.607 + copies 0.383 + stage 1 1.527 ms",
+    ),
+    (
+        "docs/guide/zh-CN/src/pipeline-parallel.md",
+        "0.203 ms",
+        "arithmetic: run 18-B's one-at-a-time median 3.720 ms less its steps' 3.517 ms",
     ),
     (
         "docs/guide/zh-CN/src/priority.md",
@@ -105,13 +135,14 @@ impl Decimal {
         }
     }
 
-    /// Whether `self`, rounded to `quoted`'s places, is `quoted` (a tie rounds either way), or
-    /// `quoted` is `self` with trailing zeros.
+    /// Whether `self`, rounded to `quoted`'s places, is `quoted`, or `quoted` is `self` with
+    /// trailing zeros. A tie is neither: a record value of 1.8175 may be 1.81749 or 1.81751, so
+    /// it says neither 1.817 nor 1.818 (the record prints the digits that decide).
     fn rounds_to(self, quoted: Decimal) -> bool {
         if self.places >= quoted.places {
             let scale = 10u128.pow(self.places - quoted.places);
             let Some(target) = quoted.digits.checked_mul(scale) else { return false };
-            2 * self.digits.abs_diff(target) <= scale
+            2 * self.digits.abs_diff(target) < scale
         } else {
             let scale = 10u128.pow(quoted.places - self.places);
             self.digits.checked_mul(scale) == Some(quoted.digits)
@@ -226,6 +257,36 @@ struct Figure {
     /// Whether it is a table's cell that holds numbers only ("1.12", "**1.15**", "34.3 / 31.8").
     alone: bool,
     written: String,
+    /// In a table, the words of its row's first cell and of its column's heading ("producer
+    /// finished at" + "without `wait_event`"; a heading in [`PLAIN_HEADINGS`] adds none): what
+    /// the cell is. Empty in prose, and in a table's first column (that cell names its row).
+    label: Vec<String>,
+}
+
+/// Headings that say only what every cell of a table is, not which one: they add no words to a
+/// cell's label ("| one stream, median | 0.591 ms |" under "time" is the record's "one stream,
+/// median" under "value").
+const PLAIN_HEADINGS: &[&str] = &["time", "value", "median", "figure"];
+
+/// The words of `text`, lower case, for matching a table cell's label: "K = 64, median" ->
+/// ["k", "64", "median"]; "`wait_event`" -> ["wait_event"].
+fn words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A table's column: the unit its heading (or the line that introduces the table) names, and
+/// the heading's text.
+#[derive(Clone)]
+struct Column {
+    unit: Option<Quantity>,
+    heading: String,
 }
 
 /// The one unit that `text` (a table's heading cell or introducing line) names, if it names
@@ -249,9 +310,10 @@ fn named_unit(text: &str) -> Option<Quantity> {
     }
 }
 
-/// For each line of `text`: if it is a table's row under its heading, the unit of each of its
-/// columns (what the column's heading names, else what the line before the table names).
-fn table_columns(text: &str) -> Vec<Option<Vec<Option<Quantity>>>> {
+/// For each line of `text`: if it is a table's row under its heading, each of its columns: the
+/// unit (what the column's heading names, else what the line before the table names) and the
+/// heading.
+fn table_columns(text: &str) -> Vec<Option<Vec<Column>>> {
     let lines: Vec<&str> = text.lines().collect();
     let cells = |line: &str| -> Vec<String> {
         line.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect()
@@ -268,8 +330,10 @@ fn table_columns(text: &str) -> Vec<Option<Vec<Option<Quantity>>>> {
         let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
         let introduced =
             before.filter(|l| !l.trim_start().starts_with('|')).and_then(|l| named_unit(l));
-        let units: Vec<Option<Quantity>> =
-            cells(lines[i]).iter().map(|c| named_unit(c).or(introduced)).collect();
+        let units: Vec<Column> = cells(lines[i])
+            .into_iter()
+            .map(|c| Column { unit: named_unit(&c).or(introduced), heading: c })
+            .collect();
         let mut row = i + 2;
         while row < lines.len() && lines[row].trim_start().starts_with('|') {
             columns[row] = Some(units.clone());
@@ -301,6 +365,23 @@ fn figures(text: &str) -> Vec<Figure> {
                 rest.starts_with(unit)
                     && (!word || !rest[unit.len()..].starts_with(|c: char| c.is_alphanumeric()))
             });
+            // A table's cell: the column is the count of "|" before the number, less the row's
+            // opening one; its label, the row's first cell and the column's heading.
+            // A cell of the first column names its row ("2 host threads"): it has no label.
+            let column = line[..start].matches('|').count().saturating_sub(1);
+            let first = line.trim().trim_matches('|').split('|').next().unwrap_or("");
+            let label = match &columns[i] {
+                Some(headings) if column > 0 => {
+                    let heading = headings.get(column).map_or("", |c| c.heading.as_str());
+                    let plain = PLAIN_HEADINGS.contains(&heading.trim().to_lowercase().as_str());
+                    let mut label = if plain { Vec::new() } else { words(heading) };
+                    label.extend(words(first));
+                    label.sort();
+                    label.dedup();
+                    label
+                }
+                _ => Vec::new(),
+            };
             if let Some((unit, _, quantity)) = unit {
                 let written_end = end + gap.min(1) + unit.len();
                 if let Some((index, minutes_end)) = minutes.take() {
@@ -329,19 +410,22 @@ fn figures(text: &str) -> Vec<Figure> {
                     quantity: Some(*quantity),
                     alone: false,
                     written: format!("{}{}", &line[start..end + gap.min(1)], unit),
+                    label,
                 });
             } else if let Some(units) = &columns[i] {
-                // A table's cell: the column is the count of "|" before the number, less the
-                // row's opening one.
-                let column = line[..start].matches('|').count().saturating_sub(1);
                 let cell = line.split('|').nth(column + 1).unwrap_or("");
                 let alone = cell.chars().all(|c| c.is_ascii_digit() || " .,/*+-−".contains(c));
                 found.push(Figure {
                     line: i + 1,
                     number: n.to_string(),
-                    quantity: units.get(column).copied().flatten(),
+                    // The column's unit, else the one its row names ("..., ms (median)").
+                    quantity: units
+                        .get(column)
+                        .and_then(|c| c.unit)
+                        .or_else(|| (column > 0).then(|| named_unit(first)).flatten()),
                     alone,
                     written: n.to_string(),
+                    label,
                 });
             }
         }
@@ -363,6 +447,34 @@ fn holds(value: &Figure, quoted: &Figure) -> bool {
     }
 }
 
+/// The record's figures that a quoted `figure` may be. Where it is a table's cell whose label's
+/// words all name cells of the record's tables that measure its quantity (its row "producer
+/// finished at" under "without `wait_event`" names the record's "consumer finished at, without
+/// wait_event: producer finished at, ms (median)"), those cells; else every figure of the
+/// record. Only the cells of the recorded runs' section have labels ([`unrecorded`]): the
+/// chapters' tables quote those runs, and the same row in another run's table is another figure.
+fn named<'a>(recorded: &'a [Figure], figure: &'a Figure) -> Vec<&'a Figure> {
+    let names = |value: &Figure| {
+        !figure.label.is_empty() && figure.label.iter().all(|w| value.label.contains(w))
+    };
+    let same = |value: &Figure| match (value.quantity, figure.quantity) {
+        (Some(a), Some(b)) => a.0 == b.0,
+        _ => false,
+    };
+    if recorded.iter().any(|value| names(value) && same(value)) {
+        recorded.iter().filter(|value| names(value)).collect()
+    } else {
+        recorded.iter().collect()
+    }
+}
+
+/// The lines (1-based, from..to) of `record`'s section "The recorded runs", if it has one.
+fn recorded_section_lines(record: &str) -> Option<(usize, usize)> {
+    let lessons = recorded_lessons(record)?;
+    let from = record[..record.find(lessons)?].lines().count() + 1;
+    Some((from, from + lessons.lines().count()))
+}
+
 /// The figures of each (file, text) that the record does not hold and [`ALLOWED`]-like `allowed`
 /// does not cover, as "file:line: figure"; and the allowances no figure needed. A number in a
 /// text's table without a unit is a figure where its column names one, or where it has a decimal
@@ -372,7 +484,13 @@ fn unrecorded(
     record: &str,
     allowed: &[(&str, &str, &str)],
 ) -> (Vec<String>, Vec<String>) {
-    let recorded = figures(record);
+    let mut recorded = figures(record);
+    // Labels name only the recorded runs' cells, where the record has that section.
+    if let Some((from, to)) = recorded_section_lines(record) {
+        for value in recorded.iter_mut().filter(|v| v.line < from || v.line > to) {
+            value.label.clear();
+        }
+    }
     let mut used = vec![false; allowed.len()];
     let mut missing = Vec::new();
     for (file, text) in files {
@@ -388,7 +506,7 @@ fn unrecorded(
                 used[i] = true;
                 continue;
             }
-            if recorded.iter().any(|value| holds(value, &figure)) {
+            if named(&recorded, &figure).into_iter().any(|value| holds(value, &figure)) {
                 continue;
             }
             missing.push(format!("{file}:{}: {}", figure.line, figure.written));
@@ -485,7 +603,9 @@ fn the_matcher_finds_figures_and_fails_on_made_up_ones() {
     // Rounding: the record's value may be quoted with fewer digits, never more or otherwise.
     let r = |s| Decimal::parse(s).unwrap();
     assert!(r("0.6606").rounds_to(r("0.661")) && r("0.6606").rounds_to(r("0.66")));
-    assert!(r("0.0095").rounds_to(r("0.010")) && r("0.0095").rounds_to(r("0.009")));
+    // A tie is no rounding: 0.0095 may have been 0.00949 or 0.00951.
+    assert!(!r("0.0095").rounds_to(r("0.010")) && !r("0.0095").rounds_to(r("0.009")));
+    assert!(r("0.009501").rounds_to(r("0.010")) && r("0.009501").rounds_to(r("0.0095")));
     assert!(r("10").rounds_to(r("10.0")) && !r("10").rounds_to(r("10.1")));
     assert!(!r("0.6606").rounds_to(r("0.6607")) && !r("0.66").rounds_to(r("0.661")));
     assert!(r("4,995.712").rounds_to(r("4995.7")) && !r("1.7822").rounds_to(r("1.77")));
@@ -597,4 +717,86 @@ fn a_figure_in_the_wrong_unit_or_changed_fails() {
         };
         assert_eq!(check(&text, record), [format!("{file}:{line}: {figure}")], "{text}");
     }
+}
+
+/// The five figures of issue 28 that were rounded otherwise than the record, each in a made-up
+/// text as the chapters had it, against a made-up record that holds the run's figures as the
+/// record prints them now: each fails, and the figure as the record rounds it passes. The
+/// record before (1.8175 and 1.8145, ties at three decimals) held both roundings.
+#[test]
+fn a_figure_is_quoted_as_the_record_rounds_it() {
+    let file = "docs/guide/en/src/made-up.md";
+    let check = |text: &str, record: &str| {
+        let files = [(file.to_string(), text.to_string())];
+        let (missing, _) = unrecorded(&files, record, &[]);
+        missing
+    };
+    let record = "## The recorded runs\n\n### stream-sweep (run 23-E)\n\n\
+                  | figure | value |\n|---|---|\n\
+                  | K = 64, median | 1.81749 ms |\n| K = 32, median | 1.81446 ms |\n\
+                  | K = 32: bound | 1.5404 ms |\n| K = 64: bound | 1.5022 ms |\n\n\
+                  ### compute-transfer (run 23-E)\n\n| figure | value |\n|---|---|\n\
+                  | one stream, median | 0.59146 ms |\n\n\
+                  ### default-stream (run 23-E)\n\n| figure | value |\n|---|---|\n\
+                  | 2 threads: legacy over per-thread | 1.99854 x |\n\n\
+                  ### events (run 23-E)\n\n| figure | value |\n|---|---|\n\
+                  | producer (stream A) finished at | 20.0218 ms |\n\
+                  | consumer finished at, without wait_event: producer finished at, ms (median) \
+                  | 20.0133 |\n\
+                  | consumer (stream B) finished at, with wait_event: producer finished at, ms \
+                  (median) | 20.0218 |\n\n\
+                  ## Other runs\n\n| version | Rust | C++ |\n|---|---|---|\n\
+                  | compute-transfer, one stream | 0.592 | 0.606 |\n";
+    // (text as the chapter had it, the figure that fails there, text as the record rounds it)
+    let sweep = "| K | median | bound T(K) |\n|---|---|---|\n";
+    let cases = [
+        (
+            "The drawn run of K = 64 is longer than its median of 1.818 ms".to_string(),
+            "1: 1.818 ms",
+            "The drawn run of K = 64 is longer than its median of 1.817 ms".to_string(),
+        ),
+        (
+            format!("{sweep}| 32 | 1.815 ms | 1.540 ms |"),
+            "3: 1.815 ms",
+            format!("{sweep}| 32 | 1.814 ms | 1.540 ms |"),
+        ),
+        (
+            format!("{sweep}| 64 | 1.818 ms | 1.502 ms |"),
+            "3: 1.818 ms",
+            format!("{sweep}| 64 | 1.817 ms | 1.502 ms |"),
+        ),
+        // Another run's 0.592 is in the record, but the row names the recorded run's cell.
+        (
+            "| | time |\n|---|---|\n| one stream, median | 0.592 ms |".to_string(),
+            "3: 0.592 ms",
+            "| | time |\n|---|---|\n| one stream, median | 0.591 ms |".to_string(),
+        ),
+        (
+            "on their per-thread default streams: a factor of 2.00 (1.998×)".to_string(),
+            "1: 1.998×",
+            "on their per-thread default streams: a factor of 2.00 (1.999×)".to_string(),
+        ),
+        // 20.02 ms is the producer's end in the run with the wait, also in the record.
+        (
+            "| | without `wait_event` | with `wait_event` |\n|---|---|---|\n\
+             | producer finished at | 20.02 ms | 20.02 ms |"
+                .to_string(),
+            "3: 20.02 ms",
+            "| | without `wait_event` | with `wait_event` |\n|---|---|---|\n\
+             | producer finished at | 20.01 ms | 20.02 ms |"
+                .to_string(),
+        ),
+    ];
+    for (wrong, failure, right) in &cases {
+        assert_eq!(check(wrong, record), [format!("{file}:{failure}")], "{wrong}");
+        assert!(check(right, record).is_empty(), "{right}: {:?}", check(right, record));
+    }
+    // The record as it was printed before: a tie holds neither rounding, so both fail.
+    let tied = record.replace("1.81749", "1.8175").replace("1.99854", "1.9985");
+    assert_eq!(check(&cases[0].2, &tied), [format!("{file}:1: 1.817 ms")]);
+    assert_eq!(check(&cases[4].2, &tied), [format!("{file}:1: 1.999×")]);
+    // Where no recorded cell is named as the row is, any record value may hold it: another
+    // run's 0.592, outside the recorded runs' section, which names nothing.
+    let unnamed = record.replace("| one stream, median |", "| a single stream |");
+    assert!(check(&cases[3].0, &unnamed).is_empty());
 }

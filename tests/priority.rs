@@ -25,7 +25,7 @@ fn high_priority_kernel_finishes_first_equal_priority_does_not() {
 fn priority_report_passes() {
     let gpu = gpu();
     let o = run_lesson::<Priority>(&gpu, &["--sleep-us", "200"], 3);
-    assert!(o.passed(), "{}", o.report.to_text());
+    assert!(o.results_right(), "{}", o.report.to_text());
     let (high, low) = (o.measured.with().time.median, o.measured.with().part(LONG_DONE));
     // 8 waves of 0.2 ms: the urgent kernel is done after about 2, the long one after about 9.
     assert!(high < 0.5 * low, "high {high} low {low}\n{}", o.report.to_text());
@@ -46,7 +46,7 @@ fn with_one_wave_the_interpretation_says_no_claim_is_made() {
     let gpu = gpu();
     // One wave: priority cannot reorder anything, and the text must not say it did.
     let o = run_lesson::<Priority>(&gpu, &["--waves", "1", "--sleep-us", "200"], 3);
-    assert!(o.passed(), "{}", o.report.to_text());
+    assert!(o.results_right(), "{}", o.report.to_text());
     let told = o.report.interpretation.join("\n");
     assert!(told.contains("Not a claim here"), "{}", o.report.to_text());
     assert!(!told.contains("hands the free slots"), "{}", o.report.to_text());

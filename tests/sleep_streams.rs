@@ -33,7 +33,7 @@ fn the_small_grid_overlaps_and_the_full_grid_barely() {
     let gpu = gpu();
     let o = run_lesson::<SleepStreams>(&gpu, &["--elements", "65536", "--sleep-us", "1000"], 3);
     let text = o.report.to_text();
-    assert!(o.passed(), "{text}");
+    assert!(o.results_right(), "{text}");
     let (small, full) = (speedup(&o.measured, SMALL), speedup(&o.measured, FULL));
     assert_eq!(small, o.measured.speedup(), "the small grid is the headline pair");
     assert!(small > 2.5 && small < 4.5, "small grid {small}\n{text}");
@@ -50,7 +50,7 @@ fn one_stream_makes_no_claim() {
     let gpu = gpu();
     let o = run_lesson::<SleepStreams>(&gpu, &["--streams", "1"], 3);
     let text = o.report.to_text();
-    assert!(o.passed(), "{text}");
+    assert!(o.results_right(), "{text}");
     let told = o.report.interpretation.join("\n");
     assert!(!told.contains("run side by side:"), "{text}");
 }

@@ -33,7 +33,7 @@ fn traced() -> Traced {
     };
     let args = args_from::<Overlap>(&["--streams", "8"]).unwrap();
     let o = run::<Overlap>(&gpu, &args, &settings).unwrap_or_else(|e| panic!("overlap: {e}"));
-    assert!(o.passed(), "{}", o.report.to_text());
+    assert!(o.results_right(), "{}", o.report.to_text());
     println!("{}", o.report.to_text());
     let cost = o.cost.expect("a recorded run measures its cost");
     let out = Traced {

@@ -32,11 +32,15 @@ pub struct ApiCall {
 /// structs start with.
 const TRACED: &[(u32, Handles)] = &[
     (17, Handles::None),         // cuCtxSynchronize
+    (38, Handles::None),         // cuMemFreeHost
+    (39, Handles::None),         // cuMemHostAlloc
     (119, Handles::EventStream), // cuEventRecord
     (121, Handles::Event),       // cuEventSynchronize
     (126, Handles::Stream),      // cuStreamSynchronize
     (216, Handles::None),        // cuMemsetD8Async
     (220, Handles::None),        // cuMemsetD32Async
+    (243, Handles::None),        // cuMemAlloc_v2
+    (245, Handles::None),        // cuMemFree_v2
     (249, Handles::None),        // cuMemsetD8_v2
     (251, Handles::None),        // cuMemsetD32_v2
     (276, Handles::None),        // cuMemcpyHtoD_v2
@@ -53,6 +57,8 @@ const TRACED: &[(u32, Handles)] = &[
     (514, Handles::None),        // cuGraphLaunch
     (527, Handles::None),        // cuLaunchHostFunc
     (587, Handles::EventStream), // cuEventRecordWithFlags
+    (598, Handles::None),        // cuMemAllocAsync
+    (600, Handles::None),        // cuMemFreeAsync
     (652, Handles::None),        // cuLaunchKernelEx
 ];
 

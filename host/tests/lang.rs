@@ -115,7 +115,7 @@ fn lang_zh_draws_the_picture_and_says_where_it_went_in_chinese() {
     };
     let (said, picture) = run(&zh_svg, "zh");
     assert_eq!(said, format!("streamlab: overlap: --svg 已写入 {}\n", zh_svg.display()));
-    for words in ["时间（ms）", "核函数", "拷入（主机到设备）", "（中位数）", "加速比", "录制"]
+    for words in ["时间（ms）", "内核", "拷贝入（主机到设备）", "（中位数）", "加速比", "录制"]
     {
         assert!(picture.contains(words), "{words} missing from the zh picture");
     }

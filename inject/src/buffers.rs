@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use streamlab_cupti::decode::Decoded;
 use streamlab_cupti::trace_file::Line;
 
-use crate::signals::{crashing, hold};
+use crate::crash_state::{crashing, hold};
 use crate::{lock, watch, RECORDER};
 
 /// Buffers of 2 MiB, some ten thousand records each; CUPTI asks for another as one fills.

@@ -114,6 +114,7 @@
 mod buffers;
 mod calls;
 mod config;
+mod crash_state;
 mod gate;
 mod keeper;
 mod segments;

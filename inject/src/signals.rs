@@ -9,7 +9,7 @@
 //!    handler has not disarmed it within [`WATCHDOG`], it restores the default action and
 //!    sends the signal to the process, which then dies by it whatever the handler is stuck
 //!    in (a lock of malloc's, of CUPTI's);
-//! 2. does the exit handler's work with locks it waits for at most [`LOCK_WAIT`] each (a
+//! 2. does the exit handler's work with locks it waits for at most [`crash_state::LOCK_WAIT`] each (a
 //!    crash inside the recorder's own lock cannot deadlock): the forced flush, the records
 //!    decided and written, then `Crashed` in place of `Exit`;
 //! 3. disarms the watchdog, restores the saved action, and lets the signal act again: a
@@ -27,48 +27,23 @@
 //! recorder's would see its records end with `Crashed` at its first such signal.
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::{lock, watch, RECORDER};
+use crate::crash_state;
+use crate::{watch, RECORDER};
 
 /// The signals handled, in the order their saved actions are kept.
 const FATAL: [i32; 5] = [libc::SIGSEGV, libc::SIGABRT, libc::SIGBUS, libc::SIGFPE, libc::SIGILL];
-/// The longest the handler waits for one of the recorder's locks.
-pub const LOCK_WAIT: Duration = Duration::from_secs(2);
 /// The longest the handler may take before the watchdog ends the process.
 pub const WATCHDOG: Duration = Duration::from_secs(10);
 
-/// A fatal signal is being handled: locks are waited for at most [`LOCK_WAIT`], the flush
-/// thread stops.
-static CRASHING: AtomicBool = AtomicBool::new(false);
 /// The handling finished (for a second thread that faulted meanwhile).
 static CRASH_DONE: AtomicBool = AtomicBool::new(false);
 /// Each signal's action before the recorder's.
 static SAVED: OnceLock<[libc::sigaction; 5]> = OnceLock::new();
 /// The watchdog pipe's writing end (-1: no watchdog).
 static WATCHDOG_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-pub fn crashing() -> bool {
-    CRASHING.load(Ordering::Acquire)
-}
-
-/// `mutex`, locked: at once as usual, or, while a crash is handled, within [`LOCK_WAIT`]
-/// (`None` past it: the lock is held by a thread that may never let go, this one included).
-pub fn hold<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    if !crashing() {
-        return Some(lock(mutex));
-    }
-    let start = Instant::now();
-    loop {
-        match mutex.try_lock() {
-            Ok(guard) => return Some(guard),
-            Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) if start.elapsed() >= LOCK_WAIT => return None,
-            Err(TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
-}
 
 /// Saves each signal's action and installs the handler; starts the watchdog. What cannot
 /// be done is left undone (nothing here may fail the program).
@@ -177,7 +152,7 @@ fn restore(signal: i32) {
 extern "C" fn on_fatal(signal: i32, info: *mut libc::siginfo_t, _context: *mut libc::c_void) {
     let ours = RECORDER.get().filter(|r| r.pid == std::process::id());
     if let Some(recorder) = ours {
-        if !CRASHING.swap(true, Ordering::AcqRel) {
+        if !crash_state::begin() {
             tell_watchdog(signal);
             let _ = catch_unwind(AssertUnwindSafe(|| watch::finish(recorder, Some(signal))));
             CRASH_DONE.store(true, Ordering::Release);
@@ -197,23 +172,5 @@ extern "C" fn on_fatal(signal: i32, info: *mut libc::siginfo_t, _context: *mut l
         // SAFETY: a plain call; the signal is blocked in its handler, so it is delivered as
         // the handler returns.
         unsafe { libc::raise(signal) };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn while_a_crash_is_handled_a_lock_held_forever_is_given_up() {
-        let mutex = Mutex::new(7);
-        assert_eq!(hold(&mutex).map(|g| *g), Some(7));
-        let held = lock(&mutex);
-        CRASHING.store(true, Ordering::Release);
-        // This very thread holds it: waiting would never end.
-        let given_up = hold(&mutex).is_none();
-        CRASHING.store(false, Ordering::Release);
-        assert!(given_up);
-        drop(held);
     }
 }

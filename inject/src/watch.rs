@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use streamlab_cupti::trace_file::{ApiDomain, Line};
 
-use crate::signals::{crashing, hold};
+use crate::crash_state::{crashing, hold};
 use crate::{lock, Recorder, RECORDER};
 
 /// The probe call's (domain, callback id): `CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion`.

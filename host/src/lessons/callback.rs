@@ -21,9 +21,11 @@
 //!
 //! In Rust: `s.launch_host_fn(move || { tx.send(i); })` (no CUDA call in it), two
 //! `HostBuffer::pinned` staging and two result buffers in rotation, `s.synchronize()` in the
-//! sequential version. Slot i % 2 has its own stream, chained to the other by an event so the
-//! batches still run one after another: reading a host buffer waits for the stream its copies
-//! are in flight on, and on one stream that would include batch i+1, already queued.
+//! sequential version. The pipelined version gives slot i % 2 a stream of its own, chained to
+//! the other by an event so the batches still run one after another. The third version queues
+//! every batch on one stream, as the C++ above does, which keeps them in order by itself:
+//! reading a result waits for the event its buffer recorded after its copy, not for batch i+1
+//! queued behind it, so one stream pipelines too.
 //!
 //! The bound: with host preparation P and GPU work G per batch, B batches take at least
 //! `P + (B-1) max(P, G) + G` (`lab::batches::pipeline_estimate`).
@@ -67,8 +69,10 @@ pub const SLOTS: usize = 2;
 /// The sequential version's parts: host preparation and GPU work of one batch, ms.
 pub const PREPARE: &str = "host prepare per batch, ms";
 pub const GPU_WORK: &str = "GPU work per batch, ms";
-/// The pipelined version's part: batches i+1 prepared before batch i's host function ran.
+/// The pipelined versions' parts: batches i+1 prepared before batch i's host function ran,
+/// and how long the host waited in `read()` for a result, per batch.
 pub const AHEAD: &str = "batches prepared ahead";
+pub const READ_WAIT: &str = "host wait to read a result, per batch, ms";
 
 /// One batch's estimated host preparation plus GPU work (copy in, compute, copy out), ms.
 pub fn batch_estimate_ms(n: usize, iters: u32, model: &WorkModel) -> f64 {
@@ -89,9 +93,15 @@ pub struct Callback {
     /// Every batch's result, in order, from each version.
     pub out_sequential: Vec<f32>,
     pub out_pipelined: Vec<f32>,
+    pub out_one_stream: Vec<f32>,
     /// The last pipelined run's events, in time order.
     pub events: Vec<HostEvent>,
+    /// The last one-stream run's events, in time order.
+    pub events_one_stream: Vec<HostEvent>,
+    /// One stream per slot (the sequential version uses the first).
     streams: [Stream; SLOTS],
+    /// The one stream of the third version.
+    one_stream: Stream,
     /// Recorded after each slot's host function: the next batch waits for it.
     done: [Event; SLOTS],
     staging: [HostBuffer<f32>; SLOTS],
@@ -105,6 +115,16 @@ pub struct Callback {
 /// The versions, by their index in [`Lesson::versions`].
 pub const SEQUENTIAL: usize = 0;
 pub const PIPELINED: usize = 1;
+pub const ONE_STREAM: usize = 2;
+
+/// Where the pipelined versions queue the batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queueing {
+    /// Slot i % 2's stream, after an event recorded behind batch i-1 on the other.
+    StreamPerSlot,
+    /// One stream for every batch: its order is the batches' order.
+    OneStream,
+}
 
 impl Callback {
     /// Prepare, run, synchronize, consume; batch after batch. Host and GPU take turns.
@@ -117,7 +137,7 @@ impl Callback {
             prepare_ms += host_ms(|| prepare_batch(self.seed, i, &mut staging)).1;
             drop(staging);
             self.gpu_start.record(s)?;
-            self.enqueue(gpu, 0)?;
+            self.enqueue(gpu, s, 0)?;
             self.gpu_end.record(s)?;
             s.synchronize()?;
             gpu_ms += self.gpu_end.elapsed_ms(&self.gpu_start)?;
@@ -128,16 +148,46 @@ impl Callback {
     }
 
     /// While the GPU works on batch i, the host prepares batch i+1 and queues it behind,
-    /// then sleeps until batch i's host function rings and consumes its results.
+    /// then sleeps until batch i's host function rings and consumes its results. Each slot
+    /// has a stream of its own.
     fn pipelined(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let mut out = std::mem::take(&mut self.out_pipelined);
+        let run = self.pipeline(gpu, Queueing::StreamPerSlot, &mut out);
+        self.out_pipelined = out;
+        let (sample, events) = run?;
+        self.events = events;
+        Ok(sample)
+    }
+
+    /// The same pipeline with every batch on one stream. Reading batch i's result waits for
+    /// the event its buffer recorded after the copy out, done when the doorbell rang, and not
+    /// for batch i+1, queued behind it on the same stream.
+    fn one_stream(&mut self, gpu: &Gpu) -> Result<Sample> {
+        let mut out = std::mem::take(&mut self.out_one_stream);
+        let run = self.pipeline(gpu, Queueing::OneStream, &mut out);
+        self.out_one_stream = out;
+        let (sample, events) = run?;
+        self.events_one_stream = events;
+        Ok(sample)
+    }
+
+    /// Runs the pipeline with the batches queued as `queueing` says, writing every batch's
+    /// result into `out`: the sample and the run's events, in time order.
+    fn pipeline(
+        &self,
+        gpu: &Gpu,
+        queueing: Queueing,
+        out: &mut [f32],
+    ) -> Result<(Sample, Vec<HostEvent>)> {
         let (tx, rx) = mpsc::channel::<(usize, f64)>();
         let start = Instant::now();
         let mut events = Vec::with_capacity(4 * self.batches);
-        self.submit(gpu, 0, start, &tx, &mut events)?;
+        let mut read_wait_ms = 0.0;
+        self.submit(gpu, queueing, 0, start, &tx, &mut events)?;
         for i in 0..self.batches {
             if i + 1 < self.batches {
                 // Slot (i+1) % 2 last held batch i-1, consumed in the previous iteration.
-                self.submit(gpu, i + 1, start, &tx, &mut events)?;
+                self.submit(gpu, queueing, i + 1, start, &tx, &mut events)?;
             }
             let (done, at) = rx.recv_timeout(self.timeout).map_err(|_| {
                 Error::Internal(format!(
@@ -152,16 +202,20 @@ impl Callback {
             }
             events.push(HostEvent::at(at, "callback", i));
             let (n, slot) = (self.n, i % SLOTS);
-            // Waits only for this slot's stream, which the callback says is done.
-            self.out_pipelined[i * n..(i + 1) * n].copy_from_slice(&self.results[slot].read()?);
+            // Waits for the event after this batch's copy out, which the callback says is done.
+            let (result, wait_ms) = host_ms(|| self.results[slot].read());
+            read_wait_ms += wait_ms;
+            out[i * n..(i + 1) * n].copy_from_slice(&result?);
             events.push(HostEvent::now(start, "consumed", i));
         }
         let total = ms_since(start);
         // Callbacks are stamped on the driver thread and arrive late: order by time.
         events.sort_by(|a, b| a.ms.total_cmp(&b.ms));
         let ahead = batches_prepared_ahead(&events, self.batches);
-        self.events = events;
-        Ok(Sample::ms(total).part(AHEAD, ahead as f64))
+        let sample = Sample::ms(total)
+            .part(AHEAD, ahead as f64)
+            .part(READ_WAIT, read_wait_ms / self.batches as f64);
+        Ok((sample, events))
     }
 }
 
@@ -176,14 +230,18 @@ impl Lesson for Callback {
     type Args = Args;
 
     fn versions(_: &Args) -> Vec<String> {
-        vec!["sequential (prepare, run, synchronize)".into(), "pipelined with callbacks".into()]
+        vec![
+            "sequential (prepare, run, synchronize)".into(),
+            "pipelined with callbacks".into(),
+            "one stream, host function doorbell".into(),
+        ]
     }
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
         let total = total_elements(a.batches, a.elements, "floats of results")?;
-        let ms = 2.0 * a.batches as f64 * batch_estimate_ms(a.elements, a.iters, model);
+        let ms = 3.0 * a.batches as f64 * batch_estimate_ms(a.elements, a.iters, model);
         Ok(Plan::new()
-            .host::<f32>(total, 2)?
+            .host::<f32>(total, 3)?
             .host::<f32>(a.elements, 2 * SLOTS)?
             .device::<f32>(a.elements, 1)?
             .work(ms, "--batches x --elements x --iters"))
@@ -198,8 +256,11 @@ impl Lesson for Callback {
             seed,
             out_sequential: vec![0.0; n * a.batches],
             out_pipelined: vec![0.0; n * a.batches],
+            out_one_stream: vec![0.0; n * a.batches],
             events: Vec::new(),
+            events_one_stream: Vec::new(),
             streams: [Stream::new(gpu, "slot 0")?, Stream::new(gpu, "slot 1")?],
+            one_stream: Stream::new(gpu, "one stream")?,
             done: [Event::without_timing(gpu)?, Event::without_timing(gpu)?],
             staging: [HostBuffer::pinned(gpu, n)?, HostBuffer::pinned(gpu, n)?],
             results: [HostBuffer::pinned(gpu, n)?, HostBuffer::pinned(gpu, n)?],
@@ -214,12 +275,17 @@ impl Lesson for Callback {
         match v {
             SEQUENTIAL => self.sequential(gpu),
             PIPELINED => self.pipelined(gpu),
+            ONE_STREAM => self.one_stream(gpu),
             _ => no_such_version::<Self>(v),
         }
     }
 
     fn streams(&self) -> Vec<&Stream> {
-        self.streams.iter().collect()
+        self.streams.iter().chain([&self.one_stream]).collect()
+    }
+
+    fn drawn(&self) -> Vec<usize> {
+        vec![SEQUENTIAL, PIPELINED, ONE_STREAM]
     }
 
     fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
@@ -236,18 +302,30 @@ impl Lesson for Callback {
             "event order (prepared, enqueued, callback, consumed)",
             check_event_order(&self.events, self.batches),
         );
+        checks.bitwise(
+            "one stream == sequential, bit for bit",
+            &self.out_one_stream,
+            &self.out_sequential,
+        );
+        checks.approx("one stream: GPU vs CPU reference (approx)", &self.out_one_stream, 4096, |k| {
+            compute_element(batch_value(seed, k / n, k % n), iters)
+        });
+        checks.record(
+            "one stream: event order (prepared, enqueued, callback, consumed)",
+            check_event_order(&self.events_one_stream, self.batches),
+        );
         Ok(())
     }
 
     fn explain(&self, m: &Measured, r: &mut Report) {
         interpret(m, &self.events, self.batches, r);
+        interpret_one_stream(m, &self.events_one_stream, self.batches, r);
     }
 }
 
 impl Callback {
-    /// Copy in, compute, copy out of `slot`'s buffers on `slot`'s stream.
-    fn enqueue(&self, gpu: &Gpu, slot: usize) -> Result<()> {
-        let s = &self.streams[slot];
+    /// Copy in, compute, copy out of `slot`'s buffers on `s`.
+    fn enqueue(&self, gpu: &Gpu, s: &Stream, slot: usize) -> Result<()> {
         s.copy_to_device(&self.staging[slot], &self.dev)?;
         gpu.compute(s, &self.dev, self.iters)?;
         s.copy_to_host(&self.dev, &self.results[slot])
@@ -257,6 +335,7 @@ impl Callback {
     fn submit(
         &self,
         gpu: &Gpu,
+        queueing: Queueing,
         i: usize,
         start: Instant,
         tx: &mpsc::Sender<(usize, f64)>,
@@ -265,18 +344,24 @@ impl Callback {
         let slot = i % SLOTS;
         prepare_batch(self.seed, i, &mut self.staging[slot].write()?);
         events.push(HostEvent::now(start, "prepared", i));
-        let s = &self.streams[slot];
-        if i > 0 {
+        let s = match queueing {
+            Queueing::StreamPerSlot => &self.streams[slot],
+            Queueing::OneStream => &self.one_stream,
+        };
+        if queueing == Queueing::StreamPerSlot && i > 0 {
             s.wait_event(&self.done[(i - 1) % SLOTS])?;
         }
-        self.enqueue(gpu, slot)?;
+        self.enqueue(gpu, s, slot)?;
         // Stamped before the host function is enqueued: it may run at once.
         events.push(HostEvent::now(start, "enqueued", i));
         let tx = tx.clone();
         s.launch_host_fn(move || {
             let _ = tx.send((i, ms_since(start)));
         })?;
-        self.done[slot].record(s)
+        match queueing {
+            Queueing::StreamPerSlot => self.done[slot].record(s),
+            Queueing::OneStream => Ok(()),
+        }
     }
 }
 
@@ -312,6 +397,50 @@ pub fn interpret(m: &Measured, events: &[HostEvent], batches: usize, r: &mut Rep
     r.explain(t!("callback.driver_thread"));
 }
 
+/// What the one-stream version shows beside the other two: its time, and how long reading a
+/// result held the host, against a batch's GPU work (what a wait for the next batch, queued
+/// behind it on the same stream, would have cost).
+pub fn interpret_one_stream(m: &Measured, events: &[HostEvent], batches: usize, r: &mut Report) {
+    let (one_stream, two_streams) = (m.version(ONE_STREAM), m.version(PIPELINED));
+    let (one_ms, two_ms) = (one_stream.time.median, two_streams.time.median);
+    let seq_ms = m.without().time.median;
+    let (read_one, read_two) = (one_stream.part(READ_WAIT), two_streams.part(READ_WAIT));
+    let work_ms = m.without().part(GPU_WORK);
+    let ahead = batches_prepared_ahead(events, batches);
+    r.figure("one stream: host wait to read a result, per batch", read_one, "ms")
+        .figure("two streams: host wait to read a result, per batch", read_two, "ms")
+        .figure(
+            "one stream: batches prepared before the previous batch's callback (last run)",
+            ahead as f64,
+            "batches",
+        );
+    if batches == 1 {
+        // Nothing queued behind the only batch: the first line of the explanation says so.
+        return;
+    }
+    let two = fixed(two_ms, 3);
+    let than_two = if two_ms / one_ms >= CLEAR_SPEEDUP {
+        t!("callback.one_stream_faster_than_two", x = fixed(two_ms / one_ms, 2), two)
+    } else if one_ms / two_ms >= CLEAR_SPEEDUP {
+        t!("callback.one_stream_slower_than_two", x = fixed(one_ms / two_ms, 2), two)
+    } else {
+        t!("callback.one_stream_as_two", two, clear = fixed(CLEAR_SPEEDUP, 2))
+    };
+    let x = fixed(seq_ms / one_ms, 2);
+    let [one, seq] = [one_ms, seq_ms].map(|v| fixed(v, 3));
+    r.explain(if seq_ms / one_ms >= CLEAR_SPEEDUP {
+        t!("callback.one_stream_gain", one, x, seq, than_two)
+    } else {
+        t!("callback.one_stream_no_gain", one, x, seq, than_two)
+    });
+    let [wait, work] = [read_one, work_ms].map(|v| fixed(v, 3));
+    r.explain(if read_one < 0.5 * work_ms {
+        t!("callback.read_waits_for_its_copy", wait, work)
+    } else {
+        t!("callback.read_waited_long", wait, work)
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,14 +467,27 @@ mod tests {
         assert!(callback_timeout(cap_ms) >= Duration::from_secs_f64(20.0 * cap_ms / 1e3));
     }
 
-    fn told(seq: f64, pipe: f64, events: &[HostEvent], batches: usize) -> String {
+    /// Medians of the three versions: times in ms, and the one-stream read wait.
+    fn measured(seq: f64, pipe: f64, one: f64, read_one: f64) -> Measured {
         let runs = vec![
             vec![Sample::ms(seq).part(PREPARE, 1.0).part(GPU_WORK, 1.0)],
-            vec![Sample::ms(pipe).part(AHEAD, 1.0)],
+            vec![Sample::ms(pipe).part(AHEAD, 1.0).part(READ_WAIT, 0.01)],
+            vec![Sample::ms(one).part(AHEAD, 1.0).part(READ_WAIT, read_one)],
         ];
         let names = Callback::versions(&args_from::<Callback>(&[]).unwrap());
+        Measured::from_samples(names, runs)
+    }
+
+    fn told(seq: f64, pipe: f64, events: &[HostEvent], batches: usize) -> String {
         let mut r = Report::new("callback", "", "");
-        interpret(&Measured::from_samples(names, runs), events, batches, &mut r);
+        interpret(&measured(seq, pipe, pipe, 0.01), events, batches, &mut r);
+        r.interpretation.join("\n")
+    }
+
+    fn told_one_stream(seq: f64, pipe: f64, one: f64, read_one: f64, batches: usize) -> String {
+        let mut r = Report::new("callback", "", "");
+        let m = measured(seq, pipe, one, read_one);
+        interpret_one_stream(&m, &good(), batches, &mut r);
         r.interpretation.join("\n")
     }
 
@@ -365,5 +507,23 @@ mod tests {
         );
         let one = told(2.0, 2.0, &good()[..2], 1);
         assert!(one.contains("nothing to pipeline") && !one.contains("x faster"), "{one}");
+    }
+
+    #[test]
+    fn the_one_stream_version_is_told_from_its_own_figures() {
+        // As fast as two streams, and the read held the host far less than a batch's GPU work
+        // (1 ms here): it waited for its own copy only.
+        let same = told_one_stream(4.0, 3.0, 3.1, 0.01, 2);
+        assert!(same.contains("3.100 ms, 1.29x faster than sequential"), "{same}");
+        assert!(same.contains("as fast as the two streams' 3.000 ms (within 1.10x)"), "{same}");
+        assert!(same.contains("0.010 ms a batch") && same.contains("only for"), "{same}");
+        // Slower than two streams, no clear gain, and a read as long as a batch's GPU work.
+        let slow = told_one_stream(4.0, 3.0, 3.9, 0.9, 2);
+        assert!(slow.contains("gained nothing clear") && slow.contains("1.30x slower"), "{slow}");
+        assert!(slow.contains("0.900 ms a batch") && !slow.contains("only for"), "{slow}");
+        let fast = told_one_stream(4.0, 3.5, 3.0, 0.01, 2);
+        assert!(fast.contains("1.17x faster than the two streams"), "{fast}");
+        // One batch: figures only, no claim about a queue behind it.
+        assert!(told_one_stream(2.0, 2.0, 2.0, 0.01, 1).is_empty());
     }
 }

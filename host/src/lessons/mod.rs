@@ -40,6 +40,7 @@ lessons! {
     callback::Callback,
     events::Events,
     sync_methods::SyncMethods,
+    implicit_sync::ImplicitSync,
     compute_transfer::ComputeTransfer,
     prefetch::Prefetch,
     unified_memory::UnifiedMemory,

@@ -152,7 +152,7 @@ impl Lesson for PinnedVsPageable {
         Ok(PinnedVsPageable {
             bytes: n * std::mem::size_of::<f32>(),
             pinned: [HostBuffer::pinned_from(gpu, &input)?, HostBuffer::pinned(gpu, n)?],
-            pageable: [HostBuffer::pageable_from_vec(gpu, input), HostBuffer::pageable(gpu, n)?],
+            pageable: [HostBuffer::pageable_from_vec(gpu, input)?, HostBuffer::pageable(gpu, n)?],
             dev: [DeviceBuffer::zeroed(gpu, n)?, DeviceBuffer::zeroed(gpu, n)?],
             stream: Stream::new(gpu, "copies")?,
             marks: [Event::new(gpu)?, Event::new(gpu)?],

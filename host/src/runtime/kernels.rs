@@ -412,9 +412,10 @@ impl Kernels {
         let (n, config) = per_element(&[src.len(), dst.len()], "copy_kernel_to_device")?;
         let from = src.mapped(Access::DeviceReads)? as *const f32;
         // SAFETY: both hold n elements; the host memory is mapped, admitted for a device
-        // read, and waits for `stream` before the host writes or frees it.
+        // read, and waits for the event it records after this launch before the host writes
+        // or frees it.
         unsafe { self.launch::<sig::copy_kernel>(stream, config, (from, mut_ptr(&dst), n))? };
-        src.in_flight_on(stream.share());
+        src.in_flight_on(stream.share(), Access::DeviceReads);
         Ok(())
     }
 
@@ -430,9 +431,10 @@ impl Kernels {
         let (n, config) = per_element(&[src.len(), dst.len()], "copy_kernel_to_host")?;
         let to = dst.mapped(Access::DeviceWrites)? as *mut f32;
         // SAFETY: both hold n elements; the host memory is mapped, admitted for a device
-        // write (no host borrow is live), and waits for `stream` before it is read or freed.
+        // write (no host borrow is live), and waits for the event it records after this
+        // launch before it is read or freed.
         unsafe { self.launch::<sig::copy_kernel>(stream, config, (const_ptr(&src), to, n))? };
-        dst.in_flight_on(stream.share());
+        dst.in_flight_on(stream.share(), Access::DeviceWrites);
         Ok(())
     }
 

@@ -6,14 +6,18 @@
 //! | `malloc` / `std::vector`                         | `HostBuffer::pageable(&gpu, n)`             |
 //! | `cudaMalloc(&d, bytes)`                          | `DeviceBuffer::alloc(&gpu, n)`              |
 //! | `cudaMalloc` then `cudaMemset(d, 0, bytes)`      | `DeviceBuffer::zeroed(&gpu, n)`             |
+//! | `cudaMemset(d, value, bytes)`                    | `memset(&d, value)`                         |
 //! | `cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)`| `copy_to_device_sync(&h, &d)`               |
 //! | `cudaMemcpyAsync(d, h, bytes, H2D, stream)`      | `stream.copy_to_device(&h, &d)`             |
 //!
 //! An asynchronous copy returns before it happens, which is why CUDA C++ programs crash when
-//! they free or read the host side too early. Here a [`HostBuffer`] remembers the streams
-//! that have copies of it in flight, and [`HostBuffer::read`] and [`HostBuffer::write`] wait
-//! for them first; while the host holds a borrow, copies that would race with it are refused
-//! with an error. Dropping a buffer waits for its copies too. So the copies are safe calls.
+//! they free or read the host side too early. Here a [`HostBuffer`] records an event after
+//! each copy of it (into an event of its own, reused), and waits for that event, not for the
+//! stream, when the host takes it back: [`HostBuffer::read`] waits for the copies that write
+//! it, [`HostBuffer::write`] and dropping the buffer for every copy of it. Work queued on the
+//! same stream after the last copy is not waited for, as with `cudaEventSynchronize` on an
+//! event recorded after that copy in CUDA C++. While the host holds a borrow, copies that
+//! would race with it are refused with an error. So the copies are safe calls.
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
@@ -26,7 +30,8 @@ use cudarc::driver::sys as cu;
 use crate::runtime::context::{AsContext, Context};
 use crate::runtime::driver::{self, DriverResult};
 use crate::runtime::error::{Error, Named, Result};
-use crate::runtime::in_flight::{self, Access, Kept, Pending, Tracked};
+use crate::runtime::event::Event;
+use crate::runtime::in_flight::{self, Access, HostUse, InFlight, Kept, Queue, Tracked};
 
 pub(crate) fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
     n.checked_mul(std::mem::size_of::<T>())
@@ -100,14 +105,15 @@ impl<T: Pod> DeviceBuffer<T> {
         Ok(Self::wrap(on, ptr, n, Release::Sync))
     }
 
-    /// `n` zeroed elements: [`DeviceBuffer::alloc`], then `cuMemsetD8` (blocking).
+    /// `n` zeroed elements: [`DeviceBuffer::alloc`], then [`memset`] to 0, waited for. The
+    /// memset runs on the legacy default stream and returns before it has run, and work on a
+    /// non-blocking stream does not wait for the legacy stream: without the wait, such work
+    /// could read the buffer before it is zero, or be zeroed under its own writes.
     pub fn zeroed(on: &impl AsContext, n: usize) -> Result<DeviceBuffer<T>> {
         let buffer = Self::alloc(on, n)?;
-        let bytes = n * std::mem::size_of::<T>(); // `alloc` checked that it fits
-        if bytes > 0 {
-            // SAFETY: the allocation holds `bytes` bytes; `alloc` made its context current.
-            let set = unsafe { driver::memset_d8(buffer.alloc.ptr, 0, bytes) };
-            set.named_on("cuMemsetD8", "legacy default stream")?;
+        if !buffer.is_empty() {
+            memset(&buffer, 0)?;
+            on.context().synchronize()?;
         }
         Ok(buffer)
     }
@@ -231,21 +237,15 @@ struct HostAlloc<T> {
     storage: Storage<T>,
     /// 0: free; n > 0: n shared borrows by the host; -1: one mutable borrow.
     borrows: Cell<isize>,
-    in_flight: RefCell<Vec<Rc<dyn Pending>>>,
+    /// The copies in flight: per stream, the event recorded after the latest one.
+    in_flight: RefCell<InFlight<Event>>,
     _context: Context,
 }
 
 impl<T> HostAlloc<T> {
-    fn wait_for_device(&self) -> Result<()> {
-        let streams = std::mem::take(&mut *self.in_flight.borrow_mut());
-        for (i, s) in streams.iter().enumerate() {
-            if let Err(e) = s.wait() {
-                // Keep what was not waited for: the next access waits again.
-                self.in_flight.borrow_mut().extend(streams[i..].iter().cloned());
-                return Err(e);
-            }
-        }
-        Ok(())
+    /// Waits for the copies that `host_use` would race with (the events after them).
+    fn wait_for_device(&self, host_use: HostUse) -> Result<()> {
+        self.in_flight.borrow_mut().wait(host_use)
     }
 }
 
@@ -266,11 +266,8 @@ impl<T> Tracked for HostAlloc<T> {
         Ok(())
     }
 
-    fn in_flight_on(&self, stream: Rc<dyn Pending>) {
-        let mut list = self.in_flight.borrow_mut();
-        if !list.iter().any(|s| s.id() == stream.id()) {
-            list.push(stream);
-        }
+    fn in_flight_on(&self, stream: Rc<dyn Queue<Event>>, access: Access) {
+        self.in_flight.borrow_mut().enqueued(stream, access);
     }
 }
 
@@ -278,7 +275,7 @@ impl<T> Drop for HostAlloc<T> {
     fn drop(&mut self) {
         // A copy still in flight would write into freed memory: wait for it. An error here
         // has nowhere to go, and the device is then unusable anyway.
-        let _ = self.wait_for_device();
+        let _ = self.wait_for_device(HostUse::WriteOrFree);
         if let Storage::Pinned = self.storage {
             // SAFETY: `ptr` came from cuMemHostAlloc and no copy of it is in flight.
             let _ = unsafe { driver::mem_free_host(self.ptr.cast()) };
@@ -296,6 +293,8 @@ impl<T: Pod> HostBuffer<T> {
     /// memory the copy engines can read or write while the host goes on.
     pub fn pinned(on: &impl AsContext, n: usize) -> Result<HostBuffer<T>> {
         let bytes = bytes_of::<T>(n, "cuMemHostAlloc")?;
+        // Before the memory: nothing to give back if it cannot be made.
+        let own_event = Event::without_timing(on)?;
         on.context().bind()?;
         // Portable: pinned for every context, so a copy from another GPU's stream is as
         // asynchronous as one from this GPU's (`cudaHostAllocPortable`).
@@ -304,7 +303,7 @@ impl<T: Pod> HostBuffer<T> {
             driver::mem_host_alloc(bytes.max(1), flags).named("cuMemHostAlloc (pinned buffer)")?;
         // SAFETY: the allocation holds at least `bytes` bytes; zero bytes are a valid `T`.
         unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
-        Ok(Self::wrap(on, ptr.cast(), n, Storage::Pinned))
+        Ok(Self::wrap(on, ptr.cast(), n, Storage::Pinned, own_event))
     }
 
     /// A pinned copy of `values`.
@@ -316,23 +315,33 @@ impl<T: Pod> HostBuffer<T> {
 
     /// `n` zeroed elements of ordinary pageable memory (a `Vec`).
     pub fn pageable(on: &impl AsContext, n: usize) -> Result<HostBuffer<T>> {
-        Ok(Self::pageable_from_vec(on, vec![T::zeroed(); n]))
+        Self::pageable_from_vec(on, vec![T::zeroed(); n])
     }
 
     /// Pageable memory holding `values`.
-    pub fn pageable_from_vec(on: &impl AsContext, mut values: Vec<T>) -> HostBuffer<T> {
+    pub fn pageable_from_vec(on: &impl AsContext, mut values: Vec<T>) -> Result<HostBuffer<T>> {
+        let own_event = Event::without_timing(on)?;
         let (ptr, len) = (values.as_mut_ptr(), values.len());
-        Self::wrap(on, ptr, len, Storage::Pageable(values))
+        Ok(Self::wrap(on, ptr, len, Storage::Pageable(values), own_event))
     }
 
-    fn wrap(on: &impl AsContext, ptr: *mut T, len: usize, storage: Storage<T>) -> HostBuffer<T> {
+    /// Owns the memory at `ptr`. `own_event` is what its copies on `on`'s streams are
+    /// recorded into, made with the buffer so that no copy makes one (a stream of another
+    /// context gets an event of its own at its first copy).
+    fn wrap(
+        on: &impl AsContext,
+        ptr: *mut T,
+        len: usize,
+        storage: Storage<T>,
+        own_event: Event,
+    ) -> HostBuffer<T> {
         HostBuffer {
             alloc: Rc::new(HostAlloc {
                 ptr,
                 len,
                 storage,
                 borrows: Cell::new(0),
-                in_flight: RefCell::new(Vec::new()),
+                in_flight: RefCell::new(InFlight::new(vec![own_event])),
                 _context: on.context().clone(),
             }),
         }
@@ -356,22 +365,25 @@ impl<T: Pod> HostBuffer<T> {
         Ok(HostView { buffer: self, range })
     }
 
-    /// Waits for the copies in flight on this buffer, then lends it to the host for reading.
+    /// Waits for the copies into this buffer that are in flight (each through the event
+    /// recorded after it, not for its whole stream), then lends it to the host for reading.
+    /// Copies from it may go on meanwhile: they only read it too.
     pub fn read(&self) -> Result<HostRef<'_, T>> {
         if self.alloc.borrows.get() < 0 {
             return Err(Error::Internal("a host buffer is read while it is being written".into()));
         }
-        self.alloc.wait_for_device()?;
+        self.alloc.wait_for_device(HostUse::Read)?;
         self.alloc.borrows.set(self.alloc.borrows.get() + 1);
         Ok(HostRef { buffer: self })
     }
 
-    /// Waits for the copies in flight on this buffer, then lends it to the host for writing.
+    /// Waits for every copy of this buffer in flight (each through the event recorded after
+    /// it), then lends it to the host for writing.
     pub fn write(&self) -> Result<HostMut<'_, T>> {
         if self.alloc.borrows.get() != 0 {
             return Err(Error::Internal("a host buffer is written while it is borrowed".into()));
         }
-        self.alloc.wait_for_device()?;
+        self.alloc.wait_for_device(HostUse::WriteOrFree)?;
         self.alloc.borrows.set(-1);
         Ok(HostMut { buffer: self })
     }
@@ -432,9 +444,10 @@ impl<T: Pod> HostView<'_, T> {
         device.named("cuMemHostGetDevicePointer")
     }
 
-    /// Marks the buffer in flight on `stream` after a copy was enqueued there.
-    pub(crate) fn in_flight_on(&self, stream: Rc<dyn Pending>) {
-        self.buffer.alloc.in_flight_on(stream);
+    /// Marks the buffer in flight on `stream` after a copy that `access`es it was enqueued
+    /// there.
+    pub(crate) fn in_flight_on(&self, stream: Rc<dyn Queue<Event>>, access: Access) {
+        self.buffer.alloc.in_flight_on(stream, access);
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -447,8 +460,8 @@ impl<T: Pod> Tracked for HostBuffer<T> {
         self.alloc.admit(access)
     }
 
-    fn in_flight_on(&self, stream: Rc<dyn Pending>) {
-        self.alloc.in_flight_on(stream);
+    fn in_flight_on(&self, stream: Rc<dyn Queue<Event>>, access: Access) {
+        self.alloc.in_flight_on(stream, access);
     }
 }
 
@@ -462,7 +475,8 @@ impl<T> Deref for HostRef<'_, T> {
     fn deref(&self) -> &[T] {
         let a = &self.buffer.alloc;
         // SAFETY: `ptr` holds `len` initialised elements; the borrow count keeps every device
-        // write out until this guard is dropped, and in-flight ones were waited for.
+        // write out until this guard is dropped, and in-flight ones were waited for (device
+        // reads may go on: they do not change the bytes).
         unsafe { std::slice::from_raw_parts(a.ptr, a.len) }
     }
 }
@@ -546,4 +560,19 @@ pub fn copy_to_host_sync<'d, T: Pod>(
     let copied =
         unsafe { driver::memcpy_dtoh(dst.as_mut_ptr().cast(), src.device_ptr(), src.bytes()) };
     copied.named_on("cuMemcpyDtoH", "legacy default stream")
+}
+
+/// `cudaMemset(d, value, bytes)`: every byte of `dst` set to `value`, on the legacy default
+/// stream. On device memory it returns before the memset has run ("API synchronization
+/// behavior" in the CUDA Runtime API reference), and, like all work on the legacy default
+/// stream, the memset runs only after the work enqueued earlier on every blocking stream.
+pub fn memset<'d, T: Pod>(dst: impl Into<DeviceView<'d, T>>, value: u8) -> Result<()> {
+    let dst = dst.into();
+    if dst.is_empty() {
+        return Ok(());
+    }
+    dst.context().bind()?;
+    // SAFETY: the view lies inside a live allocation of its context, made current above.
+    let set = unsafe { driver::memset_d8(dst.device_ptr(), value, dst.bytes()) };
+    set.named_on("cuMemsetD8", "legacy default stream")
 }

@@ -1,4 +1,5 @@
-//! Streams and events: owners of `CUstream` / `CUevent` that keep their context alive.
+//! Streams: owners of `CUstream` that keep their context alive, and the asynchronous copies.
+//! Events are in `event.rs`, except [`Event::record`], which takes a stream and is here.
 //!
 //! | CUDA C++                                     | streamlab                                   |
 //! |----------------------------------------------|---------------------------------------------|
@@ -14,7 +15,9 @@
 //! | `cudaEventElapsedTime(&ms, a, b)`            | `b.elapsed_ms(&a)`                          |
 //!
 //! A stream names itself in every error, and calls the [`Observer`] attached to it around
-//! every copy and launch (the lab's timeline is one).
+//! every copy and launch (the lab's timeline is one). A copy from or into a host buffer
+//! records that buffer's event behind it (`in_flight`): the host waits for that event, not
+//! for the stream, before it touches the buffer again.
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::rc::Rc;
@@ -23,9 +26,11 @@ use bytemuck::Pod;
 use cudarc::driver::sys as cu;
 
 use crate::runtime::context::{AsContext, Context};
-use crate::runtime::driver::{self, DriverResult};
-use crate::runtime::error::{check, DriverCode, Error, Named, Result};
-use crate::runtime::in_flight::{self, Access, Pending};
+use crate::runtime::driver;
+use crate::runtime::error::{check, Error, Named, Result};
+use crate::runtime::event::not_ready;
+pub use crate::runtime::event::Event;
+use crate::runtime::in_flight::{self, Access, Queue};
 use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::op::{Op, OpKind};
 
@@ -223,9 +228,10 @@ impl Stream {
         Stream { inner: Rc::clone(&self.inner) }
     }
 
-    /// A second owner of this stream, for buffers that must be able to wait for it.
-    pub(crate) fn share(&self) -> Rc<dyn Pending> {
-        Rc::clone(&self.inner) as Rc<dyn Pending>
+    /// A second owner of this stream, for the host buffers its copies use: they record
+    /// their events on it.
+    pub(crate) fn share(&self) -> Rc<dyn Queue<Event>> {
+        Rc::clone(&self.inner) as Rc<dyn Queue<Event>>
     }
 
     /// Calls `observer` around every following copy, launch and host function on this
@@ -285,7 +291,7 @@ impl Stream {
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         self.inner.context.bind()?;
         // SAFETY: both handles are live.
-        let waited = unsafe { driver::stream_wait_event(self.inner.raw, event.raw) };
+        let waited = unsafe { driver::stream_wait_event(self.inner.raw, event.as_raw()) };
         waited.named_on("cuStreamWaitEvent", self.name())
     }
 
@@ -341,93 +347,6 @@ impl std::fmt::Debug for Stream {
     }
 }
 
-/// A CUDA event: a marker in a stream, for timing and for cross-stream dependencies.
-pub struct Event {
-    raw: cu::CUevent,
-    context: Context,
-}
-
-impl Event {
-    /// An event with timing enabled (`cudaEventCreate`).
-    pub fn new(on: &impl AsContext) -> Result<Event> {
-        Self::with_flags(on, cu::CUevent_flags::CU_EVENT_DEFAULT as u32, "cuEventCreate")
-    }
-
-    /// An event whose `synchronize` puts the host thread to sleep instead of spinning
-    /// (`cudaEventBlockingSync`).
-    pub fn blocking_sync(on: &impl AsContext) -> Result<Event> {
-        Self::with_flags(
-            on,
-            cu::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32,
-            "cuEventCreate(BLOCKING_SYNC)",
-        )
-    }
-
-    /// An event without timing (`cudaEventDisableTiming`): the cheapest for dependencies.
-    pub fn without_timing(on: &impl AsContext) -> Result<Event> {
-        Self::with_flags(
-            on,
-            cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
-            "cuEventCreate(DISABLE_TIMING)",
-        )
-    }
-
-    fn with_flags(on: &impl AsContext, flags: u32, op: &str) -> Result<Event> {
-        on.context().bind()?;
-        // The context is current.
-        let raw = driver::event_create(flags).named(op)?;
-        Ok(Event { raw, context: on.context().clone() })
-    }
-
-    pub fn as_raw(&self) -> cu::CUevent {
-        self.raw
-    }
-
-    /// Marks the point in `stream` reached once all work queued before it is done. The
-    /// stream must be of the event's context (a record on another GPU's stream is refused
-    /// by the driver); the call is made in that context, whichever GPU was used last.
-    pub fn record(&self, stream: &Stream) -> Result<()> {
-        stream.context().bind()?;
-        // SAFETY: both handles are live.
-        let recorded = unsafe { driver::event_record(self.raw, stream.as_raw()) };
-        recorded.named_on("cuEventRecord", stream.name())
-    }
-
-    /// Blocks the host until the event has completed.
-    pub fn synchronize(&self) -> Result<()> {
-        self.context.bind()?;
-        // SAFETY: live handle.
-        unsafe { driver::event_synchronize(self.raw) }.named("cuEventSynchronize")
-    }
-
-    /// `true` once the event has completed (`cudaEventQuery`), without blocking.
-    pub fn is_complete(&self) -> Result<bool> {
-        self.context.bind()?;
-        // SAFETY: live handle.
-        let complete = unsafe { driver::event_query(self.raw) };
-        if not_ready(&complete) {
-            return Ok(false);
-        }
-        complete.named("cuEventQuery").map(|()| true)
-    }
-
-    /// Milliseconds from `start` to this event; both must have completed.
-    pub fn elapsed_ms(&self, start: &Event) -> Result<f64> {
-        self.context.bind()?;
-        // SAFETY: both handles live.
-        let ms = unsafe { driver::event_elapsed_time(start.raw, self.raw) }
-            .named("cuEventElapsedTime")?;
-        Ok(ms as f64)
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: we own `raw`; destroying a recorded event is allowed.
-        let _ = unsafe { driver::event_destroy(self.raw) };
-    }
-}
-
 /// Makes every stream in `waiters` wait for everything queued so far on `on`, through
 /// `event` (recorded on `on`): the fork of a fork/join.
 pub fn fork(event: &Event, on: &Stream, waiters: &[&Stream]) -> Result<()> {
@@ -452,18 +371,59 @@ pub fn join(events: &[Event], on: &Stream, others: &[&Stream]) -> Result<()> {
     Ok(())
 }
 
-impl Pending for StreamInner {
-    fn wait(&self) -> Result<()> {
-        self.synchronize()
-    }
-
-    fn id(&self) -> usize {
-        self as *const StreamInner as usize
+impl Event {
+    /// Marks the point in `stream` reached once all work queued before it is done. The
+    /// stream must be of the event's context (a record on another GPU's stream is refused
+    /// by the driver); the call is made in that context, whichever GPU was used last.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: `stream` is live, in its own context.
+        unsafe { self.record_raw(stream.as_raw(), stream.context(), stream.name()) }
     }
 }
 
-/// The asynchronous copies. They are safe: the host buffers remember that this stream has
-/// them in flight (see [`crate::runtime::memory`]).
+impl in_flight::Marker for Event {
+    fn wait(&self) -> Result<()> {
+        self.synchronize()
+    }
+}
+
+/// A stream as the host buffers see it: they record their own events on it after each copy.
+impl Queue<Event> for StreamInner {
+    fn id(&self) -> usize {
+        self as *const StreamInner as usize
+    }
+
+    fn is_capturing(&self) -> bool {
+        // Only `graph::capture` begins a capture, and it tells this thread's `in_flight`.
+        if !in_flight::capturing() {
+            return false;
+        }
+        // SAFETY: `raw` is a live stream (or a special handle) of a live context.
+        let status = unsafe { driver::stream_is_capturing(self.raw) };
+        // Not known: recorded, and a wait on a captured event then fails with an error.
+        matches!(status, Ok(s) if s != 0)
+    }
+
+    fn can_record(&self, event: &Event) -> bool {
+        event.context().as_raw() == self.context.as_raw()
+    }
+
+    fn new_marker(&self) -> Result<Event> {
+        Event::without_timing(&self.context)
+    }
+
+    fn record(&self, event: &Event) -> Result<()> {
+        // SAFETY: `raw` is a live stream of `context` (or one of its special handles).
+        unsafe { event.record_raw(self.raw, &self.context, &self.name) }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        StreamInner::synchronize(self)
+    }
+}
+
+/// The asynchronous copies. They are safe: a host buffer records an event after each copy of
+/// it and waits for that event before the host touches it (see [`crate::runtime::memory`]).
 impl Stream {
     /// Enqueues a host-to-device copy (`cudaMemcpyAsync(d, h, bytes, H2D, s)`). From pinned
     /// memory it returns at once; from pageable memory the driver first stages the data, and
@@ -483,15 +443,15 @@ impl Stream {
             launch: None,
         };
         self.enqueue(op, || {
-            // SAFETY: lengths match; the host buffer stays allocated until this stream has
-            // passed the copy (it waits for the streams it is in flight on before it is
-            // freed or lent to the host for writing).
+            // SAFETY: lengths match; the host buffer stays allocated until this copy is done
+            // (it records an event after it and waits for that event before it is freed or
+            // lent to the host for writing).
             let copied = unsafe {
                 driver::memcpy_htod_async(dst.device_ptr(), host.cast(), src.bytes(), self.as_raw())
             };
             copied.named_on("cuMemcpyHtoDAsync", self.name())
         })?;
-        src.in_flight_on(self.share());
+        src.in_flight_on(self.share(), Access::DeviceReads);
         Ok(())
     }
 
@@ -512,13 +472,14 @@ impl Stream {
         };
         self.enqueue(op, || {
             // SAFETY: lengths match; the host buffer admitted a device write (no host borrow
-            // is live) and will wait for this stream before it is read, written or freed.
+            // is live) and will wait for the event it records after this copy before it is
+            // read, written or freed.
             let copied = unsafe {
                 driver::memcpy_dtoh_async(host.cast(), src.device_ptr(), dst.bytes(), self.as_raw())
             };
             copied.named_on("cuMemcpyDtoHAsync", self.name())
         })?;
-        dst.in_flight_on(self.share());
+        dst.in_flight_on(self.share(), Access::DeviceWrites);
         Ok(())
     }
 
@@ -580,11 +541,6 @@ impl Stream {
             copied.named_on("cuMemcpyPeerAsync", self.name())
         })
     }
-}
-
-/// `CUDA_ERROR_NOT_READY`: a query's "not yet", not an error.
-fn not_ready(queried: &DriverResult<()>) -> bool {
-    matches!(queried, Err(status) if *status as u32 == DriverCode::NOT_READY)
 }
 
 fn check_lengths(host: usize, device: usize, op: &str, stream: &str) -> Result<()> {

@@ -52,7 +52,7 @@ impl Checks {
     fn push(&mut self, name: &str, verdict: Verdict, text: Text) {
         let detail = text.en();
         let text = matches!(text, Text::Message { .. }).then_some(text);
-        self.items.push(Check { name: name.into(), verdict, detail, text });
+        self.items.push(Check { name: name.into(), verdict, detail, text, claim: false });
     }
 
     /// `a` and `b` identical bit for bit.
@@ -96,6 +96,16 @@ impl Checks {
         } else {
             self.record(name, outcome);
         }
+        if let Some(last) = self.items.last_mut() {
+            last.claim = true;
+        }
+    }
+
+    /// A claim the lesson reports but does not assert, because CUDA promises neither outcome
+    /// or the run could not ask it: `why` says which, and what was seen. Counted as not
+    /// asserted, never as passed.
+    pub fn not_asserted(&mut self, name: &str, why: Text) {
+        self.push(name, Verdict::NotAsserted, t!("check.not_asserted", why));
     }
 
     pub fn passed(&self) -> bool {
@@ -130,5 +140,15 @@ mod tests {
         assert_eq!(s.verdict("overlap"), Some(Verdict::NotAsserted));
         assert!(s.items[0].detail.contains("serialized by compute-sanitizer"));
         assert!(s.passed());
+        assert!(s.items[0].claim && !s.items[1].claim);
+
+        // Reported, not asserted, in or out of a serializing tool: never a pass.
+        for serialized in [false, true] {
+            let mut c = Checks::new(serialized);
+            c.not_asserted("may wait", Text::Plain("CUDA promises neither".into()));
+            assert_eq!(c.verdict("may wait"), Some(Verdict::NotAsserted));
+            assert_eq!(c.items[0].detail, "not asserted: CUDA promises neither");
+            assert!(c.passed());
+        }
     }
 }

@@ -399,6 +399,7 @@ mod tests {
                 verdict,
                 detail: String::new(),
                 text: None,
+                claim: false,
             })
             .collect();
         tally.add(&report);

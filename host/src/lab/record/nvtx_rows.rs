@@ -12,6 +12,10 @@ use crate::lab::record::span::{HostSpan, HostWork, Recording};
 /// The most rows a thread's NVTX ranges get in a picture.
 pub const RANGE_LEVELS: usize = 3;
 
+/// What a thread name of a range ends with when the range is a library's (NCCL's, ...),
+/// not the program's: its rows go below every thread's own.
+pub const LIBRARY_ROWS: &str = " · libraries";
+
 /// The panels of recordings that no lesson's report goes with (a traced program's
 /// processes), drawn plain, each headed by what the recording calls itself and its time, its
 /// NVTX ranges in rows above its streams ([`range_rows`]); and how many ranges were nested
@@ -52,6 +56,8 @@ pub fn range_rows(r: &Recording) -> (Vec<Row>, usize) {
             None => threads.push((&h.thread, vec![h])),
         }
     }
+    // The program's own ranges first, the libraries' below them.
+    threads.sort_by_key(|(thread, _)| thread.ends_with(LIBRARY_ROWS));
     let mut rows = Vec::new();
     let mut too_deep = 0;
     for (thread, mut ranges) in threads {

@@ -133,6 +133,47 @@ const TIMED_SHADE: RGBColor = RGBColor(0xff, 0xec, 0xb3);
 /// How much of its colour an untimed bar keeps.
 const FADED: f64 = 0.3;
 
+/// A bar's text as it is drawn: its pixels (from, to, as the bar is drawn), its text's width in
+/// pixels (0 for none),
+/// and whether its text may run past its end, over pale bars and empty row (a timed wait's
+/// call: the wait a version measures is named even when it is too short for its name).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Label {
+    pub from: i32,
+    pub to: i32,
+    pub width: i32,
+    pub overflows: bool,
+}
+
+/// Where each bar's text of a row starts, if it is written: on its bar, after the text before
+/// it, where it fits there; else, where it may overflow, as far right as no dark bar (one
+/// not in `pale`) lies under it. A text that fits nowhere is left out.
+pub(crate) fn label_starts(labels: &[Label], pale: &[bool]) -> Vec<Option<i32>> {
+    let mut free_from = i32::MIN;
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if l.width == 0 {
+                return None;
+            }
+            let x = (l.from + 4).max(free_from);
+            let end = x + l.width;
+            let fits = end + 4 < l.to;
+            // Every later bar under the text must be pale.
+            let covers_only_pale = labels[i + 1..]
+                .iter()
+                .zip(&pale[i + 1..])
+                .all(|(b, &pale)| pale || b.from >= end + 4 || b.to <= x);
+            let written = fits || (l.overflows && x < l.to && covers_only_pale);
+            written.then(|| {
+                free_from = end + 8;
+                x
+            })
+        })
+        .collect()
+}
+
 /// The median of a version, read back from the report's figures.
 fn median(report: &Report, version: &str) -> Option<f64> {
     report.value(&format!("{version}, median"))
@@ -396,7 +437,34 @@ pub fn timeline_svg_in(
                 let band = n - 1.0 - i as f64;
                 let (x, y) = chart.backend_coord(&(x_min, band + 0.5));
                 root.draw_text(name, &row_style, (x - 8, y)).map_err(err)?;
-                for b in &row.bars {
+                // Each bar's text: a call's name, "(untimed)" after it where it was.
+                let texts: Vec<String> = row
+                    .bars
+                    .iter()
+                    .map(|b| match b.untimed {
+                        true if !b.text.is_empty() => {
+                            t!("picture.untimed", text = b.text.clone()).render(lang)
+                        }
+                        _ => b.text.clone(),
+                    })
+                    .collect();
+                let (mut labels, mut pale) = (Vec::new(), Vec::new());
+                for (b, text) in row.bars.iter().zip(&texts) {
+                    let (from, to) = cut(b.start_ms, b.end_ms).map_or((0, 0), |(s, e)| {
+                        let (x0, x1) =
+                            (chart.backend_coord(&(s, 0.0)).0, chart.backend_coord(&(e, 0.0)).0);
+                        (x0, if x1 - x0 > 3 { x1 - 1 } else { x1.max(x0 + 1) })
+                    });
+                    let wide = match text.is_empty() {
+                        true => 0,
+                        false => (width(text) as f64 * 6.2) as i32,
+                    };
+                    let overflows = b.key == Key::HostWait && !b.untimed;
+                    labels.push(Label { from, to, width: wide, overflows });
+                    pale.push(matches!(b.key, Key::HostWait | Key::Range) || b.untimed);
+                }
+                let starts = label_starts(&labels, &pale);
+                for ((b, text), start) in row.bars.iter().zip(&texts).zip(starts) {
                     let Some((start_ms, end_ms)) = cut(b.start_ms, b.end_ms) else { continue };
                     let (x0, top) = chart.backend_coord(&(start_ms, band + 1.0));
                     let (x1, bottom) = chart.backend_coord(&(end_ms, band));
@@ -413,20 +481,13 @@ pub fn timeline_svg_in(
                             RGBColor(0x80, 0x80, 0x80).mix(if b.untimed { 0.5 } else { 1.0 });
                         root.draw(&Rectangle::new(corners, edge.stroke_width(1))).map_err(err)?;
                     }
-                    // A call's name where it fits on its bar.
-                    let text = match b.untimed {
-                        true if !b.text.is_empty() => {
-                            t!("picture.untimed", text = b.text.clone()).render(lang)
-                        }
-                        _ => b.text.clone(),
-                    };
-                    let fits_on_bar = (width(&text) as f64 * 6.2) as i32 + 8 < x1 - x0;
-                    if !text.is_empty() && fits_on_bar {
+                    // A call's name where `label_starts` found it room.
+                    if let Some(x) = start {
                         let ink = if b.key == Key::HostCall && !b.untimed { WHITE } else { BLACK };
                         let style = TextStyle::from(("sans-serif", 12).into_font())
                             .color(&ink)
                             .pos(Pos::new(HPos::Left, VPos::Center));
-                        root.draw_text(&text, &style, (x0 + 4, (top + bottom) / 2)).map_err(err)?;
+                        root.draw_text(text, &style, (x, (top + bottom) / 2)).map_err(err)?;
                     }
                 }
             }

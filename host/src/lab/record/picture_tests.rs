@@ -111,8 +111,16 @@ fn a_drawing_names_what_the_times_measure_once() {
         c.title,
         "events on NVIDIA H200, consumer (stream B) finished at: without wait_event 2.663 ms (medians)"
     );
-    let panel = &panels(&[r], &DRAWING, &report)[0];
+    let panel = &panels(std::slice::from_ref(&r), &DRAWING, &report)[0];
     assert_eq!(panel.heading, "without wait_event: this run 4.255 ms");
+    // events' picture of 2026-11-23 said "this run 4.255 ms" over a 20 ms producer: where the
+    // drawing asks, each heading names what that time measures.
+    let named = Drawing { measure_in_headings: true, ..DRAWING };
+    let panel = &panels(&[r], &named, &report)[0];
+    assert_eq!(
+        panel.heading,
+        "without wait_event: consumer (stream B) finished at 4.255 ms in this run"
+    );
 }
 
 /// The titles of 12 of the 17 pictures of 2026-11-23 ran past the right edge, hiding the
@@ -180,4 +188,27 @@ fn the_svg_is_xml_with_one_row_per_stream() {
     if let Some(dir) = std::env::var_os("STREAMLAB_PICTURES") {
         std::fs::write(std::path::Path::new(&dir).join("overlap-test.svg"), &svg).unwrap();
     }
+}
+
+/// sync-methods' picture of 2026-11-23 left the wait it times unnamed: at 1 ms of 10 the bar
+/// is narrower than "cuStreamSynchronize". A timed wait's name now runs on over the pale
+/// untimed wait after it, whose name moves right; over a dark bar, or for any other bar too
+/// short, a name is still left out.
+#[test]
+fn a_timed_wait_too_short_for_its_name_is_named_past_its_end() {
+    let label = |from, to, width, overflows| Label { from, to, width, overflows };
+    // A launch too short for its name, the timed wait, the untimed wait after it.
+    let row =
+        [label(190, 192, 87, false), label(192, 278, 118, true), label(279, 1052, 161, false)];
+    let pale = [false, true, true];
+    assert_eq!(label_starts(&row, &pale), [None, Some(196), Some(322)]);
+    // Not a timed wait: left out, and the next name keeps its place on its bar.
+    let mut untimed = row;
+    untimed[1].overflows = false;
+    assert_eq!(label_starts(&untimed, &pale), [None, None, Some(283)]);
+    // A dark bar under where the name would run: left out.
+    assert_eq!(label_starts(&row, &[false, true, false]), [None, None, Some(283)]);
+    // A name that fits stays on its bar, and the next one where it was.
+    let fitting = [label(0, 200, 100, true), label(200, 400, 100, false)];
+    assert_eq!(label_starts(&fitting, &[true, true]), [Some(4), Some(204)]);
 }

@@ -158,11 +158,116 @@ pub fn svg(plot: &Plot, footer: &str) -> Result<String, String> {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
+/// The marker of a measured line: a line's place among the measured ones picks it, so that
+/// lines that run together (the graph lesson's 64 and 256 kernels per side) stay apart where
+/// their markers do. The hollow ones are larger: one drawn over a filled one leaves it seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Circle,
+    Square,
+    Diamond,
+    RingCircle,
+    RingSquare,
+    RingDiamond,
+}
+
+impl Marker {
+    /// The marker of the `n`th measured line (0 is the first).
+    fn nth(n: usize) -> Marker {
+        use Marker::*;
+        [Circle, Square, Diamond, RingCircle, RingSquare, RingDiamond][n % 6]
+    }
+}
+
+/// Draws `marker` in `colour` at each of `points` on `$chart`; the first line's circles are
+/// drawn as they always were.
+macro_rules! draw_markers {
+    ($chart:expr, $points:expr, $marker:expr, $colour:expr) => {{
+        let (points, colour): (&[(f64, f64)], RGBColor) = ($points, $colour);
+        let (fill, ring) = (colour.filled(), colour.stroke_width(2));
+        let at = |p: &(f64, f64)| EmptyElement::at(*p);
+        match $marker {
+            Marker::Circle => {
+                $chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, fill))).map(drop)
+            }
+            Marker::Square => $chart
+                .draw_series(
+                    points.iter().map(|p| at(p) + Rectangle::new([(-4, -4), (4, 4)], fill)),
+                )
+                .map(drop),
+            Marker::Diamond => $chart
+                .draw_series(points.iter().map(|p| at(p) + Polygon::new(diamond(5), fill)))
+                .map(drop),
+            Marker::RingCircle => $chart
+                .draw_series(points.iter().map(|p| at(p) + Circle::new((0, 0), 6, ring)))
+                .map(drop),
+            Marker::RingSquare => $chart
+                .draw_series(points.iter().map(|p| at(p) + PathElement::new(ring_square(7), ring)))
+                .map(drop),
+            Marker::RingDiamond => $chart
+                .draw_series(points.iter().map(|p| at(p) + PathElement::new(ring_diamond(8), ring)))
+                .map(drop),
+        }
+        .map_err(err)
+    }};
+}
+
+/// A diamond's corners, `r` pixels from its centre.
+fn diamond(r: i32) -> Vec<(i32, i32)> {
+    vec![(0, -r), (r, 0), (0, r), (-r, 0)]
+}
+
+/// A diamond's outline, closed.
+fn ring_diamond(r: i32) -> Vec<(i32, i32)> {
+    let mut corners = diamond(r);
+    corners.push((0, -r));
+    corners
+}
+
+/// A square's outline, closed, `r` pixels from its centre to a side (an SVG rectangle's outline
+/// would be drawn 1 pixel wide, whatever the style says).
+fn ring_square(r: i32) -> Vec<(i32, i32)> {
+    vec![(-r, -r), (r, -r), (r, r), (-r, r), (-r, -r)]
+}
+
+/// A triangle marker's outline, as plotters draws the filled one of `size` at (`dx`, 0).
+fn triangle_outline(dx: i32, size: i32) -> Vec<(i32, i32)> {
+    let corner = |deg: f64| {
+        let rad = deg.to_radians();
+        (
+            (rad.cos() * f64::from(size)).ceil() as i32 + dx,
+            (rad.sin() * f64::from(size)).ceil() as i32,
+        )
+    };
+    vec![corner(-90.0), corner(-210.0), corner(-330.0), corner(-90.0)]
+}
+
+/// How far right to move each of `marks` (their pixels, in order), so that none covers one
+/// drawn before it: a mark within `size` of one already placed moves right by a mark's width
+/// until it is clear.
+fn spread(marks: &[(i32, i32)], size: i32) -> Vec<i32> {
+    let mut placed: Vec<(i32, i32)> = Vec::new();
+    marks
+        .iter()
+        .map(|&(x, y)| {
+            let mut dx = 0;
+            while placed
+                .iter()
+                .any(|&(px, py)| (px - (x + dx)).abs() < size && (py - y).abs() < size)
+            {
+                dx += size + 2;
+            }
+            placed.push((x + dx, y));
+            dx
+        })
+        .collect()
+}
+
 /// How a legend entry shows its series or bars.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Swatch {
     /// A measured line with its markers.
-    Line(RGBColor),
+    Line(RGBColor, Marker),
     /// A bound or model: dashed, as it is drawn.
     Dashed(RGBColor),
     /// Marked points.
@@ -181,7 +286,7 @@ fn legend(plot: &Plot) -> Vec<(Swatch, String)> {
                 let swatch = match (s.marks, s.model) {
                     (true, _) => Swatch::Marks,
                     (false, true) => Swatch::Dashed(colour),
-                    (false, false) => Swatch::Line(colour),
+                    (false, false) => Swatch::Line(colour, Marker::nth(measured_before(series, i))),
                 };
                 (swatch, s.name.clone())
             })
@@ -218,10 +323,26 @@ fn draw_legend(
     for ((swatch, words), &(x, line)) in entries.iter().zip(places) {
         let y = 14 + 24 * line;
         match *swatch {
-            Swatch::Line(c) => {
+            Swatch::Line(c, marker) => {
                 area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(2)))
                     .map_err(err)?;
-                area.draw(&Circle::new((x + 12, y), 4, c.filled())).map_err(err)?;
+                let centre = EmptyElement::at((x + 12, y));
+                let (fill, ring) = (c.filled(), c.stroke_width(2));
+                match marker {
+                    Marker::Circle => area.draw(&Circle::new((x + 12, y), 4, fill)),
+                    Marker::Square => {
+                        area.draw(&(centre + Rectangle::new([(-4, -4), (4, 4)], fill)))
+                    }
+                    Marker::Diamond => area.draw(&(centre + Polygon::new(diamond(5), fill))),
+                    Marker::RingCircle => area.draw(&(centre + Circle::new((0, 0), 6, ring))),
+                    Marker::RingSquare => {
+                        area.draw(&(centre + PathElement::new(ring_square(7), ring)))
+                    }
+                    Marker::RingDiamond => {
+                        area.draw(&(centre + PathElement::new(ring_diamond(8), ring)))
+                    }
+                }
+                .map_err(err)?;
             }
             Swatch::Dashed(c) => {
                 for dash in [x, x + 10, x + 20] {
@@ -229,9 +350,13 @@ fn draw_legend(
                     area.draw(&piece).map_err(err)?;
                 }
             }
-            Swatch::Marks => {
-                area.draw(&TriangleMarker::new((x + 12, y), 7, BLACK.filled())).map_err(err)?
-            }
+            // Marks take the colour of the line they sit on: the swatch is the outline alone.
+            Swatch::Marks => area
+                .draw(
+                    &(EmptyElement::at((x + 12, y))
+                        + PathElement::new(triangle_outline(0, 7), BLACK.stroke_width(1))),
+                )
+                .map_err(err)?,
             Swatch::Bar(c) => area
                 .draw(&Rectangle::new([(x + 5, y - 7), (x + 19, y + 7)], c.filled()))
                 .map_err(err)?,
@@ -340,10 +465,22 @@ fn lines(
                     .filter(|p| (!log_x || p.0 > 0.0) && (!log_y || p.1 > 0.0))
                     .collect();
                 if s.marks {
-                    // Black, whatever its place: marks sit on the other lines.
-                    let colour = BLACK;
-                    let mark = |p: &(f64, f64)| TriangleMarker::new(*p, 9, colour.filled());
-                    chart.draw_series(points.iter().map(mark)).map_err(err)?;
+                    // Each mark in the colour of the measured line it sits on (black if none),
+                    // outlined in black; marks that would cover each other are moved apart.
+                    let pixels: Vec<(i32, i32)> =
+                        points.iter().map(|p| chart.backend_coord(p)).collect();
+                    let moved = spread(&pixels, MARK_SIZE);
+                    for (p, dx) in points.iter().zip(moved) {
+                        let fill =
+                            line_of(series, *p).map_or(BLACK, |j| PALETTE[j % PALETTE.len()]);
+                        let mark = EmptyElement::at(*p)
+                            + TriangleMarker::new((dx, 0), MARK_SIZE, fill.filled())
+                            + PathElement::new(
+                                triangle_outline(dx, MARK_SIZE),
+                                BLACK.stroke_width(1),
+                            );
+                        chart.draw_series(std::iter::once(mark)).map_err(err)?;
+                    }
                     continue;
                 }
                 let drawn = if s.model {
@@ -353,9 +490,8 @@ fn lines(
                 };
                 drawn.map_err(err)?;
                 if !s.model {
-                    chart
-                        .draw_series(points.iter().map(|p| Circle::new(*p, 4, colour.filled())))
-                        .map_err(err)?;
+                    let marker = Marker::nth(measured_before(series, i));
+                    draw_markers!(chart, &points, marker, colour)?;
                 }
             }
         }};
@@ -367,6 +503,19 @@ fn lines(
         (true, true) => draw!(log_x_axis(), log_y_axis()),
     }
     Ok(())
+}
+
+/// A mark's size in pixels (plotters' triangle marker: centre to corner).
+const MARK_SIZE: i32 = 9;
+
+/// How many measured lines (neither a bound nor marks) come before series `i`.
+fn measured_before(series: &[Series], i: usize) -> usize {
+    series[..i].iter().filter(|s| !s.model && !s.marks).count()
+}
+
+/// The index of the measured line that has point `p`, if one has.
+fn line_of(series: &[Series], p: (f64, f64)) -> Option<usize> {
+    series.iter().position(|s| !s.model && !s.marks && s.points.contains(&p))
 }
 
 fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Result<(), String> {
@@ -438,151 +587,8 @@ fn grouped_bars(area: &Area<'_>, title: &str, y_label: &str, bars: &[Bar]) -> Re
     Ok(())
 }
 
+// The tests, in a file of their own to keep this one short; a child module still, so that
+// they see the private drawing helpers.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::lab::record::picture::tests::texts;
-
-    fn save(name: &str, svg: &str) {
-        // To look at them: STREAMLAB_PICTURES=dir cargo test -p streamlab --lib lab::plot
-        if let Some(dir) = std::env::var_os("STREAMLAB_PICTURES") {
-            std::fs::write(std::path::Path::new(&dir).join(name), svg).unwrap();
-        }
-    }
-
-    #[test]
-    fn a_sweep_draws_measured_and_bound_on_log_axes() {
-        let ks = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
-        let measured = [5.01, 3.6, 3.1, 2.9, 2.95, 3.2, 3.9];
-        let plot = Plot::Lines {
-            title: "stream-sweep: time against K".into(),
-            x_label: "streams K".into(),
-            y_label: "time (ms)".into(),
-            log_x: true,
-            log_y: true,
-            series: vec![
-                Series {
-                    name: "measured".into(),
-                    points: ks.iter().copied().zip(measured).collect(),
-                    model: false,
-                    marks: false,
-                },
-                Series {
-                    name: "bound T(K)".into(),
-                    points: ks.iter().map(|k| (*k, 2.5 + 2.5 / k)).collect(),
-                    model: true,
-                    marks: false,
-                },
-            ],
-        };
-        let svg = svg(&plot, "NVIDIA H200, test").unwrap();
-        save("sweep-test.svg", &svg);
-        let t = texts(&svg);
-        for want in [
-            "stream-sweep: time against K",
-            "measured",
-            "bound T(K)",
-            "streams K",
-            "NVIDIA H200, test",
-        ] {
-            assert!(t.iter().any(|x| x == want), "{want} missing in {t:?}");
-        }
-        // A marker per measured point, and the legend's.
-        assert_eq!(svg.matches("<circle").count(), 7 + 1);
-    }
-
-    /// The y of the first `<text>` reading `want`.
-    fn text_y(svg: &str, want: &str) -> f64 {
-        let doc = roxmltree::Document::parse(svg).unwrap();
-        let node = doc
-            .descendants()
-            .find(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some(want));
-        node.and_then(|n| n.attribute("y")).unwrap_or_else(|| panic!("{want}")).parse().unwrap()
-    }
-
-    /// The legend covered data in two of the pictures of 2026-11-23 (a bar, the graph's
-    /// lines) and showed a dashed bound as a solid line: it now sits under the axes, each
-    /// entry drawn the way its series is.
-    #[test]
-    fn the_legend_sits_under_the_axes_and_draws_a_bound_dashed() {
-        let plot = Plot::lines(
-            "stream-sweep",
-            "streams K",
-            "ms",
-            true,
-            vec![
-                Series::measured("measured", vec![(1.0, 4.0), (2.0, 2.7)]),
-                Series::model("bound T(K)", vec![(1.0, 3.9), (2.0, 2.6)]),
-                Series::marks("best K", vec![(2.0, 2.7)]),
-            ],
-        );
-        let kinds: Vec<Swatch> = legend(&plot).into_iter().map(|(s, _)| s).collect();
-        assert_eq!(kinds, [Swatch::Line(PALETTE[0]), Swatch::Dashed(PALETTE[1]), Swatch::Marks]);
-        let svg = svg(&plot, "footer").unwrap();
-        let axis = text_y(&svg, "streams K");
-        for entry in ["measured", "bound T(K)", "best K"] {
-            assert!(text_y(&svg, entry) > axis, "{entry} is above the x axis's label");
-        }
-        let bars = Plot::bars("b", "GB/s", vec![Bar::new("host to device", "pinned", 55.0)]);
-        let svg = super::svg(&bars, "footer").unwrap();
-        assert!(text_y(&svg, "pinned") > text_y(&svg, "host to device"), "under the axis");
-    }
-
-    #[test]
-    fn bars_are_grouped_and_labelled() {
-        let bar =
-            |group: &str, name: &str, value| Bar { group: group.into(), name: name.into(), value };
-        let plot = Plot::Bars {
-            title: "pinned vs pageable".into(),
-            y_label: "GB/s".into(),
-            bars: vec![
-                bar("host to device", "pinned", 55.5),
-                bar("host to device", "pageable", 10.3),
-                bar("device to host", "pinned", 55.3),
-                bar("device to host", "pageable", 19.7),
-            ],
-        };
-        let svg = svg(&plot, "NVIDIA H200, test").unwrap();
-        save("bars-test.svg", &svg);
-        let t = texts(&svg);
-        for want in ["host to device", "device to host", "pinned", "pageable", "55.5", "19.7"] {
-            assert!(t.iter().any(|x| x == want), "{want} missing in {t:?}");
-        }
-    }
-
-    /// A recorded run's footer also names the command: it wraps instead of running off.
-    #[test]
-    fn a_long_footer_wraps() {
-        let plot = Plot::Bars { title: "t".into(), y_label: "GB/s".into(), bars: Vec::new() };
-        let footer = "streamlab run stream-sweep --elements 16777216 --iters 100 --streams 64 on NVIDIA H200; recorded on NVIDIA H200 on 2026-11-23; command: streamlab run stream-sweep --timeline";
-        let t = texts(&svg(&plot, footer).unwrap());
-        let lines = wrapped(footer, fits(SIZE.0, FOOTER_SIZE));
-        assert!(lines.len() >= 2, "{lines:?}");
-        for line in &lines {
-            assert!(t.iter().any(|x| x == line), "{line} missing in {t:?}");
-        }
-    }
-
-    #[test]
-    fn ticks_are_round_numbers() {
-        assert_eq!(ticks(0.0, 6.0, false, &[]), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert_eq!(ticks(2.0, 6.3, true, &[]), [2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert_eq!(ticks(0.8, 130.0, true, &[]), [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
-        assert_eq!(ticks(0.8, 80.0, true, &[1.0, 8.0, 64.0]), [1.0, 8.0, 64.0]);
-        assert!(ticks(0.0, 4.0, true, &[]).is_empty());
-        assert_eq!(tick_text(&2.5), "2.5");
-        assert_eq!(tick_text(&64.0), "64");
-        assert_eq!(tick_text(&(0.1 + 0.2)), "0.3");
-    }
-
-    #[test]
-    fn plots_survive_json() {
-        let plot = Plot::Bars {
-            title: "t".into(),
-            y_label: "GB/s".into(),
-            bars: vec![Bar { group: "g".into(), name: "n".into(), value: 1.5 }],
-        };
-        let back: Plot = serde_json::from_value(serde_json::to_value(&plot).unwrap()).unwrap();
-        assert_eq!(back, plot);
-    }
-}
+#[path = "plot_tests.rs"]
+mod tests;

@@ -321,7 +321,7 @@ mod tests {
         let header = same.header(Lang::En);
         assert_eq!(header.lines().count(), 1, "{header}");
         assert!(!header.contains("kernels"), "{header}");
-        assert!(!same.header(Lang::Zh).contains("核函数"), "{}", same.header(Lang::Zh));
+        assert!(!same.header(Lang::Zh).contains("内核"), "{}", same.header(Lang::Zh));
         let (report, _) = show(&same, &Drawing::PLAIN, (None, None)).unwrap();
         assert_eq!(report.details["recorded"]["same_kernels"], true);
 

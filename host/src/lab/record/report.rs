@@ -62,6 +62,11 @@ pub struct Check {
     /// an error's text, or in runs recorded before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<Text>,
+    /// A claim about the technique's speed on this GPU (made with `Checks::concurrency`: a
+    /// concurrency that shows up as time), not a result: a lesson fails on it, but a test of
+    /// results does not (a slow or shared GPU is no wrong answer).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub claim: bool,
 }
 
 impl Check {

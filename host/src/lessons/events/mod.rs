@@ -136,6 +136,7 @@ impl Lesson for Events {
                 ("consumer (stream B) finished at, with wait_event", "with wait_event"),
             ],
         )),
+        measure_in_headings: true,
         ..Drawing::PLAIN
     };
     type Args = Args;

@@ -278,7 +278,7 @@ mod tests {
             assert!(!zh.contains("kernels") && !zh.contains("copies"), "{name}: {zh}");
         }
         let median = Text::label(format!("{}, median", shape_names[1])).render(Lang::Zh);
-        assert_eq!(median, "CUDA 图：1K 个元素 x 每侧 1 个核函数，memcpy 拷贝，中位数");
+        assert_eq!(median, "CUDA 图：1K 个元素 x 每侧 1 个内核，memcpy 拷贝，中位数");
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub(crate) unsafe fn mem_free(ptr: cu::CUdeviceptr) -> DriverResult<()> {
     result(unsafe { cu::cuMemFree_v2(ptr) })
 }
 
-/// `cuMemsetD8`, blocking, on the legacy default stream.
+/// `cuMemsetD8`, on the legacy default stream: on device memory it returns before the memset
+/// has run.
 ///
 /// # Safety
 /// `ptr` holds at least `bytes` bytes of a live allocation of the current context.

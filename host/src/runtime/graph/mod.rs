@@ -33,7 +33,7 @@ use cudarc::driver::sys as cu;
 use crate::runtime::context::Context;
 use crate::runtime::driver::{self, DriverResult};
 use crate::runtime::error::{cuda_error, DriverCode, Error, Named, Result};
-use crate::runtime::in_flight::{self, Kept};
+use crate::runtime::in_flight::{self, Access, Kept, Tracked};
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::{Stream, StreamKind};
 
@@ -368,14 +368,9 @@ impl GraphExec {
     /// Later work on `stream` waits for the entire graph. Refused (with an error) while the
     /// host borrows a buffer the graph's copies would race with.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        let host = || {
-            self.kept.iter().flat_map(|k| k.iter()).filter_map(|k| match k {
-                Kept::Host(buffer, access) => Some((buffer, *access)),
-                Kept::Device(_) => None,
-            })
-        };
-        for (buffer, access) in host() {
-            buffer.admit(access)?;
+        let host = self.host_buffers();
+        for (buffer, access) in &host {
+            buffer.admit(*access)?;
         }
         let op = Op { kind: OpKind::Graph, label: "graph launch", bytes: 0, launch: None };
         stream.enqueue(op, || {
@@ -384,10 +379,28 @@ impl GraphExec {
             let launched = unsafe { driver::graph_launch(self.raw, stream.as_raw()) };
             launched.named_on("cuGraphLaunch", stream.name())
         })?;
-        for (buffer, _) in host() {
-            buffer.in_flight_on(stream.share());
+        for (buffer, access) in host {
+            buffer.in_flight_on(stream.share(), access);
         }
         Ok(())
+    }
+
+    /// The host buffers the graph's nodes use, each once (a capture lists a buffer at every
+    /// copy of it, and an update adds its capture's list): a device write where any node
+    /// writes it. Each records one event per launch.
+    fn host_buffers(&self) -> Vec<(&Rc<dyn Tracked>, Access)> {
+        let mut host: Vec<(&Rc<dyn Tracked>, Access)> = Vec::new();
+        for kept in self.kept.iter().flat_map(|k| k.iter()) {
+            let Kept::Host(buffer, access) = kept else { continue };
+            match host.iter_mut().find(|(seen, _)| Rc::ptr_eq(seen, buffer)) {
+                Some((_, seen_access)) if *access == Access::DeviceWrites => {
+                    *seen_access = Access::DeviceWrites;
+                }
+                Some(_) => {}
+                None => host.push((buffer, *access)),
+            }
+        }
+        host
     }
 
     /// Brings this executable graph up to date with `graph`, a graph of the same shape whose

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::trace::inspect::findings::Thresholds;
-use crate::trace::inspect::overlap::{overlap_report, OverlapReport};
+use crate::trace::inspect::overlap::{overlap_report_of, OverlapReport};
 use crate::trace::read::model::Capture;
 use crate::trace::read::reader;
 
@@ -16,7 +16,16 @@ pub struct Analysis {
 
 /// Reads every recorder file of `dir` and reports on them with `thresholds`.
 pub fn analyse(dir: &Path, thresholds: &Thresholds) -> Result<Analysis, String> {
+    analyse_ranges(dir, thresholds, &[])
+}
+
+/// [`analyse`], with windows for the NVTX range names `ranges` only (all, when empty).
+pub fn analyse_ranges(
+    dir: &Path,
+    thresholds: &Thresholds,
+    ranges: &[String],
+) -> Result<Analysis, String> {
     let capture = reader::read_dir(dir)?;
-    let report = overlap_report(&capture, thresholds);
+    let report = overlap_report_of(&capture, thresholds, ranges);
     Ok(Analysis { capture, report })
 }

@@ -261,6 +261,7 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Error> {
         recording: recording(&flags),
         cost: flags.cost,
         thresholds: flags.thresholds.thresholds(),
+        ranges: flags.thresholds.ranges.clone(),
     };
     session::trace(&settings, &injection::prepare)
 }

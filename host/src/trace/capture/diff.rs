@@ -4,11 +4,13 @@
 //! pure function of the two parsed reports; `diff_command` reads the files and shows it.
 //!
 //! A window is matched by its process, device and part (or NVTX range). The process is known
-//! by its position among the report's processes (the reader lists them in the order they
-//! started), not by its pid: pids change from one run to the next.
+//! by the GPUs its windows are on and its position among the report's processes on those GPUs
+//! (the reader lists them in the order they started), not by its pid: pids change from one run
+//! to the next, and the ranks of a `torchrun` job start in any order, each on its own GPU.
 use serde::{Deserialize, Serialize};
 
 use crate::trace::inspect::engines::Engine;
+use crate::trace::inspect::measure::Busy;
 use crate::trace::inspect::windows::Part;
 
 /// What diff reads of a report: its processes' pids and its overlap report's windows.
@@ -57,7 +59,7 @@ pub struct WindowEntry {
     pub bound_ms: f64,
     #[serde(default)]
     pub measured_over_bound: Option<f64>,
-    pub busy: BusyEntry,
+    pub busy: Busy,
     #[serde(default)]
     pub copy_under_compute: Option<f64>,
     #[serde(default)]
@@ -66,28 +68,8 @@ pub struct WindowEntry {
     pub folded: Option<FoldedEntry>,
     #[serde(default)]
     pub ran_during: Option<SpanEntry>,
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(default)]
-pub struct BusyEntry {
-    pub compute_ms: f64,
-    pub copy_in_ms: f64,
-    pub copy_out_ms: f64,
-    pub device_copy_ms: f64,
-    pub collective_ms: f64,
-}
-
-impl BusyEntry {
-    fn of(&self, engine: Engine) -> f64 {
-        match engine {
-            Engine::Compute => self.compute_ms,
-            Engine::CopyIn => self.copy_in_ms,
-            Engine::CopyOut => self.copy_out_ms,
-            Engine::DeviceCopy => self.device_copy_ms,
-            Engine::Collective => self.collective_ms,
-        }
-    }
+    #[serde(default)]
+    pub comm: Option<CommEntry>,
 }
 
 /// A finding's rule (its JSON name, kept as text so that a rule of a newer report is still
@@ -110,6 +92,13 @@ pub struct SpanEntry {
     pub span_ms: f64,
 }
 
+/// A window's collectives under compute (where it held collectives).
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct CommEntry {
+    pub hidden_share: f64,
+    pub exposed_ms: f64,
+}
+
 /// A figure of a window that diff compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Figure {
@@ -120,6 +109,10 @@ pub enum Figure {
     MeasuredOverBound,
     Busy(Engine),
     CopyUnderCompute,
+    /// The share of the collectives' time that other work hid.
+    CollectivesUnderCompute,
+    /// The collectives' time that nothing else ran beside.
+    CollectivesExposed,
     /// A range's: the time the work that ran while it was open lasted.
     RanDuring,
 }
@@ -150,6 +143,8 @@ impl Figure {
             Figure::Busy(Engine::DeviceCopy) => "busy.device_copy_ms",
             Figure::Busy(Engine::Collective) => "busy.collective_ms",
             Figure::CopyUnderCompute => "copy_under_compute",
+            Figure::CollectivesUnderCompute => "comm.hidden_share",
+            Figure::CollectivesExposed => "comm.exposed_ms",
             Figure::RanDuring => "ran_during.span_ms",
         }
     }
@@ -158,8 +153,12 @@ impl Figure {
         match self {
             Figure::Occurrences => Unit::Count,
             Figure::MeasuredOverBound => Unit::Times,
-            Figure::CopyUnderCompute => Unit::Share,
-            Figure::Span | Figure::Bound | Figure::Busy(_) | Figure::RanDuring => Unit::Ms,
+            Figure::CopyUnderCompute | Figure::CollectivesUnderCompute => Unit::Share,
+            Figure::Span
+            | Figure::Bound
+            | Figure::Busy(_)
+            | Figure::CollectivesExposed
+            | Figure::RanDuring => Unit::Ms,
         }
     }
 
@@ -172,6 +171,8 @@ impl Figure {
             Figure::MeasuredOverBound => w.measured_over_bound,
             Figure::Busy(engine) => Some(w.busy.of(engine)),
             Figure::CopyUnderCompute => w.copy_under_compute,
+            Figure::CollectivesUnderCompute => w.comm.map(|c| c.hidden_share),
+            Figure::CollectivesExposed => w.comm.map(|c| c.exposed_ms),
             Figure::RanDuring => w.ran_during.map(|d| d.span_ms),
         }
     }
@@ -240,7 +241,7 @@ pub enum Found {
 /// A window of A, of B, or of both.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowDiff {
-    /// The process's position among its report's processes, from 1.
+    /// The position of the process pair (`ProcessMatch::position`), from 1.
     pub process: usize,
     pub device: u32,
     pub part: Part,
@@ -253,7 +254,8 @@ pub struct WindowDiff {
     pub findings: Vec<FindingDiff>,
 }
 
-/// The processes at one position in A and in B.
+/// A process of A and its match in B (by their GPUs, then the order they started), or one
+/// left without a match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ProcessMatch {
     /// From 1.
@@ -284,16 +286,68 @@ fn process_order(r: &ReportFile) -> Vec<u32> {
     pids
 }
 
-/// A window's key in a report with processes `pids`: (position from 1, device, part, range).
+/// The GPUs of `pid`'s windows in `r`, in order (none for a launcher).
+fn devices_of(r: &ReportFile, pid: u32) -> Vec<u32> {
+    let mut devices: Vec<u32> = r
+        .overlap
+        .windows
+        .iter()
+        .filter(|w| w.window.process == pid)
+        .map(|w| w.window.device)
+        .collect();
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+}
+
+/// The processes of `a` and `b` matched. First by the GPUs their windows are on: the k-th
+/// process of A on a set of GPUs (in the order they started) with the k-th of B on the same
+/// set, so that rank 0 meets rank 0 whichever rank started first; then the processes left, in
+/// the order they started. Positions from 1: A's processes in their order, then B's left over.
+fn match_processes(a: &ReportFile, b: &ReportFile) -> Vec<ProcessMatch> {
+    let (a_pids, b_pids) = (process_order(a), process_order(b));
+    let b_devices: Vec<Vec<u32>> = b_pids.iter().map(|&pid| devices_of(b, pid)).collect();
+    let mut taken = vec![false; b_pids.len()];
+    let mut partner: Vec<Option<usize>> = Vec::new();
+    for &pid in &a_pids {
+        let devices = devices_of(a, pid);
+        let same = (0..b_pids.len()).find(|&j| !taken[j] && b_devices[j] == devices);
+        if let Some(j) = same {
+            taken[j] = true;
+        }
+        partner.push(same);
+    }
+    let left: Vec<usize> = (0..b_pids.len()).filter(|&j| !taken[j]).collect();
+    let unmatched = partner.iter_mut().filter(|p| p.is_none());
+    for (p, &j) in unmatched.zip(&left) {
+        *p = Some(j);
+        taken[j] = true;
+    }
+    a_pids
+        .iter()
+        .zip(&partner)
+        .map(|(&pid, j)| (Some(pid), j.map(|j| b_pids[j])))
+        .chain((0..b_pids.len()).filter(|&j| !taken[j]).map(|j| (None, Some(b_pids[j]))))
+        .enumerate()
+        .map(|(i, (a_pid, b_pid))| ProcessMatch { position: i + 1, a_pid, b_pid })
+        .collect()
+}
+
+/// A window's key in a report whose processes are matched in `matches` (`in_a`: the report is
+/// A): (position from 1, device, part, range).
 type Key<'a> = (usize, u32, Part, Option<&'a str>);
 
-fn key<'a>(w: &'a WindowEntry, pids: &[u32]) -> Key<'a> {
-    let position = pids.iter().position(|p| *p == w.window.process).unwrap_or(0) + 1;
+fn key<'a>(w: &'a WindowEntry, matches: &[ProcessMatch], in_a: bool) -> Key<'a> {
+    let pid = Some(w.window.process);
+    let position = matches
+        .iter()
+        .find(|m| if in_a { m.a_pid == pid } else { m.b_pid == pid })
+        .map_or(0, |m| m.position);
     (position, w.window.device, w.window.part, w.window.range.as_deref())
 }
 
-/// The figures compared for a window whose part is `part` (occurrences only for a range, the
-/// time that ran during it where either side has it).
+/// The figures compared for a window whose part is `part` (occurrences only for a range; the
+/// collectives under compute and the time that ran during it where either side has them).
 fn figures_of(part: Part, a: Option<&WindowEntry>, b: Option<&WindowEntry>) -> Vec<FigureDiff> {
     let mut list = Vec::new();
     if part == Part::Range {
@@ -302,6 +356,9 @@ fn figures_of(part: Part, a: Option<&WindowEntry>, b: Option<&WindowEntry>) -> V
     list.extend([Figure::Span, Figure::Bound, Figure::MeasuredOverBound]);
     list.extend(Engine::ALL.map(Figure::Busy));
     list.push(Figure::CopyUnderCompute);
+    if [a, b].iter().flatten().any(|w| w.comm.is_some()) {
+        list.extend([Figure::CollectivesUnderCompute, Figure::CollectivesExposed]);
+    }
     if [a, b].iter().flatten().any(|w| w.ran_during.is_some()) {
         list.push(Figure::RanDuring);
     }
@@ -389,19 +446,12 @@ fn window_diff(
 
 /// `a` and `b` compared.
 pub fn compare(a: &ReportFile, b: &ReportFile) -> Diff {
-    let (a_pids, b_pids) = (process_order(a), process_order(b));
-    let processes = (0..a_pids.len().max(b_pids.len()))
-        .map(|i| ProcessMatch {
-            position: i + 1,
-            a_pid: a_pids.get(i).copied(),
-            b_pid: b_pids.get(i).copied(),
-        })
-        .collect();
-    let b_keys: Vec<Key> = b.overlap.windows.iter().map(|w| key(w, &b_pids)).collect();
+    let processes = match_processes(a, b);
+    let b_keys: Vec<Key> = b.overlap.windows.iter().map(|w| key(w, &processes, false)).collect();
     let mut windows = Vec::new();
     let mut matched = vec![false; b.overlap.windows.len()];
     for wa in &a.overlap.windows {
-        let k = key(wa, &a_pids);
+        let k = key(wa, &processes, true);
         match b_keys.iter().position(|kb| *kb == k) {
             Some(i) => {
                 matched[i] = true;

@@ -23,15 +23,17 @@ use crate::trace::inspect::windows::Part;
 const ABOUT: &str = "\
 Compares two JSON reports that `streamlab trace --json FILE` or `streamlab report DIR --json \
 FILE` wrote, A before a change and B after it, window by window: the window's time, the \
-bound, measured over bound, each engine class's busy time, the copies under compute, the time \
-that ran while a range was open, and each finding's count and cost by rule (findings folded \
-into a report's \"more findings\" line too). Each figure is shown in A and in B, with B − A \
-and, for times, B/A.
+bound, measured over bound, each engine class's busy time, the copies under compute, the \
+collectives under compute and exposed, the time that ran while a range was open, and each \
+finding's count and cost by rule (findings folded into a report's \"more findings\" line too). \
+Each figure is shown in A and in B, with B − A and, for times, B/A.
 
 Windows are matched by process, GPU and part of the run or NVTX range. A process is known by \
-its position among the report's processes (the order they started in), not by its pid, which \
-changes from run to run: the diff says which pid of A was matched with which pid of B. A \
-window that only one report has is listed as such.
+the GPUs its windows are on and its position among the report's processes on those GPUs (the \
+order they started in), not by its pid, which changes from run to run: the ranks of a torchrun \
+job, each on its own GPU, are matched rank for rank whichever started first. The diff says \
+which pid of A was matched with which pid of B. A window that only one report has is listed as \
+such.
 
 Make both reports with the same thresholds: a finding that comes or goes may be the \
 thresholds', not the program's (the diff says when they differ). Nothing runs: no GPU is \
@@ -205,6 +207,8 @@ fn figure_label(figure: Figure, lang: Lang) -> Text {
         Figure::MeasuredOverBound => t!("diff.figure.over"),
         Figure::Busy(engine) => t!("diff.figure.busy", engine = engine_name(engine, lang)),
         Figure::CopyUnderCompute => t!("diff.figure.copy_under"),
+        Figure::CollectivesUnderCompute => t!("diff.figure.comm_under"),
+        Figure::CollectivesExposed => t!("diff.figure.comm_exposed"),
         Figure::RanDuring => t!("diff.figure.ran_during"),
     }
 }
@@ -343,6 +347,8 @@ mod tests {
         assert_eq!(row(&text, "measured over bound (x)"), ["1.71", "1.71", "0.00"]);
         assert_eq!(row(&text, "busy: copy in (ms)"), ["1.000", "1.000", "0.000", "1.00"]);
         assert_eq!(row(&text, "copies under compute (%)"), ["55", "55", "0"]);
+        assert_eq!(row(&text, "collectives under compute (%)"), ["0", "0", "0"]);
+        assert_eq!(row(&text, "collectives exposed (ms)"), ["0.400", "0.400", "0.000", "1.00"]);
         assert_eq!(row(&text, "finding pageable_copy: count"), ["1", "-", "-1"]);
         assert_eq!(row(&text, "finding pageable_copy: cost (ms)"), ["1.000", "-", "-1.000", "-"]);
         assert_eq!(row(&text, "finding idle_gap: count"), ["-", "2", "+2"]);
@@ -398,7 +404,7 @@ mod tests {
     fn the_help_teaches() {
         let help = command().render_long_help().to_string();
         for want in [
-            "by its position among the report's processes",
+            "the GPUs its windows are on and its position among the report's processes",
             "only one report has",
             "streamlab trace --keep before/ --json before.json",
             "streamlab diff before.json after.json",

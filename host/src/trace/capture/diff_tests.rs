@@ -219,3 +219,72 @@ fn a_report_without_its_optional_fields_still_reads() {
     assert_eq!((during.a, during.delta), (None, None));
     assert!(during.b.is_some());
 }
+
+#[test]
+fn ranks_that_started_in_the_other_order_are_matched_by_their_gpus() {
+    // A: a launcher with no window, then the rank on GPU 0 (100), then the one on GPU 1 (200).
+    let mut a = report_json("two-processes");
+    let launcher = json!({"pid": 50});
+    a["processes"].as_array_mut().unwrap().insert(0, launcher);
+    // B: other pids, and the rank on GPU 1 started before the one on GPU 0, as torchrun's
+    // ranks may.
+    let mut b = a.clone();
+    let pids = [(50, 60), (100, 101), (200, 201)];
+    for p in b["processes"].as_array_mut().unwrap() {
+        let pid = p["pid"].as_u64().unwrap();
+        p["pid"] = json!(pids.iter().find(|(a, _)| *a == pid).unwrap().1);
+    }
+    b["processes"].as_array_mut().unwrap().swap(1, 2);
+    for w in b["overlap"]["windows"].as_array_mut().unwrap() {
+        let pid = w["window"]["process"].as_u64().unwrap();
+        w["window"]["process"] = json!(pids.iter().find(|(a, _)| *a == pid).unwrap().1);
+    }
+    let diff = compare(&parsed(&a), &parsed(&b));
+    assert_eq!(
+        diff.processes,
+        [
+            ProcessMatch { position: 1, a_pid: Some(50), b_pid: Some(60) },
+            ProcessMatch { position: 2, a_pid: Some(100), b_pid: Some(101) },
+            ProcessMatch { position: 3, a_pid: Some(200), b_pid: Some(201) },
+        ]
+    );
+    assert!(!diff.windows.is_empty());
+    for w in &diff.windows {
+        assert_eq!(w.found, Found::Both, "{w:?}");
+        assert_eq!(w.b_pid, w.a_pid.map(|pid| pid + 1), "{w:?}");
+    }
+    assert!(changes(&diff).is_empty(), "{:?}", changes(&diff));
+    // Matched by start order alone, rank 0 of A would meet rank 1 of B and no window would match.
+    let by_order = |r: &Value| -> Vec<u64> {
+        r["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_u64().unwrap()).collect()
+    };
+    assert_eq!((by_order(&a)[1], by_order(&b)[1]), (100, 201));
+}
+
+#[test]
+fn the_collectives_under_compute_are_compared() {
+    let a = report_json("one-process");
+    let whole = &a["overlap"]["windows"][0];
+    let comm = &whole["comm"];
+    assert!(comm["collective_ms"].as_f64().unwrap() > 0.0, "the testdata's NCCL kernel: {whole}");
+    let mut b = a.clone();
+    b["overlap"]["windows"][0]["comm"]["hidden_share"] = json!(0.75);
+    b["overlap"]["windows"][0]["comm"]["exposed_ms"] = json!(0.1);
+    let diff = compare(&parsed(&a), &parsed(&b));
+    let figure = |key: &str| diff.windows[0].figures.iter().find(|f| f.key == key).cloned();
+    let (share, exposed) =
+        (figure("comm.hidden_share").unwrap(), figure("comm.exposed_ms").unwrap());
+    let (a_share, a_exposed) =
+        (comm["hidden_share"].as_f64(), comm["exposed_ms"].as_f64().unwrap());
+    assert_eq!((share.a, share.b, share.ratio), (a_share, Some(0.75), None));
+    assert_eq!((exposed.a, exposed.b), (Some(a_exposed), Some(0.1)));
+    assert_eq!(exposed.delta, Some(0.1 - a_exposed));
+    assert_eq!(exposed.ratio, (a_exposed > 0.0).then(|| 0.1 / a_exposed));
+    // A window without collectives in either report has no such rows.
+    let mut quiet = a.clone();
+    for w in quiet["overlap"]["windows"].as_array_mut().unwrap() {
+        w.as_object_mut().unwrap().remove("comm");
+    }
+    let diff = compare(&parsed(&quiet), &parsed(&quiet));
+    assert!(diff.windows.iter().all(|w| w.figures.iter().all(|f| !f.key.starts_with("comm."))));
+}

@@ -13,6 +13,8 @@ use crate::trace::inspect::findings::Thresholds;
 
 /// `--help`'s heading for the thresholds.
 pub const THRESHOLDS: &str = "Thresholds of the findings";
+/// `--help`'s heading for the choice of windows.
+pub const WINDOWS: &str = "Windows";
 
 // The output flags (`//`, not `///`: clap would take a doc comment for the help).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -79,6 +81,13 @@ impl OutputFlags {
 // `--idle-gap-ms -1` is told its range rather than read as a flag of its own.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ThresholdFlags {
+    #[arg(
+        long = "range",
+        value_name = "NAME",
+        help_heading = WINDOWS,
+        help = "Make windows for the NVTX range NAME only (repeat the flag for more names); by default every top-level range name gets one, up to 20 a process"
+    )]
+    pub ranges: Vec<String>,
     #[arg(
         long,
         value_name = "MS",

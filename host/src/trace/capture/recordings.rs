@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use serde_json::{json, Map};
 
 use crate::lab::record::drawing::Drawing;
+use crate::lab::record::nvtx_rows::LIBRARY_ROWS;
 use crate::lab::record::nvtx_rows::{plain_panels, RANGE_LEVELS};
 use crate::lab::record::output::today;
 use crate::lab::record::picture::{timeline_svg_over, Caption};
@@ -152,18 +153,23 @@ pub fn host_spans(capture: &Capture, p: &Process) -> Vec<HostSpan> {
 }
 
 /// The NVTX ranges and marks of `p` that show in `drawn`, as host spans (a mark is a range
-/// of no length).
+/// of no length). A library's ranges (NCCL's communicator set-up spans the whole run) get
+/// rows of their own, `<thread> · libraries`, so that the program's own ranges keep the top
+/// rows.
 fn marked<'a>(
     capture: &'a Capture,
     p: &'a Process,
     drawn: &'a Drawn,
 ) -> impl Iterator<Item = HostSpan> + 'a {
     let ms = |ns| capture.ms(ns);
-    let ranges = p.ranges.iter().map(|r| (r.thread, r.name, r.start, r.end));
-    let marks = p.marks.iter().map(|m| (m.thread, m.name, m.time, m.time));
-    ranges.chain(marks).filter(|&(_, _, start, end)| drawn.shows(start, end)).map(
-        move |(thread, name, start, end)| HostSpan {
-            thread: p.thread_name(thread).to_string(),
+    let ranges = p.ranges.iter().map(|r| (r.thread, r.name, r.start, r.end, r.library));
+    let marks = p.marks.iter().map(|m| (m.thread, m.name, m.time, m.time, false));
+    ranges.chain(marks).filter(|&(_, _, start, end, _)| drawn.shows(start, end)).map(
+        move |(thread, name, start, end, library)| HostSpan {
+            thread: match library {
+                true => format!("{}{LIBRARY_ROWS}", p.thread_name(thread)),
+                false => p.thread_name(thread).to_string(),
+            },
             kind: HostWork::Range,
             name: p.names.get(name).to_string(),
             start_ms: ms(start),

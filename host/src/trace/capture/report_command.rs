@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{ArgMatches, Args as _, FromArgMatches as _};
 
 use crate::runtime::{Error, Result};
-use crate::trace::capture::analysis::analyse;
+use crate::trace::capture::analysis::analyse_ranges;
 use crate::trace::capture::flags::{OutputFlags, ThresholdFlags};
 use crate::trace::capture::present::{present, Output, RunFile};
 use crate::trace::inspect::findings::Thresholds;
@@ -87,13 +87,18 @@ pub fn run(matches: &ArgMatches) -> Result<i32> {
         ReportFlags::from_arg_matches(matches).map_err(|e| Error::Internal(e.to_string()))?;
     let output = flags.output.output()?;
     check_dir(&flags.dir)?;
-    report_dir(&flags.dir, &flags.thresholds.thresholds(), &output)?;
+    report_dir(&flags.dir, &flags.thresholds.thresholds(), &flags.thresholds.ranges, &output)?;
     Ok(0)
 }
 
 /// The report on the trace folder `dir`, shown as `output` asks.
-pub fn report_dir(dir: &Path, thresholds: &Thresholds, output: &Output) -> Result<()> {
-    let analysis = analyse(dir, thresholds)
+pub fn report_dir(
+    dir: &Path,
+    thresholds: &Thresholds,
+    ranges: &[String],
+    output: &Output,
+) -> Result<()> {
+    let analysis = analyse_ranges(dir, thresholds, ranges)
         .map_err(|why| Error::InvalidInput(format!("reading the trace folder: {why}")))?;
     let run = RunFile::read(dir);
     let command = match &run {

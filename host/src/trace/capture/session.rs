@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::runtime::error::io_words;
 use crate::runtime::{Error, Result};
 use crate::t;
-use crate::trace::capture::analysis::analyse;
+use crate::trace::capture::analysis::analyse_ranges;
 use crate::trace::capture::injection::{self, Injection, Recording};
 use crate::trace::capture::present::{present, say, Output, RunFile, RUN_FILE};
 use crate::trace::capture::program::{self, Ran};
@@ -28,6 +28,8 @@ pub struct Settings {
     pub recording: Recording,
     pub cost: bool,
     pub thresholds: Thresholds,
+    /// The NVTX range names that get windows (`--range`; all when empty).
+    pub ranges: Vec<String>,
 }
 
 /// The recorder's preparation: `injection::prepare`, or a test's stand-in.
@@ -191,7 +193,7 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     if let Err(why) = run.write(&dir.path) {
         return Ok(after(Error::Internal(format!("writing {}: {why}", RUN_FILE))));
     }
-    let analysis = match analyse(&dir.path, &settings.thresholds) {
+    let analysis = match analyse_ranges(&dir.path, &settings.thresholds, &settings.ranges) {
         Ok(a) => a,
         Err(why) => {
             return Ok(after(Error::Internal(format!("reading the recorder's files: {why}"))))
@@ -243,6 +245,7 @@ mod tests {
             recording: Recording { flush_ms: 200, max_records: 1000, keep: Default::default() },
             cost: false,
             thresholds: Thresholds::DEFAULT,
+            ranges: Vec::new(),
         }
     }
 
@@ -303,7 +306,8 @@ mod tests {
         assert_eq!(trace(&s, &stand_in).unwrap(), 3);
         let again = OutputFile::checked("--json", &out.join("again.json")).unwrap();
         let output = Output { json: Some(again), lang: Lang::En, ..Output::default() };
-        crate::trace::capture::report_command::report_dir(&keep, &s.thresholds, &output).unwrap();
+        crate::trace::capture::report_command::report_dir(&keep, &s.thresholds, &[], &output)
+            .unwrap();
         let read = |name: &str| -> serde_json::Value {
             serde_json::from_str(&std::fs::read_to_string(out.join(name)).unwrap()).unwrap()
         };

@@ -2,7 +2,7 @@
 //! of its records, so that work running at once counts once), the copy time that ran under
 //! compute, the bound that perfect overlap would reach (the busiest class), the window's
 //! length against it, and how many kernels, copies, memsets and collectives it holds.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::lab::record::span::Work;
 use crate::trace::inspect::engines::Engine;
@@ -10,8 +10,9 @@ use crate::trace::inspect::union::Union;
 use crate::trace::inspect::windows::Held;
 use crate::trace::read::model::{Ns, Process};
 
-/// The time each engine class was busy, in ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+/// The time each engine class was busy, in ms (read back by `streamlab diff`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Busy {
     pub compute_ms: f64,
     pub copy_in_ms: f64,

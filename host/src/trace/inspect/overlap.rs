@@ -69,10 +69,22 @@ pub struct OverlapReport {
     pub host_calls_recorded: bool,
     /// Per process and range name, which occurrences were recorded whole.
     pub ranges_whole: Vec<RangeWhole>,
+    /// The range names asked for (`--range`) that no process marked at the top level.
+    pub ranges_not_found: Vec<String>,
 }
 
 /// The report of `capture`: every process's windows, then what was found across them.
 pub fn overlap_report(capture: &Capture, thresholds: &Thresholds) -> OverlapReport {
+    overlap_report_of(capture, thresholds, &[])
+}
+
+/// [`overlap_report`] with windows for the range names `chosen` only (every top-level name,
+/// up to the cap, where it is empty).
+pub fn overlap_report_of(
+    capture: &Capture,
+    thresholds: &Thresholds,
+    chosen: &[String],
+) -> OverlapReport {
     let limits = thresholds.ns();
     let mut reports = Vec::new();
     let mut left_out = 0;
@@ -80,7 +92,7 @@ pub fn overlap_report(capture: &Capture, thresholds: &Thresholds) -> OverlapRepo
     for p in &capture.processes {
         let projection = project(p);
         let host = HostIndex::of(p);
-        let (list, dropped) = windows(p, &projection);
+        let (list, dropped) = windows(p, &projection, chosen);
         left_out += dropped;
         for records in list {
             let scope = Scope {
@@ -98,6 +110,8 @@ pub fn overlap_report(capture: &Capture, thresholds: &Thresholds) -> OverlapRepo
     }
     let late = late_ranks(capture, &limits);
     let host_calls_recorded = capture.processes.iter().any(|p| !p.calls.is_empty());
+    let marked = |name: &String| ranges.iter().any(|r: &RangeWhole| r.range == *name);
+    let ranges_not_found = chosen.iter().filter(|c| !marked(c)).cloned().collect();
     OverlapReport {
         thresholds: *thresholds,
         windows: reports,
@@ -106,6 +120,7 @@ pub fn overlap_report(capture: &Capture, thresholds: &Thresholds) -> OverlapRepo
         range_names_left_out: left_out,
         host_calls_recorded,
         ranges_whole: ranges,
+        ranges_not_found,
     }
 }
 

@@ -6,7 +6,7 @@ use crate::lab::text::Lang;
 use crate::runtime::cupti::trace_file::{Direction, Line, Memory};
 use crate::trace::inspect::engines::Engine;
 use crate::trace::inspect::findings::{Rule, Thresholds};
-use crate::trace::inspect::overlap::{overlap_report, WindowReport};
+use crate::trace::inspect::overlap::{overlap_report, overlap_report_of, WindowReport};
 use crate::trace::inspect::overlap_text::report_text;
 use crate::trace::inspect::test_lines::{
     assert_ms, at, call, capture_of, context, copy, kernel, nccl, range, report_of,
@@ -360,6 +360,30 @@ fn a_late_ranks_lateness_is_told_over_the_collectives_that_made_the_others_wait(
     assert_ms(late.others_waited_ms, 103.0);
 }
 
+/// Two communicators, a stream each: collectives are matched stream by stream, so rank 2
+/// late in one communicator and rank 1 late in the other are each named with their own.
+#[test]
+fn collectives_are_matched_per_stream_of_each_communicator() {
+    let (mut one, mut two) = (context(), context());
+    for i in 0..10u32 {
+        let at = 10.0 * f64::from(i);
+        one.push(nccl(13, at, at + 2.0, 2 * i));
+        one.push(nccl(14, at + 5.0, at + 6.0, 2 * i + 1));
+        two.push(nccl(13, at + 3.0, at + 4.0, 2 * i));
+        two.push(nccl(14, at + 4.0, at + 6.0, 2 * i + 1));
+    }
+    let report = overlap_report(
+        &capture(vec![process_of(1, &one), process_of(2, &two)]),
+        &Thresholds::DEFAULT,
+    );
+    let named: Vec<(u32, usize, usize, f64, f64)> = report
+        .stragglers
+        .iter()
+        .map(|s| (s.pid, s.late_in, s.of, s.median_late_ms, s.others_waited_ms))
+        .collect();
+    assert_eq!(named, [(2, 10, 20, 3.0, 30.0), (1, 10, 20, 1.0, 10.0)]);
+}
+
 /// Collectives under compute: fully hidden, fully exposed, and half way.
 #[test]
 fn collectives_under_compute_are_measured_as_hidden_and_exposed() {
@@ -414,4 +438,34 @@ fn small_findings_are_folded_into_one_line() {
         "{text}"
     );
     assert!(!text.contains("findings: none"), "{text}");
+}
+
+/// `--range NAME` chooses the range windows; a name no process marked is said.
+#[test]
+fn chosen_ranges_get_windows_and_a_name_not_marked_is_said() {
+    let mut lines = vec![kernel(13, 0.0, 100.0, 1)];
+    lines.extend(range(1, "load", 1, 0.0, 10.0));
+    lines.extend(range(2, "step", 1, 10.0, 20.0));
+    lines.extend(range(3, "step", 1, 20.0, 30.0));
+    let capture = capture_of(&lines);
+    let chosen = ["step".to_string(), "eval".to_string()];
+    let report = overlap_report_of(&capture, &Thresholds::DEFAULT, &chosen);
+    let ranges: Vec<Option<&str>> = report
+        .windows
+        .iter()
+        .filter(|w| w.window.part == Part::Range)
+        .map(|w| w.window.range.as_deref())
+        .collect();
+    assert_eq!(ranges, [Some("step")]);
+    assert_eq!(report.ranges_not_found, ["eval"]);
+    let text = report_text(&report, Lang::En);
+    assert!(
+        text.contains(
+            "--range \"eval\": no process marked an NVTX range of that name at the top level"
+        ),
+        "{text}"
+    );
+    // Without a choice, both names get a window.
+    let all = overlap_report(&capture, &Thresholds::DEFAULT);
+    assert_eq!(all.windows.iter().filter(|w| w.window.part == Part::Range).count(), 2);
 }

@@ -303,6 +303,9 @@ pub fn report_text(report: &OverlapReport, lang: Lang) -> String {
         let n = report.range_names_left_out;
         out += &line(t!("inspect.ranges_left_out", n, max = MAX_RANGE_NAMES), lang);
     }
+    for name in &report.ranges_not_found {
+        out += &line(t!("inspect.range_not_found", range = format!("\"{name}\"")), lang);
+    }
     for r in &report.ranges_whole {
         out += &whole_text(r, lang);
     }

@@ -1,9 +1,11 @@
 //! Across windows: collectives that waited for a late rank ([`Rule::LateRank`]), and which
-//! participant was late ([`Straggler`]). A participant is one process on one device; the
-//! i-th collective of each is taken to be the same collective (NCCL runs a communicator's
-//! collectives in the order they were issued, on every rank). NCCL's own numbering of its
-//! collectives (in its NVTX payloads) is not recorded, so the matching is by order, and the
-//! report says so.
+//! participant was late ([`Straggler`]). A participant is one process on one device. Each of
+//! its streams that ran collectives is one communicator's (a program with two communicators
+//! runs them on two streams), its streams taken in the order their first collective started;
+//! the i-th collective of each participant's n-th such stream is taken to be the same
+//! collective (NCCL runs a communicator's collectives in the order they were issued, on every
+//! rank). NCCL's own numbering of its collectives (in its NVTX payloads) is not recorded, so
+//! the matching is by order, and the report says so.
 use serde::Serialize;
 
 use crate::lab::record::span::Work;
@@ -21,11 +23,11 @@ pub const STRAGGLER_SHARE: f64 = 0.1;
 /// ones; the little ones would pull the median down to nothing.
 pub const LATE_SHARE: f64 = 0.9;
 
-/// One participant's collectives, by start.
+/// One participant's collectives: per stream (streams by their first collective), by start.
 struct Participant<'a> {
     process: &'a Process,
     device: u32,
-    collectives: Vec<u32>,
+    streams: Vec<Vec<u32>>,
 }
 
 /// A participant that started collectives last.
@@ -62,15 +64,22 @@ fn participants(capture: &Capture) -> Vec<Participant<'_>> {
     let mut out = Vec::new();
     for p in &capture.processes {
         for device in p.work_devices() {
-            let collectives: Vec<u32> = (0..p.gpu.len() as u32)
-                .filter(|&i| {
-                    let i = i as usize;
-                    p.gpu.kind[i] == Work::Collective
-                        && p.rows[p.gpu.row[i] as usize].device == device
-                })
-                .collect();
-            if !collectives.is_empty() {
-                out.push(Participant { process: p, device, collectives });
+            // GPU work is by start: each stream's list is by start, and the streams come in
+            // the order of their first collective.
+            let mut streams: Vec<(u32, Vec<u32>)> = Vec::new();
+            for i in 0..p.gpu.len() {
+                let row = p.gpu.row[i];
+                if p.gpu.kind[i] != Work::Collective || p.rows[row as usize].device != device {
+                    continue;
+                }
+                match streams.iter_mut().find(|(r, _)| *r == row) {
+                    Some((_, list)) => list.push(i as u32),
+                    None => streams.push((row, vec![i as u32])),
+                }
+            }
+            if !streams.is_empty() {
+                let streams = streams.into_iter().map(|(_, list)| list).collect();
+                out.push(Participant { process: p, device, streams });
             }
         }
     }
@@ -107,36 +116,50 @@ pub fn late_ranks(capture: &Capture, limits: &Limits) -> LateRanks {
     if participants.len() < 2 {
         return LateRanks::default();
     }
-    let matched = participants.iter().map(|p| p.collectives.len()).min().unwrap_or(0);
-    let start = |who: &Participant, i: usize| who.process.gpu.start[who.collectives[i] as usize];
-    let (mut count, mut cost): (usize, Ns) = (0, 0);
-    let mut example: Option<(usize, usize)> = None;
+    let start = |who: &Participant, slot: usize, i: usize| {
+        who.process.gpu.start[who.streams[slot][i] as usize]
+    };
+    let (mut count, mut cost, mut matched): (usize, Ns, usize) = (0, 0, 0);
+    let mut example: Option<(usize, usize, usize)> = None;
     // Per participant: the collectives it was late in (by how much), and the waiting caused.
     let mut late_by: Vec<Vec<Ns>> = vec![Vec::new(); participants.len()];
     let mut waited: Vec<Ns> = vec![0; participants.len()];
-    for i in 0..matched {
-        let starts: Vec<Ns> = participants.iter().map(|who| start(who, i)).collect();
-        let first = starts.iter().copied().min().unwrap_or(0);
-        // The last one (on a tie, the participant listed last).
-        let last = (0..starts.len()).max_by_key(|&k| starts[k]).unwrap_or(0);
-        let spread = starts[last] - first;
-        if spread <= limits.late_rank {
+    let slots = participants.iter().map(|p| p.streams.len()).max().unwrap_or(0);
+    for slot in 0..slots {
+        let members: Vec<usize> =
+            (0..participants.len()).filter(|&k| participants[k].streams.len() > slot).collect();
+        if members.len() < 2 {
             continue;
         }
-        count += 1;
-        cost += spread;
-        example = example.or(Some((last, i)));
-        let others = (0..starts.len()).filter(|&k| k != last);
-        let next_latest = others.clone().map(|k| starts[k]).max().unwrap_or(first);
-        late_by[last].push(starts[last] - next_latest);
-        waited[last] += others.map(|k| starts[last] - starts[k]).sum::<Ns>();
+        let in_slot = members.iter().map(|&k| participants[k].streams[slot].len()).min();
+        let in_slot = in_slot.unwrap_or(0);
+        matched += in_slot;
+        for i in 0..in_slot {
+            let starts: Vec<(usize, Ns)> =
+                members.iter().map(|&k| (k, start(&participants[k], slot, i))).collect();
+            let first = starts.iter().map(|s| s.1).min().unwrap_or(0);
+            // The last one (on a tie, the participant listed last).
+            let &(last, last_start) = starts.iter().max_by_key(|s| s.1).unwrap_or(&starts[0]);
+            let spread = last_start - first;
+            if spread <= limits.late_rank {
+                continue;
+            }
+            count += 1;
+            cost += spread;
+            example = example.or(Some((last, slot, i)));
+            let others = starts.iter().filter(|s| s.0 != last);
+            let next_latest = others.clone().map(|s| s.1).max().unwrap_or(first);
+            late_by[last].push(last_start - next_latest);
+            waited[last] += others.map(|s| last_start - s.1).sum::<Ns>();
+        }
     }
-    let Some((late, i)) = example else {
+    let Some((late, slot, i)) = example else {
         return LateRanks::default();
     };
     let who = &participants[late];
-    let index = who.collectives[i];
-    let piece = Piece { index, start: start(who, i), end: who.process.gpu.end[index as usize] };
+    let index = who.streams[slot][i];
+    let piece =
+        Piece { index, start: start(who, slot, i), end: who.process.gpu.end[index as usize] };
     // Which participant was late is the point: the row says its process and device.
     let mut shown = Example::of(who.process, &piece, capture.origin_ns);
     shown.stream = format!("{} (process {}, GPU {})", shown.stream, who.process.pid, who.device);

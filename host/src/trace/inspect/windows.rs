@@ -95,11 +95,14 @@ pub struct WindowRecords {
 
 /// The program's top-level range names of `p` (by first start, at most
 /// [`MAX_RANGE_NAMES`]), each with its ranges' indices, and the number of names left out.
-fn range_names(p: &Process) -> (Vec<(u32, Vec<u32>)>, usize) {
+fn range_names(p: &Process, chosen: &[String]) -> (Vec<(u32, Vec<u32>)>, usize) {
     let mut names: Vec<(u32, Vec<u32>)> = Vec::new();
     let mut group_of_name: std::collections::HashMap<u32, usize> = Default::default();
     for (index, r) in p.ranges.iter().enumerate() {
         if r.depth != 0 || r.library {
+            continue;
+        }
+        if !chosen.is_empty() && !chosen.iter().any(|c| c == p.names.get(r.name)) {
             continue;
         }
         let group = *group_of_name.entry(r.name).or_insert_with(|| {
@@ -124,9 +127,14 @@ fn extent(pieces: &[Piece]) -> Vec<(Ns, Ns)> {
     }
 }
 
-/// Every window of `p`, device by device, and how many range names were left out.
-pub fn windows(p: &Process, projection: &Projection) -> (Vec<WindowRecords>, usize) {
-    let (names, left_out) = range_names(p);
+/// Every window of `p`, device by device, and how many range names were left out. Where
+/// `chosen` names ranges, only those get windows (the whole run and its parts always do).
+pub fn windows(
+    p: &Process,
+    projection: &Projection,
+    chosen: &[String],
+) -> (Vec<WindowRecords>, usize) {
+    let (names, left_out) = range_names(p, chosen);
     // Which name group each range belongs to.
     let mut group_of_range = vec![NONE; p.ranges.len()];
     for (group, (_, ranges)) in names.iter().enumerate() {
