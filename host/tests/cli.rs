@@ -44,6 +44,38 @@ fn a_missing_or_misspelt_lesson_is_named() {
     assert_refused(&["run", "no-such-lesson"], "no-such-lesson");
 }
 
+/// A lesson streamlab does not have is called an unknown lesson, not an "unrecognized
+/// subcommand": a guess where one is near, and the lessons to choose from, in one line.
+#[test]
+fn an_unknown_lesson_is_said_so_with_a_guess_and_the_lessons() {
+    let listed = "(the lessons: ";
+    let o = streamlab(&["run", "overlp", "--reps", "3"]);
+    let err = stderr(&o);
+    assert_refused(
+        &["run", "overlp", "--reps", "3"],
+        "run: unknown lesson 'overlp': did you mean 'overlap'? ",
+    );
+    assert!(err.contains(listed) && err.contains(" overlap, "), "{err}");
+    assert!(err.trim_end().ends_with(", or all; see streamlab list)"), "{err}");
+    assert!(!err.contains("subcommand"), "{err}");
+    // No near name: the lessons alone; a part of a name: the lessons that hold it.
+    assert_refused(&["run", "qwertyuiop"], &format!("run: unknown lesson 'qwertyuiop' {listed}"));
+    assert_refused(&["run", "sync"], "unknown lesson 'sync': did you mean ");
+    let err = stderr(&streamlab(&["run", "sync"]));
+    assert!(err.contains("'sync-methods'"), "{err}");
+    // An unknown command is one too, with the commands.
+    assert_refused(&["lsit"], "unknown command 'lsit': did you mean 'list'? (the commands: info,");
+    let err = stderr(&streamlab(&["lsit"]));
+    assert!(!err.contains("subcommand"), "{err}");
+    // A lesson name pasted with a file's worth of text is echoed short, in one line.
+    let long = format!("overlap\n{}", "x".repeat(100_000));
+    let o = streamlab(&["run", &long]);
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{}", &err[..200]);
+    assert!(err.len() < 2_000, "echoed whole: {} bytes", err.len());
+    assert!(err.contains("'overlap\\nxxx") && err.contains("… (100008 characters)"), "{err}");
+}
+
 #[test]
 fn the_lesson_is_named_once_in_its_errors() {
     let o = streamlab(&["run", "overlap", "--elements", "3", "--streams", "4"]);
@@ -209,6 +241,86 @@ fn trace_and_svg_naming_a_missing_folder_or_a_folder_are_refused_before_the_gpu(
     }
     assert!(!dir.join("no-such-folder").exists(), "the missing folder was made");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A file named for another format is refused before anything runs, in one line that names
+/// the right extension, and nothing is written: `--svg pic.png` would have held SVG, and
+/// `--svg same.out --trace same.out` would have lost the trace under the picture.
+#[test]
+fn a_file_named_for_another_format_or_named_twice_is_refused_before_the_gpu() {
+    let dir = scratch("formats");
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (png, same, t_svg) = (path("pic.png"), path("same.out"), path("t.svg"));
+    for lesson in [&["run", "overlap"][..], &["run", "overlap", "--recorded"], &["run", "all"]] {
+        let args = [lesson, &["--svg", &png]].concat();
+        assert_refused(&args, &format!("--svg {png}: --svg writes an SVG picture"));
+        assert_refused(&args, &format!("must end in .svg: name it {}", path("pic.svg")));
+        let args = [lesson, &["--svg", &same, "--trace", &same]].concat();
+        assert_refused(&args, "so its file must end in .json");
+        let args = [lesson, &["--trace", &t_svg]].concat();
+        assert_refused(&args, "--trace writes a JSON trace, so its file must end in .json");
+    }
+    // `streamlab trace` writes three files: two of them spelt differently are one.
+    let (t, also_t) = (path("t.json"), format!("{}/./t.json", dir.display()));
+    let args = ["trace", "--trace", &t, "--json", &also_t, "--", "sh"];
+    let o = streamlab(&args);
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    let said = format!("streamlab: trace: --trace {t} and --json {also_t} name one file");
+    assert!(err.starts_with(&said), "{err}");
+    let written: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(written.is_empty(), "a refused run wrote {written:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A file that cannot be written or read is said in words, not the system's "(os error N)",
+/// in one line with exit 2.
+#[test]
+fn file_errors_are_said_in_words_without_the_os_error_number() {
+    let full = std::path::Path::new("/dev/full");
+    let mut cases = vec![(
+        vec!["diff", "/no-such-folder/a.json", "/no-such-folder/b.json"],
+        "diff: /no-such-folder/a.json: cannot read it: no such file or folder",
+    )];
+    if full.exists() {
+        // Written after the recorded run is shown: the disk is full.
+        let args = vec!["run", "overlap", "--recorded", "--svg", "/dev/full"];
+        cases.push((args, "overlap: --svg /dev/full: cannot write it: no space left on the disk"));
+    }
+    if std::path::Path::new("/proc/self").is_dir() {
+        let args = vec!["run", "overlap", "--recorded", "--trace", "/proc/t.json"];
+        cases.push((args, "--trace /proc/t.json: cannot write it: no such file or folder"));
+    }
+    for (args, expected) in cases {
+        let o = streamlab(&args);
+        let err = stderr(&o);
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(!err.contains("os error") && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// An argument of 100 KB (a file pasted by mistake) is echoed back by its start and its
+/// length, in a line of a few hundred bytes.
+#[test]
+fn a_long_argument_is_echoed_short() {
+    let long = "7".repeat(100_000);
+    let png = format!("{long}.png");
+    let unknown = format!("--{long}");
+    let cases = [
+        (vec!["run", "overlap", "--reps", &long], "invalid value '77777"),
+        (vec!["run", "overlap", "--svg", &png], "--svg 77777"),
+        (vec!["run", "overlap", &unknown], "'--77777"),
+        (vec!["trace", &unknown, "--", "sh"], "trace: unknown flag '--77777"),
+    ];
+    for (args, expected) in cases {
+        let o = streamlab(&args);
+        let err = stderr(&o);
+        let start = &err[..err.len().min(300)];
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{start}");
+        assert!(err.len() < 1_000, "echoed whole: {} bytes: {start}", err.len());
+        assert!(err.contains(expected) && err.contains(" characters)"), "{err}");
+    }
 }
 
 #[test]

@@ -99,3 +99,33 @@ fn help_and_list_know_the_flag() {
     let list = stdout(&streamlab(&["list"], &[]));
     assert!(!has_chinese(&list), "{list}");
 }
+
+/// `--lang zh` draws the picture in Chinese too, without a GPU (a recorded run): the
+/// caption, the axis, the legend, and the line on stderr saying where it went.
+#[test]
+fn lang_zh_draws_the_picture_and_says_where_it_went_in_chinese() {
+    let dir = std::env::temp_dir().join(format!("streamlab-lang-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (zh_svg, en_svg) = (dir.join("zh.svg"), dir.join("en.svg"));
+    let run = |svg: &std::path::Path, lang: &str| {
+        let args = [RECORDED_OVERLAP, &["--svg", svg.to_str().unwrap(), "--lang", lang]].concat();
+        let o = streamlab(&args, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", common::stderr(&o));
+        (common::stderr(&o), std::fs::read_to_string(svg).unwrap())
+    };
+    let (said, picture) = run(&zh_svg, "zh");
+    assert_eq!(said, format!("streamlab: overlap: --svg 已写入 {}\n", zh_svg.display()));
+    for words in ["时间（ms）", "内核", "拷贝入（主机到设备）", "（中位数）", "加速比", "录制"]
+    {
+        assert!(picture.contains(words), "{words} missing from the zh picture");
+    }
+    for english in ["time (ms)", "copy-in (host to device)", "(medians)", "speed-up", "recorded on"]
+    {
+        assert!(!picture.contains(english), "{english} left in the zh picture");
+    }
+    let (said, picture) = run(&en_svg, "en");
+    assert_eq!(said, format!("streamlab: overlap: --svg wrote {}\n", en_svg.display()));
+    assert!(picture.contains("time (ms)") && picture.contains("(medians)"), "en picture");
+    assert!(!picture.chars().any(|c| has_chinese(c.encode_utf8(&mut [0; 4]))), "en picture");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -32,6 +32,38 @@ fn without_a_gpu_the_error_line_points_to_recorded() {
     assert!(err.contains("--recorded"), "{err}");
 }
 
+/// `info` and `launch` without a GPU offer the recorded runs too, in their one line; `info`
+/// names this build (its version, its kernels and the PTX it carries) there, and in its text
+/// and JSON where there is a GPU.
+#[test]
+fn without_a_gpu_info_and_launch_offer_recorded_and_info_names_the_build() {
+    let kernels = streamlab::lab::record::report::kernels_id();
+    let archs = streamlab::runtime::ptx::embedded_archs();
+    let build =
+        format!("streamlab {}, kernels {kernels}, PTX for {archs}", env!("CARGO_PKG_VERSION"));
+    let o = streamlab_without_a_gpu(&["info"]);
+    let err = text(&o.stderr);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(3), 1), "{err}");
+    assert!(err.starts_with("streamlab: no CUDA device available: "), "{err}");
+    assert!(err.contains(&format!("; this is {build}; ")), "{err}");
+    assert!(err.contains(" run all --recorded`"), "{err}");
+    let o = streamlab_without_a_gpu(&["info", "--json"]);
+    let error: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(error["error"].as_str().unwrap().contains(&build), "{error}");
+    let o = streamlab_without_a_gpu(&["launch", "--gpus", "2", "run", "allreduce-overlap"]);
+    let err = text(&o.stderr);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(3), 1), "{err}");
+    assert!(err.contains("run allreduce-overlap --recorded`"), "{err}");
+    // Where there is a GPU, its facts end with the build's.
+    if common::machine_has_nvidia_gpu() {
+        let o = streamlab(&["info"]);
+        assert!(text(&o.stdout).contains(&format!("  build                  {build}")));
+        let facts: serde_json::Value =
+            serde_json::from_slice(&streamlab(&["info", "--json"]).stdout).unwrap();
+        assert_eq!(facts["build"]["kernels"], kernels, "{facts}");
+    }
+}
+
 #[test]
 fn recorded_shows_the_embedded_run_labelled_or_says_there_is_none() {
     let dir = scratch("recorded");
@@ -103,15 +135,18 @@ fn recorded_says_when_its_kernels_are_not_this_binarys() {
         let said = |what: &str| en.contains(what);
         match run.report.kernels.as_deref() {
             _ if run.same_kernels() => {
-                assert!(!said("recorded with"), "{lesson}: {header:?}");
-                assert!(!zh.contains("录制时用的"), "{lesson}: {zh}");
+                assert!(!said("(note: this run was recorded"), "{lesson}: {header:?}");
+                assert!(!zh.contains("（注意：这次运行"), "{lesson}: {zh}");
             }
             None => {
-                assert!(said("(recorded with an earlier build of the kernels"), "{lesson}: {en}");
-                assert!(zh.contains("较早一次构建的内核"), "{lesson}: {zh}");
+                let earlier =
+                    "(note: this run was recorded with an older version of streamlab's GPU code";
+                assert!(said(earlier), "{lesson}: {en}");
+                assert!(zh.contains("GPU 代码比本程序的旧"), "{lesson}: {zh}");
             }
             Some(theirs) => {
-                assert!(said("recorded with other kernels") && said(theirs), "{lesson}: {en}");
+                let other = said("recorded with other GPU code") || said("recorded by an older");
+                assert!(other && said(theirs), "{lesson}: {en}");
                 assert!(zh.contains(theirs), "{lesson}: {zh}");
             }
         }

@@ -185,13 +185,13 @@ impl Lesson for LaunchOrder {
 /// Whether part `name` of version `v` stayed within `ok` in every repeat (its largest value
 /// is checked; NaN, a missing part, never passes).
 fn every_repeat(m: &Measured, v: usize, name: &str, ok: impl Fn(f64) -> bool) -> Option<f64> {
-    let most = m.versions[v].part_stats(name).map_or(f64::NAN, |s| s.max);
+    let most = m.version(v).part_stats(name).map_or(f64::NAN, |s| s.max);
     (!ok(most)).then_some(most)
 }
 
 /// The control: on one stream no two kernels ever ran at once.
 pub fn check_one_at_a_time(m: &Measured) -> Result<Text> {
-    match every_repeat(m, 0, AT_ONCE, |n| n <= 1.0) {
+    match every_repeat(m, ONE_STREAM, AT_ONCE, |n| n <= 1.0) {
         None => Ok(t!("launch_order.one_at_a_time", n = m.without().time.count)),
         Some(n) => Err(Error::Verification(format!(
             "in some repeat {n:.0} kernels of one stream ran at once"
@@ -201,7 +201,7 @@ pub fn check_one_at_a_time(m: &Measured) -> Result<Text> {
 
 /// Every repeat on K streams started its kernels in issue order.
 pub fn check_order(m: &Measured) -> Result<Text> {
-    match every_repeat(m, 1, OUT_OF_ORDER, |n| n == 0.0) {
+    match every_repeat(m, K_STREAMS, OUT_OF_ORDER, |n| n == 0.0) {
         None => Ok(t!("launch_order.in_order", n = m.with().time.count)),
         Some(n) => Err(Error::Verification(format!(
             "in some repeat {n:.0} kernels started before one issued earlier"
@@ -217,7 +217,7 @@ impl Shape {
         if k < 2 {
             return Ok(t!("check.not_asserted", why = t!("launch_order.one_kernel")));
         }
-        if let Some(waited) = every_repeat(m, 1, WAITED, |n| n == 0.0) {
+        if let Some(waited) = every_repeat(m, K_STREAMS, WAITED, |n| n == 0.0) {
             return Err(Error::Verification(format!("in some repeat {waited:.0} of the first {upto} kernels started only after the one before ended")));
         }
         if k > self.connections {

@@ -168,8 +168,8 @@ impl Drop for StreamOrderedAlloc {
 /// The claim: with the pool the streams overlap, so version 1 is clearly faster than
 /// version 0. Asserted where the bound shows the allocations in the loop cost something.
 pub fn check_pool_faster(m: &Measured) -> Result<Text> {
-    let t = |v: usize| m.versions[v].time.median;
-    let ([sync, pool, bound], ms) = ([0, 1, 3].map(t), |v: f64| fixed(v, 3));
+    let t = |v: usize| m.version(v).time.median;
+    let ([sync, pool, bound], ms) = ([SYNC_ALLOC, POOL, PREALLOCATED].map(t), |v: f64| fixed(v, 3));
     if sync / bound < WORTH_ASSERTING {
         let (pct, [bound, sync]) =
             (fixed((WORTH_ASSERTING - 1.0) * 100.0, 0), [bound, sync].map(ms));
@@ -194,7 +194,7 @@ pub fn check_pool_faster(m: &Measured) -> Result<Text> {
 /// With the threshold at `u64::MAX`, every run ends with at least one buffer of `bytes`
 /// still in the pool: the synchronize gave nothing back.
 pub fn check_pool_kept(m: &Measured, bytes: usize) -> Result<Text> {
-    let kept = m.versions[1].part_stats(KEPT_MIB).map_or(f64::NAN, |s| s.min);
+    let kept = m.version(POOL).part_stats(KEPT_MIB).map_or(f64::NAN, |s| s.min);
     let need = bytes as f64 / 1048576.0;
     if kept >= need {
         Ok(t!("stream_ordered_alloc.kept_check", kept = fixed(kept, 2), need = fixed(need, 2)))
@@ -273,10 +273,11 @@ impl Lesson for StreamOrderedAlloc {
 
 /// The figures and what they mean for `k` streams, from the measurements alone.
 pub fn interpret(k: usize, m: &Measured, r: &mut Report) {
-    let [sync, pool, zero, bound] = [0, 1, 2, 3].map(|v| m.versions[v].time.median);
+    let [sync, pool, zero, bound] =
+        [SYNC_ALLOC, POOL, POOL_RELEASED, PREALLOCATED].map(|v| m.version(v).time.median);
     let (ms, off) = (|v: f64| fixed(v, 3), format!("{:+.1}", (pool / bound - 1.0) * 100.0));
     let (held, kept, kept_zero) =
-        (m.versions[0].part(HOST_MS), m.versions[1].part(KEPT_MIB), m.versions[2].part(KEPT_MIB));
+        (m.version(SYNC_ALLOC).part(HOST_MS), m.version(POOL).part(KEPT_MIB), m.version(POOL_RELEASED).part(KEPT_MIB));
     r.figure("allocations' cost, cuMemAlloc/cuMemFree", sync - bound, "ms")
         .figure("allocations' cost, pool", pool - bound, "ms")
         .figure("threshold 0 over u64::MAX", zero - pool, "ms")

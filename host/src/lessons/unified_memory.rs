@@ -166,8 +166,8 @@ pub fn total_elements(chunks: usize, elements: usize) -> Result<usize> {
 /// the faults clearly cost something over the explicit copies, and more than twice what
 /// enqueueing the prefetches held the host (each call costs the host time on the path).
 pub fn check_prefetch_won(m: &Measured) -> Result<Text> {
-    let [faults, prefetch, explicit] = [0, 1, 2].map(|v| m.versions[v].time.median);
-    let (enqueue, ms) = (m.versions[1].part(ENQUEUE_MS), |v: f64| fixed(v, 3));
+    let [faults, prefetch, explicit] = [FAULTS, PREFETCH, EXPLICIT].map(|v| m.version(v).time.median);
+    let (enqueue, ms) = (m.version(PREFETCH).part(ENQUEUE_MS), |v: f64| fixed(v, 3));
     if faults < CLEAR_SPEEDUP * explicit || faults - explicit < 2.0 * enqueue {
         let [cost, explicit, enqueue] = [faults - explicit, explicit, enqueue].map(ms);
         let why = t!("unified_memory.little_to_win", cost, explicit, enqueue);
@@ -260,20 +260,20 @@ impl Lesson for UnifiedMemory {
 
 /// The figures and what they mean, from the measurements alone.
 pub fn interpret(m: &Measured, r: &mut Report) {
-    let [faults, prefetch, explicit, advised] = [0, 1, 2, 3].map(|v| m.versions[v].time.median);
-    let (gpu, read) =
-        (|v: usize| m.versions[v].part(GPU_MS), |v: usize| m.versions[v].part(READ_MS));
+    let [faults, prefetch, explicit, advised] =
+        [FAULTS, PREFETCH, EXPLICIT, ADVISED].map(|v| m.version(v).time.median);
+    let (gpu, read) = (|v: usize| m.version(v).part(GPU_MS), |v: usize| m.version(v).part(READ_MS));
     let (cost, won) = (faults - explicit, faults - prefetch);
-    let (enqueue, ms) = (m.versions[1].part(ENQUEUE_MS), |v: f64| fixed(v, 3));
+    let (enqueue, ms) = (m.version(PREFETCH).part(ENQUEUE_MS), |v: f64| fixed(v, 3));
     r.figure("bound: explicit copies, enqueue to results read", explicit, "ms")
-        .figure("page faults' cost on the GPU (over explicit copies)", gpu(0) - gpu(2), "ms")
-        .figure("page faults' cost reading the results", read(0) - read(2), "ms")
+        .figure("page faults' cost on the GPU (over explicit copies)", gpu(FAULTS) - gpu(EXPLICIT), "ms")
+        .figure("page faults' cost reading the results", read(FAULTS) - read(EXPLICIT), "ms")
         .figure("prefetching won back", won, "ms")
         .figure("prefetch / bound", prefetch / explicit, "x")
         .figure("advised / bound", advised / explicit, "x");
     let [f, p, e, a] = [faults, prefetch, explicit, advised].map(ms);
     r.explain(if faults >= CLEAR_SPEEDUP * explicit {
-        let [stall, read, pinned] = [gpu(0) - gpu(2), read(0), read(2)].map(ms);
+        let [stall, read, pinned] = [gpu(FAULTS) - gpu(EXPLICIT), read(FAULTS), read(EXPLICIT)].map(ms);
         t!("unified_memory.faults_cost", faults = f, explicit = e, stall, read, pinned)
     } else {
         t!("unified_memory.faults_cheap", faults = f, explicit = e)
@@ -287,11 +287,11 @@ pub fn interpret(m: &Measured, r: &mut Report) {
         let (pct, x) = (fixed(100.0 * won / cost, 0), fixed(prefetch / explicit, 2));
         t!("unified_memory.won_back", won = ms(won), cost = ms(cost), pct, prefetch = p, x)
     });
-    if enqueue >= 0.5 * gpu(1) {
-        let [enqueue, gpu, copies] = [enqueue, gpu(1), m.versions[2].part(ENQUEUE_MS)].map(ms);
+    if enqueue >= 0.5 * gpu(PREFETCH) {
+        let [enqueue, gpu, copies] = [enqueue, gpu(PREFETCH), m.version(EXPLICIT).part(ENQUEUE_MS)].map(ms);
         r.explain(t!("unified_memory.enqueue", enqueue, gpu, copies));
     }
-    let advice = t!("unified_memory.advice", advised = a, gpu = ms(gpu(3)));
+    let advice = t!("unified_memory.advice", advised = a, gpu = ms(gpu(ADVISED)));
     r.explain(if advised * CLEAR_SPEEDUP <= prefetch {
         t!("unified_memory.advice_fastest", advice, prefetch = p)
     } else if advised * CLEAR_SPEEDUP <= faults {

@@ -177,3 +177,84 @@ pub fn ensure(ok: bool, message: impl FnOnce() -> String) -> Result<()> {
         Err(Error::InvalidInput(message()))
     }
 }
+
+/// The longest an argument is echoed back in an error line, in characters.
+pub const ECHOED: usize = 60;
+
+/// `arg` as an error line echoes it: whole up to [`ECHOED`] characters, else its start and
+/// how long it was, so that a 100 KB argument (a file's content pasted by mistake) does not
+/// become a 100 KB error line. Control characters (a newline) are escaped, so the line stays
+/// one line.
+pub fn echoed(arg: &str) -> String {
+    let count = arg.chars().count();
+    let start: String = arg
+        .chars()
+        .take(ECHOED)
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect();
+    match count > ECHOED {
+        true => format!("{start}… ({count} characters)"),
+        false => start,
+    }
+}
+
+/// What went wrong with a file, a folder or a pipe, in words: "no such file or folder" for
+/// `NotFound`, rather than the system's "No such file or directory (os error 2)". An error of
+/// a kind not named here keeps the system's words, without the "(os error N)" after them.
+pub fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    let said = match e.kind() {
+        K::NotFound => "no such file or folder",
+        K::PermissionDenied => "permission denied",
+        K::AlreadyExists => "it already exists",
+        K::IsADirectory => "it is a folder",
+        K::NotADirectory => "a part of its path is not a folder",
+        K::ReadOnlyFilesystem => "the file system is read-only",
+        K::StorageFull => "no space left on the disk",
+        K::QuotaExceeded => "over the disk quota",
+        K::FileTooLarge => "the file is too large",
+        K::InvalidFilename => "the name is too long or not allowed here",
+        K::DirectoryNotEmpty => "the folder is not empty",
+        K::BrokenPipe => "the reader at the other end closed the pipe",
+        K::OutOfMemory => "out of memory",
+        _ => {
+            let text = e.to_string();
+            let bare = match text.rfind(" (os error ") {
+                Some(at) if text.ends_with(')') => text[..at].to_string(),
+                _ => text,
+            };
+            let mut chars = bare.chars();
+            return match chars.next() {
+                Some(first) => first.to_lowercase().chain(chars).collect(),
+                None => "an input/output error".into(),
+            };
+        }
+    };
+    said.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The system's errors are said in words, never with "(os error N)".
+    #[test]
+    fn file_errors_are_said_without_the_os_error_number() {
+        let os = |n| io_words(&std::io::Error::from_raw_os_error(n));
+        assert_eq!(os(2), "no such file or folder");
+        assert_eq!(os(13), "permission denied");
+        assert_eq!(os(21), "it is a folder");
+        assert_eq!(os(28), "no space left on the disk");
+        assert_eq!(os(30), "the file system is read-only");
+        // A kind without words of its own: the system's, lower-cased, without the number.
+        assert_eq!(os(11), "resource temporarily unavailable");
+        for n in 1..134 {
+            assert!(!os(n).contains("os error"), "{n}: {}", os(n));
+        }
+        let plain = std::io::Error::other("the wait for the program ended");
+        assert_eq!(io_words(&plain), "the wait for the program ended");
+    }
+}

@@ -36,6 +36,7 @@ use nix::sys::signal::Signal;
 // Re-exported from the files they moved to, so that `launcher::...` paths keep working.
 pub use crate::lab::ddp::rank_endings::{wait_for, Timing, GRACE, SETTLE};
 pub use crate::lab::ddp::rank_process::{RankProcess, Say};
+use crate::lab::record::recorded_runs;
 use crate::runtime::context::device_count;
 use crate::runtime::{nccl, Error, Result};
 
@@ -120,10 +121,19 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
     let exe = match stand_in {
         Some(program) => PathBuf::from(program),
         None => {
-            let found = device_count()? as usize;
+            // Too few GPUs, or none: the recorded run of the lesson is offered.
+            let program = std::env::args().next().unwrap_or_else(|| "streamlab".into());
+            let argv: Vec<String> = std::iter::once(program).chain(run_args.to_vec()).collect();
+            let lesson = run_args.get(1).map_or("all", String::as_str);
+            let recorded = || recorded_runs::hint_for(lesson, &argv);
+            let found = device_count().map_err(|e| match e {
+                Error::NoDevice(why) => Error::NoDevice(format!("{why}; {}", recorded())),
+                other => other,
+            })? as usize;
             if found < gpus {
                 return Err(Error::NotRun(format!(
-                    "launch --gpus {gpus} needs {gpus} GPUs, found {found}"
+                    "launch --gpus {gpus} needs {gpus} GPUs, found {found}; {}",
+                    recorded()
                 )));
             }
             nccl::version()?;

@@ -24,6 +24,7 @@ use crate::lab::ddp::handshake::{
     answer, judge, rank_0_gave_up, who, Greeting, Refusal, Strangers,
 };
 use crate::lab::ddp::ranks::{RankEnv, Rendezvous};
+use crate::runtime::error::io_words;
 use crate::runtime::nccl::UniqueId;
 use crate::runtime::{Error, Result};
 
@@ -58,7 +59,9 @@ impl RankEnv {
     /// returns once every rank has it); the others wait for it, [`RankEnv::timeout`] at most.
     pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
         let wait = self.timeout;
-        let io = |what: &str, e: std::io::Error| Error::InvalidInput(format!("{what}: {e}"));
+        let io = |what: &str, e: std::io::Error| {
+            Error::InvalidInput(format!("{what}: {}", io_words(&e)))
+        };
         match (&self.rendezvous, self.rank) {
             (Rendezvous::File(path), 0) => {
                 let id = make()?;
@@ -263,7 +266,8 @@ fn try_once(env: &RankEnv, addr: &str, greeting: &str, deadline: Instant) -> Res
         else {
             continue;
         };
-        let io = |e: std::io::Error| Error::InvalidInput(format!("talking to {addr}: {e}"));
+        let io =
+            |e: std::io::Error| Error::InvalidInput(format!("talking to {addr}: {}", io_words(&e)));
         peer.set_read_timeout(Some(left())).map_err(io)?;
         peer.set_write_timeout(Some(left())).map_err(io)?;
         if peer.write_all(greeting.as_bytes()).is_err() {

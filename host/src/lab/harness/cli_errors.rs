@@ -3,6 +3,7 @@
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use crate::lab::harness::entry::Entry;
+use crate::runtime::error::echoed;
 
 /// One line for a clap error: its first line without "error: ", plus clap's "did you mean"
 /// tip when it has one, and where to look. `command` is [`command_path`]'s.
@@ -19,6 +20,9 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
             .into();
     }
     if let Some(line) = trace_line(e, command) {
+        return line;
+    }
+    if let Some(line) = unknown_command_line(e, command, lessons) {
         return line;
     }
     let text = e.render().to_string();
@@ -41,7 +45,7 @@ pub fn clap_error_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Str
         .collect();
     let tips: String =
         rest.iter().filter(|l| l.starts_with("tip:")).map(|t| format!("; {t}")).collect();
-    let line = format!("{first}{values}{tips} (see {command} --help)");
+    let line = shorten_quoted(&format!("{first}{values}{tips} (see {command} --help)"));
     // Every error of `trace` names it, as those said after its checks do.
     if command == "streamlab trace" {
         format!("trace: {line}")
@@ -56,6 +60,72 @@ pub fn lesson_named(argv: &[String], lessons: &'static [Entry]) -> Option<&'stat
     let path = command_path(argv, lessons);
     let name = path.strip_prefix("streamlab run ")?;
     lessons.iter().find(|l| l.name == name).map(|l| l.name)
+}
+
+/// A lesson, or a command, that streamlab does not have (`streamlab run overlp`,
+/// `streamlab lsit`), said as such rather than as clap's "unrecognized subcommand": clap's
+/// "did you mean" where it has one, else the lessons whose names hold the word, and the
+/// names to choose from.
+fn unknown_command_line(e: &clap::Error, command: &str, lessons: &[Entry]) -> Option<String> {
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let Some(ContextValue::String(word)) = e.get(ContextKind::InvalidSubcommand) else {
+        return None;
+    };
+    let clap_says = match e.get(ContextKind::SuggestedSubcommand) {
+        Some(ContextValue::String(s)) => vec![s.clone()],
+        Some(ContextValue::Strings(list)) => list.clone(),
+        _ => Vec::new(),
+    };
+    let quoted = |names: &[String]| names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>();
+    let echoed = echoed(word);
+    match command {
+        "streamlab run" => {
+            let names: Vec<&str> = lessons.iter().map(|l| l.name).collect();
+            let lower = word.to_lowercase();
+            let similar: Vec<String> = match clap_says.is_empty() {
+                false => clap_says,
+                true if lower.chars().count() >= 3 => names
+                    .iter()
+                    .filter(|n| n.contains(lower.as_str()))
+                    .map(|n| n.to_string())
+                    .collect(),
+                true => Vec::new(),
+            };
+            let guess = match similar.as_slice() {
+                [] => String::new(),
+                some => format!(": did you mean {}?", quoted(some).join(" or ")),
+            };
+            Some(format!(
+                "run: unknown lesson '{echoed}'{guess} (the lessons: {}, or all; see streamlab list)",
+                names.join(", ")
+            ))
+        }
+        "streamlab" => {
+            let guess = match clap_says.as_slice() {
+                [] => String::new(),
+                some => format!(": did you mean {}?", quoted(some).join(" or ")),
+            };
+            Some(format!(
+                "unknown command '{echoed}'{guess} (the commands: info, list, run, launch, trace, report, diff; see streamlab --help)"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// `line` with every 'quoted' value clap echoed shortened as [`echoed`] says: a 100 KB
+/// argument gives a line of its start and its length.
+fn shorten_quoted(line: &str) -> String {
+    let parts: Vec<&str> = line.split('\'').collect();
+    // Odd pieces are between quotes, where the quotes pair up.
+    let paired = parts.len() % 2 == 1;
+    let shortened = parts.iter().enumerate().map(|(i, part)| match paired && i % 2 == 1 {
+        true => echoed(part),
+        false => part.to_string(),
+    });
+    shortened.collect::<Vec<_>>().join("'")
 }
 
 /// `trace`'s three mistakes that clap words for itself: no program, a program given without
@@ -76,7 +146,7 @@ fn trace_line(e: &clap::Error, command: &str) -> Option<String> {
             Some(format!("trace: the program to run is missing: {usage}"))
         }
         // clap's tip ("use '-- --flag'") would make the flag the program to run.
-        ErrorKind::UnknownArgument => match named.first()? {
+        ErrorKind::UnknownArgument => match named.first().map(|n| echoed(n))?.as_str() {
             flag if flag.starts_with('-') => Some(format!(
                 "trace: unknown flag '{flag}': trace's flags come before `--`, the program's own after it: {usage}"
             )),

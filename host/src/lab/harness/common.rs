@@ -163,6 +163,8 @@ pub struct Settings {
     /// `--svg FILE.svg`: the recorded runs as a picture (and a sweeping lesson's plot
     /// beside it, `FILE-plot.svg`).
     pub svg: Option<OutputFile>,
+    /// The language the picture's words and the notes on stderr are in (`--lang`).
+    pub lang: Lang,
 }
 
 impl Settings {
@@ -175,7 +177,7 @@ impl Settings {
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings { reps: REPS, seed: SEED, timeline: false, trace: None, svg: None }
+        Settings { reps: REPS, seed: SEED, timeline: false, trace: None, svg: None, lang: Lang::En }
     }
 }
 
@@ -196,11 +198,13 @@ impl Common {
     }
 
     /// Resolves the flags for this process, `rank` of a multi-process run or alone, running
-    /// every lesson (`all`) or one. A `--trace` or `--svg` file that cannot be written is
-    /// refused here, before minutes of GPU work.
+    /// every lesson (`all`) or one. A `--trace` or `--svg` file that cannot be written, that
+    /// is named for another format, or that both name, is refused here, before minutes of
+    /// GPU work.
     pub fn resolve(&self, all: bool, rank: Option<Rank>) -> Result<Resolved> {
         let trace = self.trace.as_deref().map(|p| OutputFile::checked("--trace", p)).transpose()?;
         let svg = self.svg.as_deref().map(|p| OutputFile::checked("--svg", p)).transpose()?;
+        OutputFile::apart(&[trace.as_ref(), svg.as_ref()])?;
         // Under mpirun or srun the local rank picks the GPU; an explicit --device wins.
         let local = rank.and_then(|r| r.local_rank).and_then(|l| u32::try_from(l).ok());
         let device = match local {
@@ -240,6 +244,7 @@ impl Resolved {
             timeline: self.timeline,
             trace: self.trace.as_ref().map(file),
             svg: self.svg.as_ref().map(file),
+            lang: self.lang,
         }
     }
 }

@@ -5,11 +5,12 @@ use crate::lab::harness::lesson::Lesson;
 use crate::lab::harness::{check_matches, command, run_matches};
 use crate::lab::record::drawing::Drawing;
 use crate::lab::record::report::Report;
+use crate::lab::text::Text;
 use crate::runtime::{Gpu, Result};
 
 /// A lesson's run as the command line sees it: its report, and what `--trace` and `--svg`
-/// wrote, a note per flag.
-pub type Ran = (Report, Vec<String>);
+/// wrote, a note per flag (said in the learner's language).
+pub type Ran = (Report, Vec<Text>);
 
 /// A lesson as the command line sees it: its name, its flags, and how to run it.
 pub struct Entry {

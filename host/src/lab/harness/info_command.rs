@@ -3,7 +3,10 @@ use clap::Args as _;
 
 use crate::lab::harness::args::whole;
 use crate::lab::harness::common::{DEVICE, MAX_DEVICE};
-use crate::runtime::{Gpu, Result};
+use crate::lab::record::recorded_runs;
+use crate::lab::record::report::kernels_id;
+use crate::runtime::ptx::embedded_archs;
+use crate::runtime::{Error, Gpu, Result};
 
 // `info`'s flags. (`//`, not `///`: clap would make a doc comment the command's about.)
 #[derive(clap::Args, Debug, Clone)]
@@ -27,12 +30,36 @@ pub fn command() -> clap::Command {
     )
 }
 
-/// Prints the facts of device `flags.device`, as text or as JSON.
+/// What this build is: "streamlab 0.1.0, kernels ptx-…, PTX for sm_75, sm_80, sm_90".
+pub fn build() -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    format!("streamlab {version}, kernels {}, PTX for {}", kernels_id(), embedded_archs())
+}
+
+/// Prints the facts of device `flags.device`, and of this build, as text or as JSON. With no
+/// device, the error line names the build and offers the recorded runs.
 pub fn print(flags: &InfoFlags) -> Result<()> {
-    let gpu = Gpu::new(flags.device)?;
+    let gpu = Gpu::new(flags.device).map_err(|e| match e {
+        Error::NoDevice(why) => {
+            let program = std::env::args().next().unwrap_or_else(|| "streamlab".into());
+            let argv = [program, "run".into(), "all".into()];
+            let recorded = recorded_runs::hint_for("all", &argv);
+            Error::NoDevice(format!("{why}; this is {}; {recorded}", build()))
+        }
+        other => other,
+    })?;
     let i = &gpu.info;
     if flags.json {
-        println!("{}", serde_json::to_string_pretty(i).unwrap_or_default());
+        let mut value = serde_json::to_value(i).unwrap_or_default();
+        if let Some(facts) = value.as_object_mut() {
+            let build = serde_json::json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "kernels": kernels_id(),
+                "ptx_archs": crate::runtime::ptx::embedded().iter().map(|p| p.arch).collect::<Vec<_>>(),
+            });
+            facts.insert("build".into(), build);
+        }
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
         return Ok(());
     }
     let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
@@ -65,5 +92,6 @@ pub fn print(flags: &InfoFlags) -> Result<()> {
         i.driver_version % 1000 / 10
     );
     println!("  PTX loaded             {}, JIT-compiled for it by the driver", i.ptx_choice);
+    println!("  build                  {}", build());
     Ok(())
 }

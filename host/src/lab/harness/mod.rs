@@ -38,7 +38,9 @@ use crate::lab::record::picture::command_line;
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Check, Report, LOADED_PTX};
 use crate::lab::record::span::{Recording, Span};
+use crate::lab::text::Text;
 use crate::runtime::{Error, Gpu, Result, Stream};
+use crate::t;
 
 /// What a lesson runs with: the common flags, resolved for it ([`common`]).
 pub use common::Settings;
@@ -58,7 +60,7 @@ pub struct Outcome<L> {
     pub cost: Option<Cost>,
     pub report: Report,
     /// What `--trace` and `--svg` wrote, a note per flag ("--svg wrote o.svg").
-    pub wrote: Vec<String>,
+    pub wrote: Vec<Text>,
 }
 
 impl<L> Outcome<L> {
@@ -161,17 +163,16 @@ pub fn run<L: Lesson>(gpu: &Gpu, args: &L::Args, settings: &Settings) -> Result<
     }
     output::report(&mut report, &recordings, cost.as_ref(), settings.timeline);
     report.checks = checks.items.clone();
+    let (device, date, version) =
+        (report.device.clone(), output::today(), env!("CARGO_PKG_VERSION").to_string());
     let origin = Origin {
         command: command_line(&report),
-        provenance: format!(
-            "measured on {} on {} with streamlab {}",
-            report.device,
-            output::today(),
-            env!("CARGO_PKG_VERSION")
-        ),
+        provenance: t!("output.measured", device, date, version),
     };
     let files = (settings.trace.as_ref(), settings.svg.as_ref());
-    let wrote = output::write(&report, &recordings, plot.as_ref(), &L::DRAWING, files, &origin)?;
+    let drawing = &L::DRAWING;
+    let wrote =
+        output::write(&report, &recordings, plot.as_ref(), drawing, files, &origin, settings.lang)?;
     Ok(Outcome {
         lesson,
         measured,

@@ -75,10 +75,9 @@ pub fn run(
         let ignored = ignored_by_recorded(&resolved, &selected);
         if !ignored.is_empty() {
             let who = if single { selected[0].0.name } else { "all" };
-            eprintln!(
-                "streamlab: {who}: --recorded shows the recorded run with its own parameters; ignored: {}",
-                ignored.join(", ")
-            );
+            let ignored = ignored.join(", ");
+            let line = t!("run.recorded_ignores", ignored).render(resolved.lang);
+            eprintln!("streamlab: {who}: {line}");
         }
         let entries: Vec<&'static Entry> = selected.iter().map(|(e, _)| *e).collect();
         show_recorded(&entries, &resolved, json, &recorded_runs::find)?.print();
@@ -106,7 +105,7 @@ pub fn run(
                 if !json {
                     println!("{}", report.to_text_in(lang));
                 }
-                say_wrote(entry.name, &wrote);
+                say_wrote(entry.name, &wrote, lang);
                 tally.add(&report);
                 reports.push(report);
             }
@@ -114,7 +113,8 @@ pub fn run(
                 // A lesson this machine cannot run (one GPU, no NCCL): say so and go on.
                 tally.skipped += 1;
                 if json {
-                    eprintln!("streamlab: {}: not run: {why}", entry.name);
+                    let line = t!("run.not_run_why", why = Text::label(why)).render(lang);
+                    eprintln!("streamlab: {}: {line}", entry.name);
                 } else {
                     // A label, so the reasons zh::LABELS knows are translated.
                     let line = t!("run.not_run", lesson = entry.name, why = Text::label(why));
@@ -155,10 +155,10 @@ pub fn run(
     }
 }
 
-/// Says on stderr, a line each, what `--trace` and `--svg` wrote for `lesson`.
-fn say_wrote(lesson: &str, wrote: &[String]) {
+/// Says on stderr, a line each, what `--trace` and `--svg` wrote for `lesson`, in `lang`.
+fn say_wrote(lesson: &str, wrote: &[Text], lang: Lang) {
     for note in wrote {
-        eprintln!("streamlab: {lesson}: {note}");
+        eprintln!("streamlab: {lesson}: {}", note.render(lang));
     }
 }
 
@@ -269,9 +269,10 @@ pub fn show_recorded(
             None => {
                 tally.skipped += 1;
                 match json {
-                    true => printed
-                        .stderr
-                        .push(format!("streamlab: {}: not shown: {NO_RECORDING}", entry.name)),
+                    true => {
+                        let line = t!("recorded.not_shown").render(lang);
+                        printed.stderr.push(format!("streamlab: {}: {line}", entry.name));
+                    }
                     false => {
                         let line = t!("recorded.none", lesson = entry.name).render(lang);
                         printed.stdout.push_str(&format!("{line}\n\n"));
@@ -284,13 +285,14 @@ pub fn show_recorded(
         // JSON stays English whatever the language: scripts read the same fields.
         let shown = if json { Lang::En } else { lang };
         let files = (settings.trace.as_ref(), settings.svg.as_ref());
-        let (report, wrote) = recorded_runs::show_in(&run, shown, &entry.drawing, files)
+        let (report, wrote) = recorded_runs::show_in(&run, (shown, lang), &entry.drawing, files)
             .map_err(|e| (e, Some(entry.name)))?;
         if !json {
             let text = format!("{}\n{}\n", run.header(lang), report.to_text_in(lang));
             printed.stdout.push_str(&text);
         }
-        printed.stderr.extend(wrote.iter().map(|w| format!("streamlab: {}: {w}", entry.name)));
+        let said = wrote.iter().map(|w| format!("streamlab: {}: {}", entry.name, w.render(lang)));
+        printed.stderr.extend(said);
         tally.add(&report);
         reports.push(report);
     }

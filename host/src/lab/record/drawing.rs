@@ -10,6 +10,7 @@
 //! without a GPU (`streamlab run <lesson> --recorded --svg <file>`).
 use crate::lab::record::report::Report;
 use crate::lab::record::span::{row_name, rows, HostWork, Recording, Span, Work};
+use crate::lab::text::Text;
 
 /// How a lesson's runs are drawn. [`Drawing::PLAIN`] draws every stream's spans as recorded.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -60,11 +61,12 @@ impl Default for Drawing {
 }
 
 /// Where a run's files come from: the one command that made it (a picture's footer shows
-/// it), and where and when ("recorded on NVIDIA H200 on 2026-11-23").
+/// it), and where and when ("recorded on NVIDIA H200 on 2026-11-23"), kept as a message so
+/// that the footer speaks the picture's language.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Origin {
     pub command: String,
-    pub provenance: String,
+    pub provenance: Text,
 }
 
 /// What a bar is, for its colour and the legend.

@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::lab::record::drawing::{panels, Drawing, Origin};
-use crate::lab::record::picture::{caption, timeline_svg};
+use crate::lab::record::picture::{caption, timeline_svg_in};
 use crate::lab::record::plot::{self, Plot};
 use crate::lab::record::report::Report;
 use crate::lab::record::span::Recording;
 use crate::lab::record::timeline::render;
 use crate::lab::record::trace::{self, Meta};
-use crate::lab::text::{fixed, Text};
+use crate::lab::text::{fixed, Lang, Text};
+use crate::runtime::error::{echoed, io_words};
 use crate::runtime::{Error, Result};
 use crate::t;
 
@@ -102,9 +103,10 @@ pub fn tagged(path: &Path, tag: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// A file that `--trace` or `--svg` names, for one lesson and one rank. Only
+/// A file that `--trace`, `--svg` or `--json` names, for one lesson and one rank. Only
 /// [`OutputFile::checked`] makes one, so a file that reaches [`write()`] had its folder found
-/// before the run; tagging it keeps it in that folder.
+/// and its name checked before the run; tagging it keeps it in that folder, and keeps its
+/// extension.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputFile {
     /// The flag that named it (`--trace`, `--svg`), for the error line if writing fails.
@@ -112,24 +114,78 @@ pub struct OutputFile {
     path: PathBuf,
 }
 
+/// What each flag that names a file writes, and the extension its file must have: a file
+/// named otherwise (`--svg pic.png`) would hold a format its name denies, so it is refused
+/// rather than written.
+const WRITES: [(&str, &str, &str); 3] = [
+    ("--svg", "an SVG picture", "svg"),
+    ("--trace", "a JSON trace", "json"),
+    ("--json", "a JSON report", "json"),
+];
+
 impl OutputFile {
-    /// `path` as `flag` names it, if it can be written: not a folder, and in a folder that
-    /// exists (the file itself is written after the run).
+    /// `path` as `flag` names it, if it can be written: not a folder, in a folder that
+    /// exists (the file itself is written after the run), and named for what it will hold
+    /// (`.svg` for `--svg`, `.json` for `--trace` and `--json`). A path that exists and is
+    /// not a regular file (a pipe, `/dev/stdout`) is written as it is named.
     pub fn checked(flag: &'static str, path: &Path) -> Result<OutputFile> {
         if path.is_dir() {
-            let why = format!("{flag} {}: a folder, not a file: name the file", path.display());
+            let why = format!("{flag} {}: a folder, not a file: name the file", shown(path));
             return Err(Error::InvalidInput(why));
         }
-        match path.parent() {
-            Some(folder) if !folder.as_os_str().is_empty() && !folder.is_dir() => {
-                Err(Error::InvalidInput(format!(
+        if let Some(folder) = path.parent() {
+            if !folder.as_os_str().is_empty() && !folder.is_dir() {
+                return Err(Error::InvalidInput(format!(
                     "{flag} {}: cannot write it: the folder {} does not exist",
-                    path.display(),
-                    folder.display()
-                )))
+                    shown(path),
+                    shown(folder)
+                )));
             }
-            _ => Ok(OutputFile { flag, path: path.to_path_buf() }),
         }
+        let special = path.metadata().is_ok_and(|m| !m.is_file());
+        if let Some((_, what, ext)) = WRITES.iter().find(|(f, ..)| *f == flag) {
+            let named = path.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext));
+            if !named && !special {
+                return Err(Error::InvalidInput(format!(
+                    "{flag} {}: {flag} writes {what}, so its file must end in .{ext}: name it {}",
+                    shown(path),
+                    shown(&path.with_extension(ext))
+                )));
+            }
+        }
+        Ok(OutputFile { flag, path: path.to_path_buf() })
+    }
+
+    /// Refuses two of `files` that name one file (`--svg a.svg --trace a.svg`, or
+    /// `--trace t.json --json ./t.json`): the second written would replace the first.
+    /// Paths are compared by their folder as it really is and their name.
+    pub fn apart(files: &[Option<&OutputFile>]) -> Result<()> {
+        let files: Vec<&OutputFile> = files.iter().flatten().copied().collect();
+        for (i, a) in files.iter().enumerate() {
+            if let Some(b) = files[i + 1..].iter().find(|b| a.same_file(b)) {
+                return Err(Error::InvalidInput(format!(
+                    "{} {} and {} {} name one file: the second would replace the first: give each its own",
+                    a.flag,
+                    shown(&a.path),
+                    b.flag,
+                    shown(&b.path)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `self` and `other` are one file: the same name in the same folder (links
+    /// followed; the folder exists, [`OutputFile::checked`] saw to it).
+    fn same_file(&self, other: &OutputFile) -> bool {
+        let place = |p: &Path| {
+            let folder = match p.parent() {
+                Some(f) if !f.as_os_str().is_empty() => f.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            (folder.canonicalize().unwrap_or(folder), p.file_name().map(|n| n.to_os_string()))
+        };
+        self.path == other.path || place(&self.path) == place(&other.path)
     }
 
     /// The same file tagged ([`tagged`]): `t.json` -> `t-overlap.json`, in the same folder.
@@ -141,20 +197,26 @@ impl OutputFile {
         &self.path
     }
 
-    /// Writes `text` to the file; an error names the flag and the file.
+    /// Writes `text` to the file; an error names the flag and the file, and says what went
+    /// wrong in words ([`io_words`]).
     pub fn write(&self, text: &str) -> Result<()> {
         std::fs::write(&self.path, text).map_err(|e| {
-            let (flag, path) = (self.flag, self.path.display());
-            Error::InvalidInput(format!("{flag} {path}: cannot write it: {e}"))
+            let (flag, path, why) = (self.flag, shown(&self.path), io_words(&e));
+            Error::InvalidInput(format!("{flag} {path}: cannot write it: {why}"))
         })
     }
 }
 
+/// `path` as an error line names it: shortened where it is long ([`echoed`]).
+fn shown(path: &Path) -> String {
+    echoed(&path.display().to_string())
+}
+
 /// Writes the trace and the picture (and `plot` beside it) that were asked for, the
-/// picture as the lesson's `drawing` says. `origin` is the command that made the run and
-/// where and when ("measured on NVIDIA H200 on 2026-11-23 with streamlab 0.1.0"). Returns
-/// what it wrote, a note per flag ("--svg wrote o.svg and o-plot.svg"), for the command
-/// line to say.
+/// picture as the lesson's `drawing` says and in `lang`. `origin` is the command that made
+/// the run and where and when ("measured on NVIDIA H200 on 2026-11-23 with streamlab
+/// 0.1.0"). Returns what it wrote, a note per flag ("--svg wrote o.svg and o-plot.svg"), for
+/// the command line to say in the learner's language.
 pub fn write(
     report: &Report,
     recordings: &[Recording],
@@ -162,35 +224,41 @@ pub fn write(
     drawing: &Drawing,
     (trace_to, svg_to): (Option<&OutputFile>, Option<&OutputFile>),
     origin: &Origin,
-) -> Result<Vec<String>> {
+    lang: Lang,
+) -> Result<Vec<Text>> {
     let mut wrote = Vec::new();
+    let shown = |f: &OutputFile| f.path.display().to_string();
     if let Some(file) = trace_to {
         let meta = Meta {
             lesson: report.lesson.clone(),
             title: report.title.clone(),
             device: report.device.clone(),
             parameters: report.parameters.clone(),
-            provenance: format!("{}; command: {}", origin.provenance, origin.command),
+            // The trace's metadata is read by tools: English.
+            provenance: format!("{}; command: {}", origin.provenance.en(), origin.command),
         };
         let value = trace::write(&meta, recordings);
         let text = serde_json::to_string(&value)
             .map_err(|e| Error::Internal(format!("trace JSON: {e}")))?;
         file.write(&text)?;
-        wrote.push(format!("{} wrote {}", file.flag, file.path.display()));
+        wrote.push(t!("output.wrote", flag = file.flag.to_string(), path = shown(file)));
     }
     if let Some(file) = svg_to {
-        let c = caption(report, recordings, drawing, origin);
-        let svg = timeline_svg(&c, &panels(recordings, drawing, report), drawing)
+        let c = caption(report, recordings, drawing, origin, lang);
+        let svg = timeline_svg_in(&c, &panels(recordings, drawing, report), drawing, None, lang)
             .map_err(Error::Internal)?;
         file.write(&svg)?;
-        let mut note = format!("{} wrote {}", file.flag, file.path.display());
-        if let Some(p) = plot {
-            let svg = plot::svg(p, &c.footer).map_err(Error::Internal)?;
-            let beside = file.tagged("plot");
-            beside.write(&svg)?;
-            note.push_str(&format!(" and {}", beside.path.display()));
+        let flag = file.flag.to_string();
+        match plot {
+            Some(p) => {
+                let svg = plot::svg(p, &c.footer).map_err(Error::Internal)?;
+                let beside = file.tagged("plot");
+                beside.write(&svg)?;
+                let (path, beside) = (shown(file), shown(&beside));
+                wrote.push(t!("output.wrote_beside", flag, path, beside));
+            }
+            None => wrote.push(t!("output.wrote", flag, path = shown(file))),
         }
-        wrote.push(note);
     }
     Ok(wrote)
 }
@@ -221,7 +289,6 @@ fn civil_date(days: u64) -> String {
 mod tests {
     use super::*;
     use crate::lab::record::span::{Source, Span, Work};
-    use crate::lab::text::Lang;
 
     #[test]
     fn dates_are_civil() {
@@ -324,9 +391,17 @@ mod tests {
         let s = OutputFile::checked("--svg", &dir.join("s.svg")).unwrap();
         let origin = Origin { command: "streamlab run overlap".into(), provenance: "test".into() };
         let files = (Some(&t), Some(&s));
-        let wrote =
-            write(&rep, std::slice::from_ref(&r), Some(&plot), &Drawing::PLAIN, files, &origin)
-                .unwrap();
+        let wrote = write(
+            &rep,
+            std::slice::from_ref(&r),
+            Some(&plot),
+            &Drawing::PLAIN,
+            files,
+            &origin,
+            Lang::En,
+        )
+        .unwrap();
+        let wrote: Vec<String> = wrote.iter().map(Text::en).collect();
         let (t_path, s_path) = (t.path().display(), s.path().display());
         let plot_path = dir.join("s-plot.svg");
         assert_eq!(
@@ -347,7 +422,8 @@ mod tests {
         std::fs::create_dir_all(&gone).unwrap();
         let late = OutputFile::checked("--trace", &gone.join("t.json")).unwrap();
         std::fs::remove_dir_all(&gone).unwrap();
-        let e = write(&rep, &[r], None, &Drawing::PLAIN, (Some(&late), None), &origin).unwrap_err();
+        let files = (Some(&late), None);
+        let e = write(&rep, &[r], None, &Drawing::PLAIN, files, &origin, Lang::En).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("--trace "), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
@@ -368,5 +444,47 @@ mod tests {
         assert_eq!(e.unwrap_err().to_string(), why);
         let here = OutputFile::checked("--trace", Path::new("t.json")).unwrap();
         assert_eq!(here.tagged("overlap").path(), Path::new("t-overlap.json"));
+    }
+
+    /// A file named for another format (`--svg pic.png`, `--trace t.svg`, no extension) is
+    /// refused in one line that names the file it could be; any case of the right one, and
+    /// a device such as /dev/null, are taken.
+    #[test]
+    fn an_output_file_is_named_for_what_it_holds() {
+        let e = OutputFile::checked("--svg", Path::new("pic.png")).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let why = "--svg pic.png: --svg writes an SVG picture, so its file must end in .svg: \
+                   name it pic.svg";
+        assert_eq!(e.to_string(), why);
+        for (flag, name) in [("--trace", "t.svg"), ("--json", "r.txt"), ("--trace", "same.out")] {
+            let e = OutputFile::checked(flag, Path::new(name)).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{flag} {name}: ")) && e.contains(".json"), "{e}");
+        }
+        assert!(OutputFile::checked("--svg", Path::new("noextension")).is_err());
+        assert!(OutputFile::checked("--svg", Path::new("P.SVG")).is_ok());
+        assert!(OutputFile::checked("--json", Path::new("r.Json")).is_ok());
+        if Path::new("/dev/null").exists() {
+            assert!(OutputFile::checked("--svg", Path::new("/dev/null")).is_ok());
+        }
+    }
+
+    /// Two flags naming one file, however spelt, are refused: the second would replace the
+    /// first. Different files, or flags not given, pass.
+    #[test]
+    fn two_flags_cannot_name_one_file() {
+        let file = |flag, p: &str| OutputFile::checked(flag, Path::new(p)).unwrap();
+        let (trace, json) = (file("--trace", "t.json"), file("--json", "./t.json"));
+        let e = OutputFile::apart(&[Some(&trace), None, Some(&json)]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let why = "--trace t.json and --json ./t.json name one file: the second would replace \
+                   the first: give each its own";
+        assert_eq!(e.to_string(), why);
+        let tmp = std::env::temp_dir();
+        let (a, b) = (tmp.join("t.json"), tmp.join(".").join("t.json"));
+        let (a, b) = (file("--trace", a.to_str().unwrap()), file("--json", b.to_str().unwrap()));
+        assert!(OutputFile::apart(&[Some(&a), Some(&b)]).is_err());
+        let other = file("--json", "r.json");
+        assert!(OutputFile::apart(&[Some(&trace), Some(&other), None]).is_ok());
+        assert!(OutputFile::apart(&[None, None]).is_ok());
     }
 }

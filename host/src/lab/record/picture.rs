@@ -15,6 +15,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::lab::record::drawing::{repeats, short_name, Drawing, Key, Origin, Panel};
 use crate::lab::record::report::Report;
 use crate::lab::record::span::{Recording, Work};
+use crate::lab::text::{has_chinese, label, Lang, Text};
+use crate::t;
 
 /// The words around a picture.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,28 +44,43 @@ pub fn fits(width: u32, size: u32) -> usize {
     (width.saturating_sub(28) as f64 / (size as f64 * 0.48)) as usize
 }
 
-/// `text` in lines of at most `width` characters, broken after ", " or "; " where it can be
-/// (a caption's figures stay whole), else at spaces.
-pub fn wrapped(text: &str, width: usize) -> Vec<String> {
+/// How wide `text` is, in Latin characters: a Chinese character or full-width mark takes
+/// about two.
+pub fn width(text: &str) -> usize {
+    let mut buf = [0u8; 4];
+    text.chars().map(|c| if has_chinese(c.encode_utf8(&mut buf)) { 2 } else { 1 }).sum()
+}
+
+/// `text` in lines of at most `width` characters ([`width()`]), broken after ", " or "; "
+/// (or Chinese "，" and "；") where it can be (a caption's figures stay whole), else at
+/// spaces.
+pub fn wrapped(text: &str, line_width: usize) -> Vec<String> {
     let (mut pieces, mut start) = (Vec::new(), 0);
-    for (i, _) in text.match_indices([',', ';']) {
-        if text[i + 1..].starts_with(' ') {
-            pieces.push(&text[start..i + 2]);
-            start = i + 2;
+    for (i, c) in text.char_indices() {
+        let after = i + c.len_utf8();
+        let breaks = match c {
+            ',' | ';' => text[after..].starts_with(' '),
+            '，' | '；' => true,
+            _ => false,
+        };
+        if breaks {
+            let end = if c.is_ascii() { after + 1 } else { after };
+            pieces.push(&text[start..end]);
+            start = end;
         }
     }
     pieces.push(&text[start..]);
     let mut lines: Vec<String> = Vec::new();
     for piece in pieces.into_iter().flat_map(|p| {
         // A piece too long on its own goes word by word.
-        if p.chars().count() > width {
+        if width(p) > line_width {
             p.split_inclusive(' ').collect::<Vec<_>>()
         } else {
             vec![p]
         }
     }) {
         match lines.last_mut() {
-            Some(line) if line.chars().count() + piece.trim_end().chars().count() <= width => {
+            Some(line) if width(line) + width(piece.trim_end()) <= line_width => {
                 line.push_str(piece)
             }
             _ => lines.push(piece.to_string()),
@@ -187,50 +204,61 @@ pub fn command_line(report: &Report) -> String {
     line
 }
 
-/// A caption from a report: "overlap on NVIDIA H200: one stream 5.010 ms, 8 streams
-/// 2.901 ms (medians), speed-up 1.73x; bound T(K) 2.884 ms", the recorder, the drawing's
-/// note, and the one command that made the run with where and when (`origin`).
+/// A caption from a report, in `lang`: "overlap on NVIDIA H200: one stream 5.010 ms, 8
+/// streams 2.901 ms (medians), speed-up 1.73x; bound T(K) 2.884 ms", the recorder, the
+/// drawing's note, and the one command that made the run with where and when (`origin`).
+/// Names (versions, the bound, the note) are the catalogs' labels, so Chinese where
+/// [`crate::lab::text::zh::LABELS`] has them.
 pub fn caption(
     report: &Report,
     recordings: &[Recording],
     drawing: &Drawing,
     origin: &Origin,
+    lang: Lang,
 ) -> Caption {
-    let mut title = format!("{} on {}", report.lesson, report.device);
+    let name = |english: &str| label(lang, english);
+    let [comma, colon, semicolon] = match lang {
+        Lang::En => [", ", ": ", "; "],
+        Lang::Zh => ["，", "：", "；"],
+    };
+    let (lesson, device) = (report.lesson.clone(), report.device.clone());
+    let mut title = t!("picture.title", lesson, device).render(lang);
     if let Some((what, _)) = drawing.measure {
-        title.push_str(&format!(", {what}"));
+        title.push_str(&format!("{comma}{}", name(what)));
     }
     let times: Vec<String> = recordings
         .iter()
         .filter_map(|r| {
-            let name = short_name(drawing, &r.version);
-            median(report, &r.version).map(|m| format!("{name} {m:.3} ms"))
+            let version = name(short_name(drawing, &r.version));
+            median(report, &r.version).map(|m| format!("{version} {m:.3} ms"))
         })
         .collect();
     if !times.is_empty() {
-        let per = match repeats(drawing, report) {
-            Some((_, what)) => format!(", per {what}"),
-            None => String::new(),
+        let times = times.join(comma);
+        let medians = match repeats(drawing, report) {
+            Some((_, what)) => t!("picture.medians_per", times, what = Text::label(what)),
+            None => t!("picture.medians", times),
         };
-        title.push_str(&format!(": {} (medians{per})", times.join(", ")));
+        title.push_str(&format!("{colon}{}", medians.render(lang)));
     }
     if let Some(s) = report.value("speed-up (first / second)") {
-        title.push_str(&format!(", speed-up {s:.2}x"));
+        let x = format!("{s:.2}");
+        title.push_str(&format!("{comma}{}", t!("picture.speedup", x).render(lang)));
     }
     if let Some(bound) =
         report.figures.iter().find(|f| f.name.to_lowercase().starts_with("bound") && f.unit == "ms")
     {
-        title.push_str(&format!("; {} {:.3} ms", bound.name, bound.value));
+        title.push_str(&format!("{semicolon}{} {:.3} ms", name(&bound.name), bound.value));
     }
     let subtitle = recordings
         .first()
-        .map(|r| format!("one run of each version; {}", r.source.describe()))
+        .map(|r| t!("picture.subtitle", source = r.source.describe_text()).render(lang))
         .unwrap_or_default();
     Caption {
         title,
         subtitle,
-        note: drawing.note.to_string(),
-        footer: format!("{}; {}", origin.command, origin.provenance),
+        note: if drawing.note.is_empty() { String::new() } else { name(drawing.note) },
+        footer: format!("{}{semicolon}{}", origin.command, origin.provenance.render(lang)),
     }
 }
 
@@ -256,41 +284,38 @@ enum Swatch {
     Timed,
 }
 
-/// The legend's entries for `panels`: each kind of bar drawn, then the faded bars and the
-/// timed window where there are any.
-fn legend(panels: &[Panel], drawing: &Drawing) -> Vec<(Swatch, String)> {
+/// The legend's entries for `panels`, in `lang`: each kind of bar drawn, then the faded bars
+/// and the timed window where there are any.
+fn legend(panels: &[Panel], drawing: &Drawing, lang: Lang) -> Vec<(Swatch, String)> {
     let present = |k: Key| panels.iter().any(|p| p.keys().any(|x| x == k));
     let kernels = (0..drawing.kernels.len()).map(Key::Kernel);
     let keys = Work::ALL.into_iter().map(Key::Work).chain(kernels);
     let mut out: Vec<(Swatch, String)> = keys
         .chain([Key::Range, Key::HostCall, Key::HostWait])
         .filter(|k| present(*k))
-        .map(|k| (Swatch::Key(k), k.describe(drawing)))
+        .map(|k| (Swatch::Key(k), label(lang, &k.describe(drawing))))
         .collect();
     if panels.iter().any(|p| p.timed.is_some()) {
-        out.push((
-            Swatch::Timed,
-            "shaded: the timed run (host clock, from its first driver call)".into(),
-        ));
+        out.push((Swatch::Timed, t!("picture.shaded").render(lang)));
     }
     if panels.iter().any(Panel::has_untimed) {
-        out.push((Swatch::Faded, "faded: outside the timed run (untimed)".into()));
+        out.push((Swatch::Faded, t!("picture.faded").render(lang)));
     }
     out
 }
 
 /// Where each legend entry goes, given its words after a swatch `swatch` pixels wide: left
-/// to right from `left`, in lines across a picture `width` pixels wide: (x, line). The
-/// plots lay theirs out the same way.
+/// to right from `left`, in lines across a picture `picture_width` pixels wide: (x, line).
+/// The plots lay theirs out the same way.
 pub fn legend_layout<'a>(
     words: impl IntoIterator<Item = &'a str>,
     swatch: i32,
-    (left, width): (i32, u32),
+    (left, picture_width): (i32, u32),
 ) -> Vec<(i32, i32)> {
     let (mut x, mut line, mut out) = (left, 0, Vec::new());
     for words in words {
-        let entry = swatch + words.chars().count() as i32 * 7 + 24;
-        if x > left && x + entry > width as i32 - 14 {
+        let entry = swatch + width(words) as i32 * 7 + 24;
+        if x > left && x + entry > picture_width as i32 - 14 {
             (x, line) = (left, line + 1);
         }
         out.push((x, line));
@@ -300,13 +325,13 @@ pub fn legend_layout<'a>(
 }
 
 /// The timeline picture: the caption, one panel per version (same time scale), the
-/// legend, the footer, as SVG text.
+/// legend, the footer, as SVG text, its own words in English.
 pub fn timeline_svg(
     caption: &Caption,
     panels: &[Panel],
     drawing: &Drawing,
 ) -> Result<String, String> {
-    timeline_svg_over(caption, panels, drawing, None)
+    timeline_svg_in(caption, panels, drawing, None, Lang::En)
 }
 
 /// [`timeline_svg`] over the time `axis` (from, to, in ms) where one is given: bars are cut
@@ -317,6 +342,19 @@ pub fn timeline_svg_over(
     drawing: &Drawing,
     axis: Option<(f64, f64)>,
 ) -> Result<String, String> {
+    timeline_svg_in(caption, panels, drawing, axis, Lang::En)
+}
+
+/// [`timeline_svg_over`] with the picture's own words (the legend, the axis, the panels'
+/// headings and the rows' names where the catalogs' labels have them) in `lang`; the caption
+/// comes in the language it was made in ([`caption`]).
+pub fn timeline_svg_in(
+    caption: &Caption,
+    panels: &[Panel],
+    drawing: &Drawing,
+    axis: Option<(f64, f64)>,
+    lang: Lang,
+) -> Result<String, String> {
     let last = || panels.iter().map(Panel::end_ms).fold(0.0, f64::max);
     let (x_min, x_end) = axis.unwrap_or_else(|| (0.0, last()));
     let x_max = x_min + (x_end - x_min).max(1e-3) * 1.02;
@@ -325,10 +363,12 @@ pub fn timeline_svg_over(
         Some(_) => Some((start.max(x_min), end.min(x_max))),
         None => Some((start, end)),
     };
+    let row_names: Vec<Vec<String>> =
+        panels.iter().map(|p| p.rows.iter().map(|r| label(lang, &r.name)).collect()).collect();
     // The widest row name, about 8 pixels a character.
-    let label_width = panels
+    let label_width = row_names
         .iter()
-        .flat_map(|p| p.rows.iter().map(|r| r.name.chars().count() as u32 * 8 + 40))
+        .flat_map(|names| names.iter().map(|name| width(name) as u32 * 8 + 40))
         .max()
         .unwrap_or(80)
         .clamp(80, 440);
@@ -344,7 +384,7 @@ pub fn timeline_svg_over(
     .map(|(text, (size, _))| {
         text.lines().flat_map(|l| wrapped(l, fits(WIDTH, size))).collect::<Vec<String>>()
     });
-    let entries = legend(panels, drawing);
+    let entries = legend(panels, drawing, lang);
     let places = legend_layout(entries.iter().map(|e| e.1.as_str()), 22, (14, WIDTH));
     let legend_height = LEGEND + 24 * places.last().map_or(0, |p| p.1) as u32;
     let lines = |l: &[String], (_, step): (u32, u32)| l.len().max(1) as u32 * step;
@@ -363,11 +403,12 @@ pub fn timeline_svg_over(
         write_lines(&root, &subtitle, SUBTITLE_FONT, &grey, top as i32)?;
         write_lines(&root, &note, SUBTITLE_FONT, &grey, note_top as i32)?;
         let (_, mut rest) = root.split_vertically(title_height);
-        for (p, h) in panels.iter().zip(&heights) {
+        let axis_words = t!("picture.axis").render(lang);
+        for ((p, h), names) in panels.iter().zip(&heights).zip(&row_names) {
             let (area, below) = rest.split_vertically(*h);
             let n = p.rows.len().max(1) as f64;
             let mut chart = ChartBuilder::on(&area)
-                .caption(&p.heading, ("sans-serif", 17))
+                .caption(label(lang, &p.heading), ("sans-serif", 17))
                 .margin_left(8)
                 .margin_right(28)
                 .margin_top(6)
@@ -380,7 +421,7 @@ pub fn timeline_svg_over(
                 .disable_y_mesh()
                 .light_line_style(TRANSPARENT)
                 .y_labels(0)
-                .x_desc("time (ms)")
+                .x_desc(axis_words.as_str())
                 .label_style(("sans-serif", 14))
                 .draw()
                 .map_err(err)?;
@@ -391,17 +432,19 @@ pub fn timeline_svg_over(
                 root.draw(&Rectangle::new([(x0, top), (x1, bottom)], TIMED_SHADE.filled()))
                     .map_err(err)?;
             }
-            let names = font(15).pos(Pos::new(HPos::Right, VPos::Center));
-            for (i, row) in p.rows.iter().enumerate() {
+            let row_style = font(15).pos(Pos::new(HPos::Right, VPos::Center));
+            for (i, (row, name)) in p.rows.iter().zip(names).enumerate() {
                 let band = n - 1.0 - i as f64;
                 let (x, y) = chart.backend_coord(&(x_min, band + 0.5));
-                root.draw_text(&row.name, &names, (x - 8, y)).map_err(err)?;
+                root.draw_text(name, &row_style, (x - 8, y)).map_err(err)?;
                 // Each bar's text: a call's name, "(untimed)" after it where it was.
                 let texts: Vec<String> = row
                     .bars
                     .iter()
                     .map(|b| match b.untimed {
-                        true if !b.text.is_empty() => format!("{} (untimed)", b.text),
+                        true if !b.text.is_empty() => {
+                            t!("picture.untimed", text = b.text.clone()).render(lang)
+                        }
                         _ => b.text.clone(),
                     })
                     .collect();
@@ -412,12 +455,12 @@ pub fn timeline_svg_over(
                             (chart.backend_coord(&(s, 0.0)).0, chart.backend_coord(&(e, 0.0)).0);
                         (x0, if x1 - x0 > 3 { x1 - 1 } else { x1.max(x0 + 1) })
                     });
-                    let width = match text.is_empty() {
+                    let wide = match text.is_empty() {
                         true => 0,
-                        false => (text.chars().count() as f64 * 6.2) as i32,
+                        false => (width(text) as f64 * 6.2) as i32,
                     };
                     let overflows = b.key == Key::HostWait && !b.untimed;
-                    labels.push(Label { from, to, width, overflows });
+                    labels.push(Label { from, to, width: wide, overflows });
                     pale.push(matches!(b.key, Key::HostWait | Key::Range) || b.untimed);
                 }
                 let starts = label_starts(&labels, &pale);

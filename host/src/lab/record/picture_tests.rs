@@ -4,7 +4,8 @@ use crate::lab::record::drawing::panels;
 use crate::lab::record::span::{Source, Span};
 
 fn origin(provenance: &str) -> Origin {
-    Origin { command: "streamlab run overlap --streams 8".into(), provenance: provenance.into() }
+    let provenance = Text::Plain(provenance.to_string());
+    Origin { command: "streamlab run overlap --streams 8".into(), provenance }
 }
 
 /// The picture of `recordings`, drawn plainly.
@@ -66,7 +67,8 @@ pub(crate) fn overlap_pair() -> (Report, Vec<Recording>) {
 #[test]
 fn the_caption_carries_times_speedup_and_bound() {
     let (report, recordings) = overlap_pair();
-    let c = caption(&report, &recordings, &Drawing::PLAIN, &origin("measured 2026-11-23"));
+    let c =
+        caption(&report, &recordings, &Drawing::PLAIN, &origin("measured 2026-11-23"), Lang::En);
     assert_eq!(
         c.title,
         "overlap on NVIDIA H200: one stream 5.010 ms, 8 streams 2.901 ms (medians), speed-up 1.73x; bound T(K) 2.884 ms"
@@ -104,7 +106,7 @@ fn a_drawing_names_what_the_times_measure_once() {
     report.figure("consumer finished at, without wait_event, median", 2.663, "ms");
     let mut r = recording("consumer finished at, without wait_event", 1, 1.0);
     r.ms = 4.255;
-    let c = caption(&report, std::slice::from_ref(&r), &DRAWING, &origin("test"));
+    let c = caption(&report, std::slice::from_ref(&r), &DRAWING, &origin("test"), Lang::En);
     assert_eq!(
         c.title,
         "events on NVIDIA H200, consumer (stream B) finished at: without wait_event 2.663 ms (medians)"
@@ -126,7 +128,7 @@ fn a_drawing_names_what_the_times_measure_once() {
 #[test]
 fn a_long_caption_wraps_between_figures_and_the_picture_grows() {
     let (report, recordings) = overlap_pair();
-    let mut c = caption(&report, &recordings, &Drawing::PLAIN, &origin("test"));
+    let mut c = caption(&report, &recordings, &Drawing::PLAIN, &origin("test"), Lang::En);
     let short = svg_of(&c, &report, &recordings);
     let title = "unified-memory on NVIDIA H200: managed, migrated on demand (page faults) 6.185 ms, managed + cuMemPrefetchAsync on the streams 3.178 ms (medians), speed-up 1.95x; bound 3.001 ms";
     c.title = title.into();
@@ -162,7 +164,7 @@ fn wrapping_keeps_words_whole_and_short_text_on_one_line() {
 #[test]
 fn the_svg_is_xml_with_one_row_per_stream() {
     let (report, recordings) = overlap_pair();
-    let c = caption(&report, &recordings, &Drawing::PLAIN, &origin("test"));
+    let c = caption(&report, &recordings, &Drawing::PLAIN, &origin("test"), Lang::En);
     let svg = svg_of(&c, &report, &recordings);
     let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
     assert_eq!(doc.root_element().tag_name().name(), "svg");

@@ -119,7 +119,9 @@ pub fn hint(lesson: &str) -> String {
     hint_for(lesson, &std::env::args().collect::<Vec<_>>())
 }
 
-fn hint_for(lesson: &str, argv: &[String]) -> String {
+/// [`hint`] for a process started otherwise: `argv` is the `streamlab run …` command that
+/// `--recorded` is added to (`streamlab info` and `streamlab launch` offer `run` commands).
+pub fn hint_for(lesson: &str, argv: &[String]) -> String {
     let again = with_recorded(argv);
     if lesson == "all" {
         return match lessons().len() {
@@ -189,29 +191,26 @@ pub type Files<'a> = (Option<&'a OutputFile>, Option<&'a OutputFile>);
 /// and in `details.recorded`, with the timeline drawn when the run had none in its text.
 /// Writes `--trace` and `--svg` from the recorded trace, the picture as `drawing` (the
 /// lesson's) says, and returns what it wrote beside the report ([`output::write`]).
-pub fn show(
-    run: &RecordedRun,
-    drawing: &Drawing,
-    files: Files<'_>,
-) -> Result<(Report, Vec<String>)> {
-    show_in(run, Lang::En, drawing, files)
+pub fn show(run: &RecordedRun, drawing: &Drawing, files: Files<'_>) -> Result<(Report, Vec<Text>)> {
+    show_in(run, (Lang::En, Lang::En), drawing, files)
 }
 
-/// [`show`], with the device line in `lang` (the rest of the report is rendered in a
-/// language when it is printed: [`Report::to_text_in`]).
+/// [`show`], with the device line in `report_lang` (the rest of the report is rendered in a
+/// language when it is printed: [`Report::to_text_in`]) and the picture's words in
+/// `picture_lang` (a `--json` report stays English, its picture need not).
 pub fn show_in(
     run: &RecordedRun,
-    lang: Lang,
+    (report_lang, picture_lang): (Lang, Lang),
     drawing: &Drawing,
     files: Files<'_>,
-) -> Result<(Report, Vec<String>)> {
+) -> Result<(Report, Vec<Text>)> {
     let mut report = run.report.clone();
     let recordings = run.recordings();
     if report.timeline.is_none() && !recordings.is_empty() {
         output::report(&mut report, &recordings, None, true);
     }
     report.device =
-        t!("recorded.device", gpu = run.gpu.clone(), label = run.label_text()).render(lang);
+        t!("recorded.device", gpu = run.gpu.clone(), label = run.label_text()).render(report_lang);
     report.detail(
         "recorded",
         serde_json::json!({
@@ -222,12 +221,13 @@ pub fn show_in(
             "same_kernels": run.same_kernels(),
         }),
     );
-    let origin = Origin { command: run.command.clone(), provenance: run.label() };
+    let origin = Origin { command: run.command.clone(), provenance: run.label_text() };
     let mut drawn = run.report.clone();
     drawn.device = run.gpu.clone();
     // The run holds its plot only as its report's JSON.
     let plot = output::plot_of(&run.report);
-    let wrote = output::write(&drawn, &recordings, plot.as_ref(), drawing, files, &origin)?;
+    let wrote =
+        output::write(&drawn, &recordings, plot.as_ref(), drawing, files, &origin, picture_lang)?;
     Ok((report, wrote))
 }
 
@@ -312,9 +312,10 @@ mod tests {
 
     #[test]
     fn the_header_says_when_the_kernels_are_not_this_binarys() {
-        let earlier = "recorded with an earlier build of the kernels";
-        let earlier_zh = "较早一次构建的内核";
-        let other = "recorded with other kernels, ptx-0000000000000000, than the ones";
+        let earlier = "recorded with an older version of streamlab's GPU code";
+        let earlier_zh = "GPU 代码比本程序的旧";
+        let other =
+            "recorded with other GPU code (kernels ptx-0000000000000000) than this binary's";
         let same = parse(&recorded()).unwrap();
         assert!(same.same_kernels());
         let header = same.header(Lang::En);
@@ -338,23 +339,23 @@ mod tests {
         let another = parse(&recorded_by(Some("ptx-0000000000000000"), Some("sm_90"))).unwrap();
         let header = another.header(Lang::En);
         assert!(header.contains(other) && header.contains(kernels_id()), "{header}");
-        assert!(!header.contains(earlier) && !header.contains("one PTX"), "{header}");
+        assert!(!header.contains(earlier) && !header.contains("sm_75 alone"), "{header}");
         let zh = another.header(Lang::Zh);
         assert!(zh.contains("ptx-0000000000000000") && zh.contains(kernels_id()), "{zh}");
-        assert!(!zh.contains("旧构建"), "{zh}");
+        assert!(!zh.contains("较旧的 streamlab"), "{zh}");
 
         // Made before PTX per architecture: what that build ran, and what this one does.
         let one = parse(&recorded_with(Some("ptx-0000000000000000"))).unwrap();
         let header = one.header(Lang::En);
         let line = header.lines().nth(1).unwrap();
-        assert!(line.starts_with("(recorded with other kernels, ptx-0000000000000000, from a build that ran one PTX (sm_75 by default) on every GPU; this binary carries "), "{line}");
+        assert!(line.starts_with("(note: this run was recorded by an older streamlab, whose GPU code (kernels ptx-0000000000000000) was compiled for sm_75 alone and ran as such on every GPU; this binary's ("), "{line}");
         let archs = crate::runtime::ptx::embedded_archs();
-        assert!(
-            line.contains(&format!("{}, PTX for {archs}, and loads the newest", kernels_id())),
-            "{line}"
-        );
+        let ours =
+            format!("({}) is compiled for {archs} and runs the newest your GPU", kernels_id());
+        assert!(line.contains(&ours), "{line}");
         let zh = one.header(Lang::Zh);
-        assert!(zh.contains("旧构建") && zh.contains(&archs) && zh.contains(kernels_id()), "{zh}");
+        let said = zh.contains("较旧的 streamlab") && zh.contains(&archs);
+        assert!(said && zh.contains(kernels_id()), "{zh}");
     }
 
     /// `--recorded --lang zh` for every embedded run: the title, every figure and check name
@@ -366,7 +367,8 @@ mod tests {
         assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
         for (lesson, text) in RECORDED {
             let run = parse(text).unwrap();
-            let (report, _) = show_in(&run, Lang::Zh, &Drawing::PLAIN, (None, None)).unwrap();
+            let (report, _) =
+                show_in(&run, (Lang::Zh, Lang::Zh), &Drawing::PLAIN, (None, None)).unwrap();
             let names = std::iter::once(&report.title)
                 .chain(report.figures.iter().map(|f| &f.name))
                 .chain(report.checks.iter().map(|c| &c.name));

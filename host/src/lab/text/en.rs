@@ -2,8 +2,8 @@
 //! lesson formats (numbers keep the decimals it chose). [`super::zh`] has the same keys with
 //! the same holes (a test checks it). Keys are `<lesson>.<what>` (the lesson's name with `_`
 //! for `-`; a lesson's helper file puts its own name first in `<what>`: `graph.sweep_grid`),
-//! or `report.`, `check.`, `recorded.`, `list.`, `run.`, `timeline.`, `host_batch_log.`,
-//! `trace.` for the lab's own lines.
+//! or `report.`, `check.`, `recorded.`, `list.`, `run.`, `output.`, `picture.`, `timeline.`,
+//! `host_batch_log.`, `trace.` for the lab's own lines.
 #[rustfmt::skip]
 pub const MESSAGES: &[(&str, &str)] = &[
     // The report and the checks every lesson shares (lab).
@@ -16,10 +16,11 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("recorded.label", "recorded on {gpu} on {date}"),
     ("recorded.device", "{gpu} (a run {label}, embedded in streamlab: not measured on this machine)"),
     ("recorded.header", "(a run {label}, embedded in streamlab: not measured on this machine; it ran `{command}`)"),
-    ("recorded.kernels_earlier", "(recorded with an earlier build of the kernels, not the one this binary carries: figures measured with this build may differ)"),
-    ("recorded.kernels_other", "(recorded with other kernels, {kernels}, than the ones this binary carries, {ours}: figures measured with this build may differ)"),
-    ("recorded.kernels_one_ptx", "(recorded with other kernels, {kernels}, from a build that ran one PTX (sm_75 by default) on every GPU; this binary carries {ours}, PTX for {archs}, and loads the newest its GPU runs: figures measured with this build may differ)"),
+    ("recorded.kernels_earlier", "(note: this run was recorded with an older version of streamlab's GPU code than this binary's, so a run on your own GPU may give somewhat different figures)"),
+    ("recorded.kernels_other", "(note: this run was recorded with other GPU code (kernels {kernels}) than this binary's ({ours}), so a run on your own GPU may give somewhat different figures)"),
+    ("recorded.kernels_one_ptx", "(note: this run was recorded by an older streamlab, whose GPU code (kernels {kernels}) was compiled for sm_75 alone and ran as such on every GPU; this binary's ({ours}) is compiled for {archs} and runs the newest your GPU supports, so a run on your own GPU may give somewhat different figures)"),
     ("recorded.none", "== {lesson}: not shown: this build embeds no recorded run of it"),
+    ("recorded.not_shown", "not shown: this build embeds no recorded run of it"),
     ("list.more", "streamlab run <LESSON> --help shows a lesson's flags, with defaults and ranges."),
 
     // overlap
@@ -315,6 +316,20 @@ pub const MESSAGES: &[(&str, &str)] = &[
 
     // the run command (lab/harness/run_command.rs)
     ("run.not_run", "== {lesson}: not run: {why}"),
+    ("run.not_run_why", "not run: {why}"),
+    ("run.recorded_ignores", "--recorded shows the recorded run with its own parameters; ignored: {ignored}"),
+    ("output.wrote", "{flag} wrote {path}"),
+    ("output.wrote_beside", "{flag} wrote {path} and {beside}"),
+    ("output.measured", "measured on {device} on {date} with streamlab {version}"),
+    ("picture.title", "{lesson} on {device}"),
+    ("picture.medians", "{times} (medians)"),
+    ("picture.medians_per", "{times} (medians, per {what})"),
+    ("picture.speedup", "speed-up {x}x"),
+    ("picture.subtitle", "one run of each version; {source}"),
+    ("picture.axis", "time (ms)"),
+    ("picture.shaded", "shaded: the timed run (host clock, from its first driver call)"),
+    ("picture.faded", "faded: outside the timed run (untimed)"),
+    ("picture.untimed", "{text} (untimed)"),
     ("run.summary", "== all: {done} of {lessons} lessons run, {skipped} not run; checks: {passed} passed, {not_asserted} not asserted, {failed} failed"),
     ("run.summary_recorded", "== all: {done} of {lessons} recorded runs shown, {skipped} not shown; their checks as recorded: {passed} passed, {not_asserted} not asserted, {failed} failed"),
 

@@ -169,10 +169,15 @@ pub(super) fn best_match<'p, 't>(
 }
 
 /// The English messages a line of a report can be: all but the report's own frame
-/// (`report.check` would read any "a: b" as a check line) and the trace recorder's
-/// sentences (`trace.file.`, parts of a line, read back only by `Text::recover_among`).
+/// (`report.check` would read any "a: b" as a check line), the trace recorder's
+/// sentences (`trace.file.`, parts of a line, read back only by `Text::recover_among`), and
+/// the command line's own lines and the picture's words (`run.`, `output.`, `picture.`),
+/// never in a report, whose loose templates ("{flag} wrote {path}") would read a lesson's
+/// own English line as theirs.
 pub(super) fn recoverable() -> impl Iterator<Item = (&'static str, &'static str)> {
-    let part = |key: &str| key.starts_with("report.") || key.starts_with("trace.file.");
+    let part = |key: &str| {
+        ["report.", "trace.file.", "run.", "output.", "picture."].iter().any(|p| key.starts_with(p))
+    };
     en::MESSAGES.iter().copied().filter(move |(key, _)| !part(key))
 }
 

@@ -268,8 +268,8 @@ mod tests {
             figures.extend(r.figures.into_iter().map(|f| f.name));
         }
         assert_eq!(lines.len(), 2 + 3 + 3, "{lines:?}");
-        let versions = names(&grid_shapes());
-        let all = versions.iter().chain(&figures);
+        let shape_names = names(&grid_shapes());
+        let all = shape_names.iter().chain(&figures);
         Report::new("graph", "", "").assert_chinese(&lines, all.clone().map(String::as_str));
         // The holes are filled in Chinese too: no English word of a shape is left.
         for name in all {
@@ -277,7 +277,7 @@ mod tests {
             assert!(has_chinese(&zh), "{name}: {zh}");
             assert!(!zh.contains("kernels") && !zh.contains("copies"), "{name}: {zh}");
         }
-        let median = Text::label(format!("{}, median", versions[1])).render(Lang::Zh);
+        let median = Text::label(format!("{}, median", shape_names[1])).render(Lang::Zh);
         assert_eq!(median, "CUDA 图：1K 个元素 x 每侧 1 个内核，memcpy 拷贝，中位数");
     }
 

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::lab::record::output::OutputFile;
 use crate::lab::text::{pad, width, Lang, Text};
+use crate::runtime::error::io_words;
 use crate::runtime::{Error, Result};
 use crate::t;
 use crate::trace::capture::diff::{
@@ -94,7 +95,7 @@ pub fn command() -> clap::Command {
 pub fn read_report(path: &Path) -> Result<ReportFile> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::InvalidInput(format!("{shown}: cannot read it: {e}")))?;
+        .map_err(|e| Error::InvalidInput(format!("{shown}: cannot read it: {}", io_words(&e))))?;
     serde_json::from_str(&text).map_err(|e| {
         let what = match e.classify() {
             serde_json::error::Category::Data => "not a streamlab trace report",

@@ -57,17 +57,20 @@ pub struct OutputFlags {
 }
 
 impl OutputFlags {
-    /// The files checked writable (exit 2 before anything runs where one is not) and the
-    /// language resolved.
+    /// The files checked writable, named for what they hold and apart from each other (exit
+    /// 2 before anything runs where one is not), and the language resolved.
     pub fn output(&self) -> Result<Output> {
         let file = |flag: &'static str, path: &Option<PathBuf>| {
             path.as_deref().map(|p| OutputFile::checked(flag, p)).transpose()
         };
+        let (trace, svg, json) =
+            (file("--trace", &self.trace)?, file("--svg", &self.svg)?, file("--json", &self.json)?);
+        OutputFile::apart(&[trace.as_ref(), svg.as_ref(), json.as_ref()])?;
         Ok(Output {
-            trace: file("--trace", &self.trace)?,
-            svg: file("--svg", &self.svg)?,
+            trace,
+            svg,
             svg_range: self.svg_range.clone().unwrap_or_default(),
-            json: file("--json", &self.json)?,
+            json,
             timeline: self.timeline,
             lang: Lang::or_locale(self.lang.as_deref()),
         })

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::runtime::cupti;
 use crate::runtime::cupti::trace_file::{Keep, WhenFull};
+use crate::runtime::error::io_words;
 
 /// CLOCK_MONOTONIC in ns when the trace command started the program (set by
 /// `program::run`, just before it starts it): the recorder counts `--delay` from it.
@@ -56,7 +57,7 @@ pub fn prepare(trace_dir: &Path, recording: &Recording) -> Result<Injection, Str
     let found = cupti::load().map_err(|e| no_cupti(&e))?;
     let library = library_file()?;
     let trace_dir = std::path::absolute(trace_dir)
-        .map_err(|e| format!("trace folder {}: {e}", trace_dir.display()))?;
+        .map_err(|e| format!("trace folder {}: {}", trace_dir.display(), io_words(&e)))?;
     let cupti = found.path().to_path_buf();
     let env = environment(&library, &cupti, &trace_dir, recording)?;
     Ok(Injection { library, cupti, cupti_version: found.version(), env })
@@ -145,7 +146,7 @@ fn library_file() -> Result<PathBuf, String> {
     for dir in dirs {
         match write_into(&dir, LIBRARY) {
             Ok(file) => return Ok(file),
-            Err(e) => reasons.push(format!("{}: {e}", dir.display())),
+            Err(e) => reasons.push(format!("{}: {}", dir.display(), io_words(&e))),
         }
     }
     Err(format!("could not write the recorder library ({})", reasons.join("; ")))

@@ -24,6 +24,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getpgrp, tcgetpgrp, Pid};
 
+use crate::runtime::error::{echoed, io_words};
 use crate::trace::capture::summary::Ended;
 
 /// Why the program could not be started, and the code a shell would exit with.
@@ -156,7 +157,8 @@ pub fn run(
     }
     let mut child = spawned.map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-        NotStarted { code, why: format!("{program}: cannot be run: {e}") }
+        let (program, why) = (echoed(program), io_words(&e));
+        NotStarted { code, why: format!("{program}: cannot be run: {why}") }
     })?;
     let pid = Pid::from_raw(child.id() as i32);
     let (done, ended) = channel();
@@ -181,8 +183,10 @@ pub fn run(
         let _ = kill(pid, signal);
     };
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
-    let status =
-        status.map_err(|e| NotStarted { code: 126, why: format!("waiting for {program}: {e}") })?;
+    let status = status.map_err(|e| {
+        let (program, why) = (echoed(program), io_words(&e));
+        NotStarted { code: 126, why: format!("waiting for {program}: {why}") }
+    })?;
     let ended = match status.signal() {
         Some(n) => Ended::Signal(n),
         None => Ended::Code(status.code().unwrap_or(1)),

@@ -5,6 +5,7 @@
 //! trace file, so that everything after the injection runs on a machine without a GPU.
 use std::path::{Path, PathBuf};
 
+use crate::runtime::error::io_words;
 use crate::runtime::{Error, Result};
 use crate::t;
 use crate::trace::capture::analysis::analyse_ranges;
@@ -70,8 +71,9 @@ pub fn check_keep(dir: &Path) -> Result<()> {
     }
     if !dir.exists() {
         return match std::fs::create_dir(dir) {
-            Ok(()) => std::fs::remove_dir(dir).or_else(|e| bad(format!("cannot remove it: {e}"))),
-            Err(e) => bad(format!("cannot make the folder: {e}")),
+            Ok(()) => std::fs::remove_dir(dir)
+                .or_else(|e| bad(format!("cannot remove it: {}", io_words(&e)))),
+            Err(e) => bad(format!("cannot make the folder: {}", io_words(&e))),
         };
     }
     let held = std::fs::read_dir(dir).into_iter().flatten().flatten();
@@ -81,8 +83,9 @@ pub fn check_keep(dir: &Path) -> Result<()> {
     // The recorder writes as the program, which runs as this user: a file of ours must go in.
     let probe = dir.join(format!(".streamlab-write-check-{}", std::process::id()));
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(_) => std::fs::remove_file(&probe).or_else(|e| bad(format!("cannot write in it: {e}"))),
-        Err(e) => bad(format!("cannot write in it: {e}")),
+        Ok(_) => std::fs::remove_file(&probe)
+            .or_else(|e| bad(format!("cannot write in it: {}", io_words(&e)))),
+        Err(e) => bad(format!("cannot write in it: {}", io_words(&e))),
     }
 }
 
@@ -102,7 +105,7 @@ fn temporary_folder() -> Result<PathBuf> {
         match builder.create(&path) {
             Ok(()) => return Ok(path),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
-            Err(e) => return Err(no_folder(format!("{}: {e}", path.display()))),
+            Err(e) => return Err(no_folder(format!("{}: {}", path.display(), io_words(&e)))),
         }
     }
     let shown = last.map(|p| p.display().to_string()).unwrap_or_default();
@@ -122,7 +125,8 @@ impl TraceDir {
         };
         let made = !dir.is_dir();
         std::fs::create_dir_all(dir).map_err(|e| {
-            Error::InvalidInput(format!("--keep {}: cannot make the folder: {e}", dir.display()))
+            let why = io_words(&e);
+            Error::InvalidInput(format!("--keep {}: cannot make the folder: {why}", dir.display()))
         })?;
         Ok(TraceDir { path: dir.to_path_buf(), remove: false, made, ran: false })
     }

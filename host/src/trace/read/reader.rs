@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use crate::runtime::cupti::trace_file;
+use crate::runtime::error::io_words;
 use crate::trace::read::builder::ProcessBuilder;
 use crate::trace::read::flat_line::FlatLine;
 use crate::trace::read::model::{Capture, Process};
@@ -37,7 +38,8 @@ impl ProcessFiles {
 /// pid; any other `*.jsonl` is a process of its own (keyed by its name).
 pub fn trace_files(dir: &Path) -> Result<BTreeMap<String, ProcessFiles>, String> {
     let shown = dir.display();
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("reading {shown}: {e}"))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("reading {shown}: {}", io_words(&e)))?;
     let mut by_process: BTreeMap<String, ProcessFiles> = BTreeMap::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -80,12 +82,15 @@ pub fn read_dir(dir: &Path) -> Result<Capture, String> {
 /// like any cut line.
 pub fn read_file(path: &Path, builder: &mut ProcessBuilder) -> Result<(), String> {
     let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("reading {shown}: {e}"))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("reading {shown}: {}", io_words(&e)))?;
     let mut reader = BufReader::with_capacity(READ_CHUNK, file);
     let mut line = Vec::with_capacity(1024);
     loop {
         line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(|e| format!("reading {shown}: {e}"))?;
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("reading {shown}: {}", io_words(&e)))?;
         if n == 0 {
             return Ok(());
         }
