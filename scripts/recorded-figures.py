@@ -24,10 +24,10 @@ RUN_OF = {
     "p2p": "18-B",
     "pipeline-parallel": "18-B",
     "allreduce-overlap": "18-C",
-    "priority": "23-F",
+    "mixed-precision": "23-E",
     "implicit-sync": "28-A",
 }
-DEFAULT_RUN = "23-E"
+DEFAULT_RUN = "28-C"
 # The graph lesson's sweep: 120 shapes, printed as tables instead of 360 lines.
 SWEEP_MODES = ["memcpy", "copy kernels", "no copies"]
 SWEEP_SIZES = ["1K", "4K", "16K", "64K", "256K", "1M", "4M", "16M"]
