@@ -307,9 +307,12 @@ impl Lesson for Callback {
             &self.out_one_stream,
             &self.out_sequential,
         );
-        checks.approx("one stream: GPU vs CPU reference (approx)", &self.out_one_stream, 4096, |k| {
-            compute_element(batch_value(seed, k / n, k % n), iters)
-        });
+        checks.approx(
+            "one stream: GPU vs CPU reference (approx)",
+            &self.out_one_stream,
+            4096,
+            |k| compute_element(batch_value(seed, k / n, k % n), iters),
+        );
         checks.record(
             "one stream: event order (prepared, enqueued, callback, consumed)",
             check_event_order(&self.events_one_stream, self.batches),

@@ -305,7 +305,13 @@ pub fn interpret(b: usize, m: &Measured, r: &mut Report) {
 
 /// The third version against its own bound, h + c + d + (B-1) max(h, c, d), and against the
 /// two-stream version whose shared transfer stream it splits.
-fn explain_three_streams(b: usize, (h, c, d): (f64, f64, f64), two: f64, three: f64, r: &mut Report) {
+fn explain_three_streams(
+    b: usize,
+    (h, c, d): (f64, f64, f64),
+    two: f64,
+    three: f64,
+    r: &mut Report,
+) {
     let model = h + c + d + (b as f64 - 1.0) * h.max(c).max(d);
     r.figure("three streams: model h+c+d + (B-1) max(h, c, d)", model, "ms")
         .figure("three streams: measured / model", three / model, "x")

@@ -276,8 +276,11 @@ pub fn interpret(k: usize, m: &Measured, r: &mut Report) {
     let [sync, pool, zero, bound] =
         [SYNC_ALLOC, POOL, POOL_RELEASED, PREALLOCATED].map(|v| m.version(v).time.median);
     let (ms, off) = (|v: f64| fixed(v, 3), format!("{:+.1}", (pool / bound - 1.0) * 100.0));
-    let (held, kept, kept_zero) =
-        (m.version(SYNC_ALLOC).part(HOST_MS), m.version(POOL).part(KEPT_MIB), m.version(POOL_RELEASED).part(KEPT_MIB));
+    let (held, kept, kept_zero) = (
+        m.version(SYNC_ALLOC).part(HOST_MS),
+        m.version(POOL).part(KEPT_MIB),
+        m.version(POOL_RELEASED).part(KEPT_MIB),
+    );
     r.figure("allocations' cost, cuMemAlloc/cuMemFree", sync - bound, "ms")
         .figure("allocations' cost, pool", pool - bound, "ms")
         .figure("threshold 0 over u64::MAX", zero - pool, "ms")

@@ -166,7 +166,8 @@ pub fn total_elements(chunks: usize, elements: usize) -> Result<usize> {
 /// the faults clearly cost something over the explicit copies, and more than twice what
 /// enqueueing the prefetches held the host (each call costs the host time on the path).
 pub fn check_prefetch_won(m: &Measured) -> Result<Text> {
-    let [faults, prefetch, explicit] = [FAULTS, PREFETCH, EXPLICIT].map(|v| m.version(v).time.median);
+    let [faults, prefetch, explicit] =
+        [FAULTS, PREFETCH, EXPLICIT].map(|v| m.version(v).time.median);
     let (enqueue, ms) = (m.version(PREFETCH).part(ENQUEUE_MS), |v: f64| fixed(v, 3));
     if faults < CLEAR_SPEEDUP * explicit || faults - explicit < 2.0 * enqueue {
         let [cost, explicit, enqueue] = [faults - explicit, explicit, enqueue].map(ms);
@@ -266,14 +267,19 @@ pub fn interpret(m: &Measured, r: &mut Report) {
     let (cost, won) = (faults - explicit, faults - prefetch);
     let (enqueue, ms) = (m.version(PREFETCH).part(ENQUEUE_MS), |v: f64| fixed(v, 3));
     r.figure("bound: explicit copies, enqueue to results read", explicit, "ms")
-        .figure("page faults' cost on the GPU (over explicit copies)", gpu(FAULTS) - gpu(EXPLICIT), "ms")
+        .figure(
+            "page faults' cost on the GPU (over explicit copies)",
+            gpu(FAULTS) - gpu(EXPLICIT),
+            "ms",
+        )
         .figure("page faults' cost reading the results", read(FAULTS) - read(EXPLICIT), "ms")
         .figure("prefetching won back", won, "ms")
         .figure("prefetch / bound", prefetch / explicit, "x")
         .figure("advised / bound", advised / explicit, "x");
     let [f, p, e, a] = [faults, prefetch, explicit, advised].map(ms);
     r.explain(if faults >= CLEAR_SPEEDUP * explicit {
-        let [stall, read, pinned] = [gpu(FAULTS) - gpu(EXPLICIT), read(FAULTS), read(EXPLICIT)].map(ms);
+        let [stall, read, pinned] =
+            [gpu(FAULTS) - gpu(EXPLICIT), read(FAULTS), read(EXPLICIT)].map(ms);
         t!("unified_memory.faults_cost", faults = f, explicit = e, stall, read, pinned)
     } else {
         t!("unified_memory.faults_cheap", faults = f, explicit = e)
@@ -288,7 +294,8 @@ pub fn interpret(m: &Measured, r: &mut Report) {
         t!("unified_memory.won_back", won = ms(won), cost = ms(cost), pct, prefetch = p, x)
     });
     if enqueue >= 0.5 * gpu(PREFETCH) {
-        let [enqueue, gpu, copies] = [enqueue, gpu(PREFETCH), m.version(EXPLICIT).part(ENQUEUE_MS)].map(ms);
+        let [enqueue, gpu, copies] =
+            [enqueue, gpu(PREFETCH), m.version(EXPLICIT).part(ENQUEUE_MS)].map(ms);
         r.explain(t!("unified_memory.enqueue", enqueue, gpu, copies));
     }
     let advice = t!("unified_memory.advice", advised = a, gpu = ms(gpu(ADVISED)));

@@ -103,7 +103,11 @@ pub fn interpret(long_us: f64, m: &Measured, r: &mut Report) {
     let legacy = version(m, Call::LegacyLaunch);
     let gap = legacy.part(LEGACY_GAP_US);
     r.figure("kernel on stream A (nominal)", long_us / 1e3, "ms")
-        .figure("kernel on the legacy default stream (nominal)", long_us * SHORT_FRACTION / 1e3, "ms")
+        .figure(
+            "kernel on the legacy default stream (nominal)",
+            long_us * SHORT_FRACTION / 1e3,
+            "ms",
+        )
         .figure("legacy kernel: start after stream A's kernel ended", gap, "µs");
     r.explain(t!("implicit_sync.setup", ms = fixed(long_us / 1e3, 3)));
     for (&call, v) in CALLS.iter().zip(&m.versions) {
@@ -264,7 +268,9 @@ mod tests {
         let waits = told(&measured(EXPECTED));
         assert!(
             waits.contains("cudaMalloc: 20.000 ms in the call; it returned only after")
-                && waits.contains("cudaMallocAsync on stream B: 0.010 ms in the call; it returned while")
+                && waits.contains(
+                    "cudaMallocAsync on stream B: 0.010 ms in the call; it returned while"
+                )
                 && waits.contains("yet its work waited")
                 && waits.contains("started 3.0 µs after stream A's ended")
                 && waits.contains("Here cudaMalloc, cudaFree, cudaHostAlloc waited"),
