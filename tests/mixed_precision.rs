@@ -371,6 +371,22 @@ fn the_lesson_passes_at_its_defaults_and_hides_the_update() {
     // (what that hid is scripts/perf-check.sh's: the speed-up and measured / bound).
     let side = &o.recordings[1];
     assert!(ran_at_once(side, is_kernel, is_kernel), "{:?}\n{text}", side.spans);
+    // The bound with the kernels' times beside each other, set beside the free one: the gap
+    // above the free bound splits into sharing and scheduling, which add up to it.
+    let value = |name: &str| o.report.value(name).unwrap_or_else(|| panic!("no {name}\n{text}"));
+    let free = value("bound c + (B-1) max(c, u) + u");
+    let aware = value("bound with times beside (contention-aware)");
+    let (sharing, scheduling) = (value("gap: SM and memory sharing"), value("gap: scheduling"));
+    let measured = o.measured.with().time.median;
+    assert!((sharing - (aware - free)).abs() < 1e-9, "{text}");
+    assert!((sharing + scheduling - (measured - free)).abs() < 1e-9, "{text}");
+    for stretch in [
+        "layer step beside update + cast / alone (probed)",
+        "update + cast beside a layer step / alone (probed)",
+    ] {
+        assert!(value(stretch) > 0.5 && value(stretch) < 10.0, "{stretch}\n{text}");
+    }
+    assert!(text.contains("is SM and memory sharing"), "{text}");
 }
 
 #[test]
@@ -380,6 +396,8 @@ fn one_batch_is_reported_as_nothing_to_hide() {
     let o = run_lesson::<MixedPrecision>(&gpu, &["--elements", "4096", "--batches", "1"], 3);
     assert!(o.results_right(), "{}", o.report.to_text());
     assert!(o.report.interpretation[0].contains("no next step"), "{}", o.report.to_text());
+    // Nothing ran beside anything: no bound with times beside, no split.
+    assert_eq!(o.report.value("gap: scheduling"), None, "{}", o.report.to_text());
 }
 
 #[test]

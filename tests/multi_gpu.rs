@@ -76,6 +76,19 @@ fn two_gpus_allreduce_sums_are_exact_and_the_wrong_order_is_caught() {
         assert!(names.iter().any(|n| n.contains(expected)), "{expected}: {names:?}");
     }
     assert!(!names.iter().any(|n| n.contains("approx:")), "two ranks are exact: {names:?}");
+    // Each probed version's bound with times beside, and its gap above the free bound split
+    // into sharing and scheduling, which add up to it.
+    let text = o.report.to_text();
+    let value = |name: &str| o.report.value(name).unwrap_or_else(|| panic!("no {name}\n{text}"));
+    let free = value("bound max(C, A) + min(C, A)/B");
+    for (version, which) in [(1, "NCCL, greatest priority"), (4, "copy engines")] {
+        let aware = value(&format!("bound with times beside (contention-aware, {which})"));
+        let sharing = value(&format!("gap: SM and memory sharing ({which})"));
+        let scheduling = value(&format!("gap: scheduling ({which})"));
+        let measured = o.measured.versions[version].time.median;
+        assert!((sharing - (aware - free)).abs() < 1e-9, "{which}\n{text}");
+        assert!((sharing + scheduling - (measured - free)).abs() < 1e-9, "{which}\n{text}");
+    }
     // Whether 4 buckets of 4M elements beat one all-reduce is a timing, and at this size they
     // need not: each small all-reduce pays NCCL's fixed cost (the lesson says so). The
     // speed-up at the defaults is scripts/perf-check.sh's.

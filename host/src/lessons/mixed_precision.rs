@@ -33,7 +33,10 @@
 //! twins, so the CPU reference rounds exactly as the GPU does.
 //!
 //! The bound: one stream takes `B * (c + u)` (c: one layer step, u: update and cast); two take
-//! at best `c + (B-1) * max(c, u) + u`, if the two kernels can share the GPU.
+//! at best `c + (B-1) * max(c, u) + u`, if the two kernels can share the GPU. After its checks
+//! the lesson times each kernel beside the other (`probe.rs`) and reports the same bound with
+//! those times beside the free one: what lies above the free bound splits into SM and memory
+//! sharing and scheduling (`lab::kit::contention`).
 pub mod probe;
 
 use kernels_gpu::math::train_delayed_as;
@@ -48,6 +51,7 @@ use crate::lab::{
     args, fixed, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, WorkModel,
 };
 use crate::runtime::{DeviceBuffer, Event, Gpu, HalfFormat, HostBuffer, Result, Stream};
+use probe::{Overlap, LESSON_ROUNDS};
 
 /// The learning rate, 2^-12: a power of two, so `lr * g` is exact and GPU and CPU agree.
 pub const LEARNING_RATE: f32 = 1.0 / 4096.0;
@@ -92,6 +96,8 @@ pub struct MixedPrecision {
     /// marks[0] start, marks[2i+1] after layer step i, marks[2i+2] after the update and cast.
     marks: Vec<Event>,
     lost: Option<(usize, usize)>, // (lost, all) sampled updates, from `verify` for `explain`
+    /// Each kernel alone and beside the other (two steps or more), from `verify` for `explain`.
+    overlap: Option<Overlap>,
 }
 
 /// The versions, by their index in [`Lesson::versions`].
@@ -245,6 +251,7 @@ impl Lesson for MixedPrecision {
             cast_done: [event()?, event()?],
             marks: (0..2 * a.batches + 2).map(|_| Event::new(gpu)).collect::<Result<_>>()?,
             lost: None,
+            overlap: None,
         })
     }
 
@@ -260,7 +267,7 @@ impl Lesson for MixedPrecision {
         vec![&self.compute, &self.side]
     }
 
-    fn verify(&mut self, _gpu: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
+    fn verify(&mut self, device: &Gpu, _m: &Measured, checks: &mut Checks) -> Result<()> {
         let ((master0, w0), (master1, w1)) = (self.output(0)?, self.output(1)?);
         let widen = |w: &[u16]| w.iter().map(|&b| self.a.format.widen(b)).collect::<Vec<_>>();
         checks.bitwise("master copy, bit for bit: side stream == one stream", &master1, &master0);
@@ -284,17 +291,28 @@ impl Lesson for MixedPrecision {
         checks.bitwise(name, &gpu, &cpu);
         checks.approx("GPU vs CPU reference (approx)", &gpu, usize::MAX, |k| cpu[k]);
         self.lost = Some(lost);
+        // Last, since it overwrites the master copy: the kernels timed beside each other.
+        if self.a.batches >= 2 {
+            self.overlap = Some(self.probe_overlap(device, LESSON_ROUNDS)?);
+        }
         Ok(())
     }
 
     fn explain(&self, m: &Measured, r: &mut Report) {
-        interpret(&self.a, self.lost, m, r);
+        interpret(&self.a, self.lost, self.overlap.as_ref(), m, r);
     }
 }
 
-/// The figures and interpretation for flags `a`, from the measurements and the sampled CPU
-/// training (`lost`: updates below half an ulp of the 16-bit weight, of all updates) alone.
-pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut Report) {
+/// The figures and interpretation for flags `a`, from the measurements, the sampled CPU
+/// training (`lost`: updates below half an ulp of the 16-bit weight, of all updates) and the
+/// probe of the kernels beside each other (`overlap`, two steps or more) alone.
+pub fn interpret(
+    a: &Args,
+    lost: Option<(usize, usize)>,
+    overlap: Option<&Overlap>,
+    m: &Measured,
+    r: &mut Report,
+) {
     let (one, steps, name) = (m.without(), a.batches, a.format.name());
     let (c_ms, u_ms) = (one.part("layer"), one.part("update"));
     let bound_ms = pipeline_estimate(c_ms, u_ms, steps);
@@ -333,6 +351,39 @@ pub fn interpret(a: &Args, lost: Option<(usize, usize)>, m: &Measured, r: &mut R
         };
         r.explain(t!("mixed_precision.master", pct = fixed(pct, 1), format = name.to_string(), so));
     }
+    if let Some(o) = overlap.filter(|_| steps >= 2) {
+        contention(o, c_ms, u_ms, side_ms, r);
+    }
+}
+
+/// The bound with the times beside each other, and the side stream's gap split with it.
+fn contention(o: &Overlap, c: f64, u: f64, side: f64, r: &mut Report) {
+    let split = o.split(c, u, side);
+    r.figure("layer step beside update + cast / alone (probed)", o.layer_stretch(), "x")
+        .figure("update + cast beside a layer step / alone (probed)", o.update_stretch(), "x")
+        .figure("bound with times beside (contention-aware)", split.aware, "ms")
+        .figure("measured / bound with times beside", side / split.aware, "x")
+        .figure("gap: SM and memory sharing", split.sharing(), "ms")
+        .figure("gap: scheduling", split.scheduling(), "ms");
+    let which = if split.mostly_sharing() {
+        t!("mixed_precision.mostly_sharing")
+    } else {
+        t!("mixed_precision.mostly_scheduling")
+    };
+    let ms = |v: f64| fixed(v, 3);
+    r.explain(t!(
+        "mixed_precision.split",
+        rounds = LESSON_ROUNDS,
+        sc = fixed(o.layer_stretch(), 2),
+        su = fixed(o.update_stretch(), 2),
+        aware = ms(split.aware),
+        bound = ms(split.free),
+        gap = ms(split.gap()),
+        side = ms(side),
+        sharing = ms(split.sharing()),
+        sched = ms(split.scheduling()),
+        which
+    ));
 }
 
 #[cfg(test)]
@@ -362,8 +413,17 @@ mod tests {
     }
 
     fn told(flags: &[&str], lost: Option<(usize, usize)>, m: &Measured) -> Report {
+        told_with(flags, lost, None, m)
+    }
+
+    fn told_with(
+        flags: &[&str],
+        lost: Option<(usize, usize)>,
+        overlap: Option<&Overlap>,
+        m: &Measured,
+    ) -> Report {
         let mut r = Report::new("t", "t", "t");
-        interpret(&args(flags), lost, m, &mut r);
+        interpret(&args(flags), lost, overlap, m, &mut r);
         assert_eq!(r.messages.len(), r.interpretation.len());
         r.assert_chinese(
             &[],
@@ -398,5 +458,60 @@ mod tests {
         assert!(master.contains("75.0%") && master.contains("f16 weight"), "{master}");
         let zh = r.messages[2].render(Lang::Zh);
         assert!(zh.contains("75.0%") && zh.contains("f16 权重") && zh.contains("舍入"), "{zh}");
+    }
+
+    fn overlap(steps: usize, layer_beside: f64, update_beside: f64) -> Overlap {
+        Overlap {
+            layer_alone: 0.5,
+            update_alone: 0.5,
+            layer_beside,
+            update_beside,
+            idle: 0.0,
+            total: 0.0,
+            steps,
+        }
+    }
+
+    #[test]
+    fn the_gap_splits_into_sharing_and_scheduling() {
+        // c = u = 1, B = 8: the free bound is 9. Beside each other the layer step took 1.25x
+        // and the update 1.5x: the bound with times beside is 1 + 7 x 1.5 + 1 = 12.5.
+        let m = measured(16.0, 13.0, 1.0, 1.0);
+        let o = overlap(8, 0.625, 0.75);
+        let r = told_with(&[], Some((90, 100)), Some(&o), &m);
+        assert_eq!(r.value("bound c + (B-1) max(c, u) + u"), Some(9.0));
+        assert_eq!(r.value("layer step beside update + cast / alone (probed)"), Some(1.25));
+        assert_eq!(r.value("update + cast beside a layer step / alone (probed)"), Some(1.5));
+        assert_eq!(r.value("bound with times beside (contention-aware)"), Some(12.5));
+        assert_eq!(r.value("measured / bound with times beside"), Some(13.0 / 12.5));
+        let (sharing, scheduling) =
+            (r.value("gap: SM and memory sharing").unwrap(), r.value("gap: scheduling").unwrap());
+        assert_eq!((sharing, scheduling), (3.5, 0.5));
+        assert_eq!(sharing + scheduling, 13.0 - 9.0, "the parts add up to measured - bound");
+        // The existing lines keep their places; the split comes last, in both languages.
+        assert!(r.interpretation[2].contains("90.0%"), "{:?}", r.interpretation);
+        let split = r.interpretation.last().unwrap();
+        assert!(split.contains("1.25x") && split.contains("1.50x"), "{split}");
+        assert!(split.contains("12.500 ms, not 9.000"), "{split}");
+        assert!(split.contains("3.500 ms is SM and memory sharing"), "{split}");
+        assert!(split.contains("0.500 ms scheduling"), "{split}");
+        assert!(split.contains("Most of it is sharing"), "{split}");
+        let zh = r.messages.last().unwrap().render(Lang::Zh);
+        assert!(zh.contains("12.500") && zh.contains("3.500") && zh.contains("共享"), "{zh}");
+
+        // No slowdown beside: both bounds are 9, and all of the gap is scheduling.
+        let r = told_with(&[], None, Some(&overlap(8, 0.5, 0.5)), &m);
+        assert_eq!(r.value("bound with times beside (contention-aware)"), Some(9.0));
+        assert_eq!(r.value("gap: SM and memory sharing"), Some(0.0));
+        assert_eq!(r.value("gap: scheduling"), Some(4.0));
+        let split = r.interpretation.last().unwrap();
+        assert!(split.contains("Most of it is scheduling"), "{split}");
+
+        // One step, or no probe: no bound with times beside, no split.
+        let one = measured(2.0, 2.0, 1.0, 1.0);
+        let r = told_with(&["--batches", "1"], None, Some(&overlap(1, 0.0, 0.0)), &one);
+        assert_eq!(r.value("gap: scheduling"), None);
+        let r = told(&[], None, &m);
+        assert_eq!(r.value("bound with times beside (contention-aware)"), None);
     }
 }

@@ -303,6 +303,9 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("mixed_precision.vanished", "若直接加到半精度权重上，这些更新会在舍入中消失，而 FP32 主权重把它们一点点累积起来，直到转换后的权重真正改变"),
     ("mixed_precision.survived", "只用半精度权重，大多数更新也能保留下来，所以这里主权重没有有效位更少时那么重要（bf16 有 8 位，f16 有 11 位）"),
     ("mixed_precision.master", "为什么要保留 FP32 主权重：学习率 lr = 2^-12 时，抽查的更新中有 {pct}% 小于 {format} 权重最低位单位（ulp）的一半：{so}。"),
+    ("mixed_precision.split", "让两个内核并行时分别计时（探测，预热后 {rounds} 轮）：层计算步用时是单独时的 {sc}x，更新与转换是 {su}x。把 c 和 u 按此拉长，理论下限是 {aware} ms，而不是 {bound}。辅助流的 {side} ms 比不计争用的理论下限多出 {gap} ms，其中 {sharing} ms 来自共享 SM 和显存带宽（内核本身在对方旁边跑得更慢），{sched} ms 来自调度（启动顺序、事件的等待、空闲间隙）。{which}"),
+    ("mixed_precision.mostly_sharing", "大部分是共享，辅助流去不掉它：重叠只是把内核在时间上挪动。只有更少或更轻的工作（每次更新搬运更少的字节、占用 SM 的线程块更少）才能去掉它。"),
+    ("mixed_precision.mostly_scheduling", "大部分是调度：这部分由辅助流、它的事件和启动顺序决定，更好的调度能够去掉它。共享只有靠更少或更轻的工作才能去掉。"),
 
     // the report, its timeline and its recorder (lab)
     ("report.check", "{name}：{detail}"),
@@ -433,6 +436,10 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("allreduce_overlap.overlapped", "在每个桶前后加事件探测（{name}：带事件时 {total} ms）：反向传播的各个桶在计算流上共运行 {backward} ms（相对单独的 C 为 {dc}%），有 all-reduce 在进行的时间为 {reduce} ms（相对单独的 A 为 {da}%）。"),
     ("allreduce_overlap.backward_slowed", "可见 all-reduce 在旁边运行时，反向传播本身变慢了。NCCL 的 all-reduce 是一个内核，它的线程块占着反向传播本可使用的 SM：用 `--nccl-channels 4`（它的线程块更少）时反向传播变慢得少一些，但 all-reduce 本身要慢好几倍。"),
     ("allreduce_overlap.backward_kept_pace", "反向传播在 all-reduce 旁边保持了原来的速度：超出理论下限的部分在 all-reduce 和最后一个桶上，而不在反向传播上。"),
+    ("allreduce_overlap.split", "用两边并行时各自的时间，反向传播的各个桶与 all-reduce 给出的理论下限为 {aware} ms（取两条链中较长的一条：重叠时的反向传播，再加最后一个桶单独做的 all-reduce，A/B；或第一个桶单独做的反向传播，C/B，再加 all-reduce 进行中的时间），用单独时的时间则为 {free} ms。实测 {measured} ms 比不计争用的理论下限多出 {gap} ms，其中 {sharing} ms 来自共享 SM 和显存带宽（工作本身在另一个流的工作旁边跑得更慢），{sched} ms 来自调度（启动顺序、对事件和其他 rank 的桶的等待、空闲间隙）。{which}"),
+    ("allreduce_overlap.mostly_sharing", "大部分是共享：分桶、优先级和单个硬件队列只是把工作在时间上挪动，去不掉它；更轻的工作才能去掉它，例如让 all-reduce 不占 SM（拷贝引擎、更少的 NCCL 通道），或者更少的工作。"),
+    ("allreduce_overlap.mostly_scheduling", "大部分是调度：分桶、流优先级和发出顺序（`CUDA_DEVICE_MAX_CONNECTIONS=1`）能去掉的正是这一部分。共享只有靠更少或更轻的工作才能去掉。"),
+    ("allreduce_overlap.engines_alone", "对拷贝引擎版本，单独的 all-reduce 用的是 NCCL 的 A，与理论下限相同：拷贝引擎的 all-reduce 没有单独计时，所以它的共享部分也包含了拷贝引擎本身与 NCCL 的速度差别。"),
     ("allreduce_overlap.copy_engines", "改用拷贝引擎，{b} 个桶：{time} ms，是理论下限 {bound} ms 的 {ratio}x，用 NCCL 时为 {nccl} ms。对等拷贝不需要 SM：只有一个很短的加法内核与反向传播共用 SM；每个桶分成几片推送，一片在做加法和回传时，链路已在传下一片。"),
     ("allreduce_overlap.slower", "更慢了（{lo} ms）：反向传播的线程块先执行，all-reduce 只能等 SM"),
     ("allreduce_overlap.no_slower", "并没有更慢（{lo} ms）：这里 all-reduce 两种情况下都拿到了 SM"),
@@ -891,6 +898,12 @@ pub const LABELS: &[(&str, &str)] = &[
     ("FP32 update + cast, per step", "FP32 更新 + 转换，每一步"),
     ("bound c + (B-1) max(c, u) + u", "理论下限 c + (B-1) max(c, u) + u"),
     ("updates below half a {name} ulp (sampled)", "小于半个 {name} ulp 的更新（抽查）"),
+    ("layer step beside update + cast / alone (probed)", "层计算步：与更新 + 转换并行时 / 单独时（探测）"),
+    ("update + cast beside a layer step / alone (probed)", "更新 + 转换：与层计算步并行时 / 单独时（探测）"),
+    ("bound with times beside (contention-aware)", "用并行时的时间算的理论下限（计入争用）"),
+    ("measured / bound with times beside", "实测 / 用并行时的时间算的理论下限"),
+    ("gap: SM and memory sharing", "差距：共享 SM 和显存带宽"),
+    ("gap: scheduling", "差距：调度"),
 
     // p2p
     ("two GPUs: a copy staged through host memory vs a peer copy over the link, one way and both", "两块 GPU：经主机内存中转的拷贝，对比经链路的对等拷贝，单向与双向"),
@@ -933,6 +946,12 @@ pub const LABELS: &[(&str, &str)] = &[
     ("backward C", "反向传播 C"),
     ("all-reduce A", "all-reduce A"),
     ("bound max(C, A) + min(C, A)/B", "理论下限 max(C, A) + min(C, A)/B"),
+    ("bound with times beside (contention-aware, NCCL, greatest priority)", "用并行时的时间算的理论下限（计入争用，NCCL，最高优先级）"),
+    ("gap: SM and memory sharing (NCCL, greatest priority)", "差距：共享 SM 和显存带宽（NCCL，最高优先级）"),
+    ("gap: scheduling (NCCL, greatest priority)", "差距：调度（NCCL，最高优先级）"),
+    ("bound with times beside (contention-aware, copy engines)", "用并行时的时间算的理论下限（计入争用，拷贝引擎）"),
+    ("gap: SM and memory sharing (copy engines)", "差距：共享 SM 和显存带宽（拷贝引擎）"),
+    ("gap: scheduling (copy engines)", "差距：调度（拷贝引擎）"),
 
     // pipeline-parallel
     ("two pipeline stages on two GPUs: one micro-batch at a time vs GPU 0 running ahead (GPipe)", "两块 GPU 上的两个流水线阶段：一次一个微批次，对比 GPU 0 提前运行（GPipe）"),

@@ -8,10 +8,18 @@
 //! same memory. The probe times every kernel of that schedule with its own pair of events:
 //! how long each took beside the other, against alone, and how long the compute stream sat
 //! idle between steps (waiting for a cast, or for the events that link the streams).
+//!
+//! The lesson runs it too, after its checks ([`LESSON_ROUNDS`] rounds): its report sets the
+//! bound from the times beside (each kernel stretched as the probe saw it) beside the free
+//! one, and splits the side stream's gap with them ([`Overlap::split`]).
 use crate::lab::harness::stats::Stats;
+use crate::lab::kit::contention::{stretch, Split};
 use crate::runtime::{Event, Gpu, Result, Stream};
 
 use super::MixedPrecision;
+
+/// Rounds of the probe the lesson runs after its checks (each about 1 ms at the defaults).
+pub const LESSON_ROUNDS: usize = 5;
 
 /// Per-step medians over the probe's rounds, in ms.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -47,6 +55,30 @@ impl Overlap {
             self.update_beside,
             self.steps,
         )
+    }
+
+    /// How much slower a layer step ran beside an update and cast than alone.
+    pub fn layer_stretch(&self) -> f64 {
+        stretch(self.layer_beside, self.layer_alone)
+    }
+
+    /// How much slower an update and cast ran beside a layer step than alone.
+    pub fn update_stretch(&self) -> f64 {
+        stretch(self.update_beside, self.update_alone)
+    }
+
+    /// The side stream's time `measured` against the lesson's bound from `c` and `u` (one
+    /// layer step and one update and cast, timed alone on one stream) and against the same
+    /// bound with the B-1 overlapped steps' kernels stretched as the probe saw them:
+    /// `c + (B-1) max(c·sc, u·su) + u`. The stretches, not the probe's own times, so that
+    /// both bounds start from the same c and u and differ only by the slowdown beside.
+    pub fn split(&self, c: f64, u: f64, measured: f64) -> Split {
+        let (layer, update) = (c * self.layer_stretch(), u * self.update_stretch());
+        Split {
+            measured,
+            free: bound(c, u, c, u, self.steps),
+            aware: bound(c, u, layer, update, self.steps),
+        }
     }
 
     /// Lines for the note: every figure the probe measured, and what they add up to.
@@ -212,5 +244,35 @@ mod tests {
         assert!(lines[2].contains("measured/bound 1.412x"), "{lines:?}");
         // One step: nothing overlaps, the bound is the two kernels in turn.
         assert_eq!(Overlap { steps: 1, ..o }.bound_beside(), 1.5);
+    }
+
+    #[test]
+    fn the_split_stretches_the_lessons_own_c_and_u() {
+        let o = Overlap {
+            layer_alone: 0.5,
+            update_alone: 0.25,
+            layer_beside: 0.625,
+            update_beside: 0.5,
+            idle: 0.0,
+            total: 0.0,
+            steps: 8,
+        };
+        assert_eq!((o.layer_stretch(), o.update_stretch()), (1.25, 2.0));
+        // The lesson's c = 1 and u = 0.75 stretched to 1.25 and 1.5: the update now sets the pace.
+        let s = o.split(1.0, 0.75, 14.0);
+        assert_eq!(s.free, 1.0 + 7.0 * 1.0 + 0.75);
+        assert_eq!(s.aware, 1.0 + 7.0 * 1.5 + 0.75);
+        assert_eq!(s.sharing(), 7.0 * 0.5);
+        assert_eq!(s.scheduling(), 14.0 - 12.25);
+        assert_eq!(s.sharing() + s.scheduling(), s.gap());
+        // No slowdown beside: the two bounds are one, all of the gap is scheduling.
+        let calm = Overlap { layer_beside: 0.5, update_beside: 0.25, ..o };
+        let s = calm.split(1.0, 0.75, 14.0);
+        assert_eq!((s.aware, s.sharing()), (s.free, 0.0));
+        assert_eq!(s.scheduling(), 14.0 - 8.75);
+        // One step: nothing was timed beside (the probe's medians of no step are 0), nothing
+        // is stretched.
+        let one = Overlap { steps: 1, layer_beside: 0.0, update_beside: 0.0, ..o };
+        assert_eq!(one.split(1.0, 0.75, 2.0).sharing(), 0.0);
     }
 }
