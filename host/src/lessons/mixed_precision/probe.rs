@@ -1,5 +1,6 @@
-//! Why the side-stream version stays above its bound: an experiment, not part of the lesson's
-//! run (`benches/mixed_precision.rs` prints it; `scripts/gpu-mp-check.sh` runs it).
+//! Why the side-stream version stays above its bound: an experiment beside the lesson's timed
+//! runs, never inside them (`benches/mixed_precision.rs` prints it; `scripts/gpu-mp-check.sh`
+//! runs it; the lesson runs it after its checks).
 //!
 //! The bound `c + (B-1) max(c, u) + u` takes c and u from the one-stream version, where each
 //! kernel has the GPU to itself. In the side-stream version layer step i and the update and
