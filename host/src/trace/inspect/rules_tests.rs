@@ -302,17 +302,18 @@ fn a_windows_tables_group_kernels_and_copies() {
     assert!((t.copies[0].gb_per_s - 2.097152).abs() < 1e-9, "{:?}", t.copies[0]);
     // No device line in these records, so no lesson's figure to compare with.
     assert_eq!(t.copies[0].measured, None);
-    // On an H200, the GPU pinned-vs-pageable's embedded run was recorded on: its figure.
-    let h200 = Line::Device {
+    // On an H100, the GPU pinned-vs-pageable's embedded run was recorded on: its figure.
+    let h100 = Line::Device {
         id: 0,
-        name: "NVIDIA H200".into(),
+        name: "NVIDIA H100 80GB HBM3".into(),
         compute_capability: [9, 0],
         multiprocessors: 132,
         copy_engines: 3,
     };
-    let on_h200 = report_of(&[lines.to_vec(), vec![h200]].concat());
-    let measured = on_h200.windows[0].tables.copies[0].measured.clone().unwrap();
-    assert_eq!((measured.lesson, measured.gpu.as_str()), ("pinned-vs-pageable", "NVIDIA H200"));
+    let on_h100 = report_of(&[lines.to_vec(), vec![h100]].concat());
+    let measured = on_h100.windows[0].tables.copies[0].measured.clone().unwrap();
+    let lesson_and_gpu = (measured.lesson, measured.gpu.as_str());
+    assert_eq!(lesson_and_gpu, ("pinned-vs-pageable", "NVIDIA H100 80GB HBM3"));
     assert!(measured.gb_per_s > 50.0 && measured.gb_per_s < 60.0, "{measured:?}");
     let text = crate::trace::inspect::overlap_text::report_text(
         &report_of(&lines),
