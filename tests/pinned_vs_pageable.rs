@@ -13,7 +13,7 @@ use testkit::{accepted, gpu, refuses, run_lesson, run_recorded, set_up};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn pinned_and_pageable_copies_round_trip_bit_for_bit() {
+fn pinned_pageable_and_registered_copies_round_trip_bit_for_bit() {
     let gpu = gpu();
     for n in [1usize, 4097, 3_000_001] {
         let n_flag = n.to_string();
@@ -22,10 +22,11 @@ fn pinned_and_pageable_copies_round_trip_bit_for_bit() {
             p.version(&gpu, v).unwrap();
         }
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for (memory, (input, output)) in ["pinned", "pageable"].iter().zip(p.round_trips().unwrap())
-        {
+        let memories = ["pinned", "pageable", "registered"];
+        for (memory, (input, output)) in memories.iter().zip(p.round_trips().unwrap()) {
             assert_eq!(bits(&output), bits(&input), "n={n}, {memory}");
         }
+        assert!(p.registered_are_page_locked(), "n={n}");
     }
 }
 
@@ -36,14 +37,17 @@ fn a_pageable_copy_holds_the_host_a_pinned_one_does_not() {
     let n = 8usize << 20;
     let o = run_recorded::<PinnedVsPageable>(&gpu, &["--elements", &n.to_string()], 3);
     let text = o.report.to_text();
-    // Recorded versions 0 and 1: H2D from pageable, then from pinned memory. The pageable
+    // Recorded versions 0, 1 and 4: H2D from pageable, from pinned, then from registered memory. The pageable
     // call returned only once the copy engine was under way (the driver stages the data
     // through a pinned buffer of its own, chunk by chunk); the pinned call returned before
     // its copy ended. The bandwidths and how long each call held the host are
     // scripts/perf-check.sh's.
-    let [pageable, pinned] = [&o.recordings[0], &o.recordings[1]];
+    let [pageable, pinned, registered] = [&o.recordings[0], &o.recordings[1], &o.recordings[2]];
     assert!(copy_call_held_the_host_into_the_copy(pageable), "{:?}\n{text}", pageable.host);
     assert!(copy_call_returned_before_the_copy_ended(pinned), "{:?}\n{text}", pinned.host);
+    // A Vec registered in place: its call only enqueued, as the pinned one did.
+    let registered_host = &registered.host;
+    assert!(copy_call_returned_before_the_copy_ended(registered), "{registered_host:?}\n{text}");
 }
 
 #[test]

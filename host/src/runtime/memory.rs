@@ -229,6 +229,9 @@ enum Storage<T> {
     /// Ordinary (pageable) memory: the driver stages async copies of it through its own
     /// pinned buffer, so they are not asynchronous.
     Pageable(#[allow(dead_code)] Vec<T>),
+    /// A `Vec` page-locked in place with `cuMemHostRegister`, unregistered before it is freed:
+    /// its copies are as asynchronous as pinned memory's.
+    Registered(#[allow(dead_code)] Vec<T>),
 }
 
 struct HostAlloc<T> {
@@ -276,9 +279,17 @@ impl<T> Drop for HostAlloc<T> {
         // A copy still in flight would write into freed memory: wait for it. An error here
         // has nowhere to go, and the device is then unusable anyway.
         let _ = self.wait_for_device(HostUse::WriteOrFree);
-        if let Storage::Pinned = self.storage {
-            // SAFETY: `ptr` came from cuMemHostAlloc and no copy of it is in flight.
-            let _ = unsafe { driver::mem_free_host(self.ptr.cast()) };
+        match self.storage {
+            Storage::Pinned => {
+                // SAFETY: `ptr` came from cuMemHostAlloc and no copy of it is in flight.
+                let _ = unsafe { driver::mem_free_host(self.ptr.cast()) };
+            }
+            Storage::Registered(_) => {
+                // SAFETY: `ptr` was registered at creation and no copy of it is in flight;
+                // the Vec is freed after this, when the storage drops.
+                let _ = unsafe { driver::mem_host_unregister(self.ptr.cast()) };
+            }
+            _ => {}
         }
     }
 }
@@ -325,6 +336,29 @@ impl<T: Pod> HostBuffer<T> {
         Ok(Self::wrap(on, ptr, len, Storage::Pageable(values), own_event))
     }
 
+    /// `values` page-locked where they are (`cudaHostRegister`), for a buffer that already
+    /// exists: its copies are then as asynchronous as [`HostBuffer::pinned`]'s. Registering
+    /// costs time in proportion to the size (every page is locked), so it is done once, not
+    /// per copy; and like any pinned memory it is taken from what the OS can page.
+    pub fn registered_from_vec(on: &impl AsContext, mut values: Vec<T>) -> Result<HostBuffer<T>> {
+        let bytes = bytes_of::<T>(values.len(), "cuMemHostRegister")?;
+        let own_event = Event::without_timing(on)?;
+        on.context().bind()?;
+        let (ptr, len) = (values.as_mut_ptr(), values.len());
+        if bytes == 0 {
+            // Nothing to lock: the driver refuses an empty range.
+            return Ok(Self::wrap(on, ptr, len, Storage::Pageable(values), own_event));
+        }
+        // Portable, as `pinned` is: registered for every context; mapped, so that a kernel can
+        // reach it as it reaches pinned memory (`mapped`).
+        let flags = cu::CU_MEMHOSTREGISTER_PORTABLE | cu::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: `values` owns `bytes` bytes at `ptr`, and the buffer keeps the Vec (so the
+        // memory stays where it is) until its drop unregisters it.
+        unsafe { driver::mem_host_register(ptr.cast(), bytes, flags) }
+            .named("cuMemHostRegister (registered buffer)")?;
+        Ok(Self::wrap(on, ptr, len, Storage::Registered(values), own_event))
+    }
+
     /// Owns the memory at `ptr`. `own_event` is what its copies on `on`'s streams are
     /// recorded into, made with the buffer so that no copy makes one (a stream of another
     /// context gets an event of its own at its first copy).
@@ -356,7 +390,8 @@ impl<T: Pod> HostBuffer<T> {
     }
 
     pub fn is_pinned(&self) -> bool {
-        matches!(self.alloc.storage, Storage::Pinned)
+        // Registered memory is page-locked too: the copy engines read it as pinned memory.
+        !matches!(self.alloc.storage, Storage::Pageable(_))
     }
 
     /// The elements `range`, for a copy.
@@ -439,7 +474,8 @@ impl<T: Pod> HostView<'_, T> {
             ));
         }
         let host = self.admit(access)?;
-        // SAFETY: `host` points into a live cuMemHostAlloc allocation.
+        // SAFETY: `host` points into live page-locked memory: a cuMemHostAlloc allocation, or
+        // a registered one (mapped by CU_MEMHOSTREGISTER_DEVICEMAP).
         let device = unsafe { driver::mem_host_get_device_pointer(host.cast()) };
         device.named("cuMemHostGetDevicePointer")
     }

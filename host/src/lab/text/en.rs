@@ -179,6 +179,8 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("pinned_vs_pageable.not_asserted", "Host time for the H2D copies: pinned {pinned}, pageable {pageable}; at this size the call overhead dominates, so whether a call holds the host is not asserted."),
     ("pinned_vs_pageable.claim", "From pinned memory cudaMemcpyAsync only enqueues (H2D: {pinned}); from pageable memory it returns only after staging (H2D) or completion (D2H) (H2D: {pageable}), so it is not asynchronous at all."),
     ("pinned_vs_pageable.claim_failed", "Expected pinned calls to only enqueue and pageable ones to hold the host, but not here (H2D pinned: {pinned}; pageable: {pageable}): see the check \"pinned returns at once, pageable holds the host\"."),
+    ("pinned_vs_pageable.registered_intact", "all {bytes} bytes intact through the registered buffers' two copies"),
+    ("pinned_vs_pageable.registered", "An existing buffer can be pinned in place instead (cudaHostRegister): registering the input took {register} ms of host time once, and then its copies ran at {h2d}x pinned memory's bandwidth host-to-device and {d2h}x device-to-host, with {call} ms inside the call for a {copy} ms copy. Registering costs time in proportion to the size and takes pages from the OS, like any pinned memory: register what you stream through, once, not per copy."),
     ("pinned_vs_pageable.reuse", "So overlap needs pinned buffers, but pinning is slow to allocate and takes RAM from the OS: pin the buffers you stream through and reuse them."),
 
     // prefetch

@@ -180,6 +180,8 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("pinned_vs_pageable.not_asserted", "H2D 拷贝的主机时间：锁页内存 {pinned}，可分页内存 {pageable}；这么小的数据量下调用开销占主导，所以不断言调用是否阻塞主机。"),
     ("pinned_vs_pageable.claim", "从锁页内存拷贝时，cudaMemcpyAsync 只是入队（H2D：{pinned}）；从可分页内存拷贝时，它要等中转完（H2D）或拷贝完成（D2H）才返回（H2D：{pageable}），所以根本不是异步的。"),
     ("pinned_vs_pageable.claim_failed", "本应是锁页内存的调用只入队、可分页内存的调用阻塞主机，但这里不是（H2D 锁页：{pinned}；可分页：{pageable}）：见检查“锁页立即返回，可分页阻塞主机”。"),
+    ("pinned_vs_pageable.registered_intact", "经过注册缓冲区的两次拷贝，全部 {bytes} 字节完好"),
+    ("pinned_vs_pageable.registered", "已有的缓冲区也可以原地锁页（cudaHostRegister）：注册输入用了主机 {register} ms，只做一次；之后它的拷贝在主机到设备方向达到锁页内存带宽的 {h2d} 倍，设备到主机方向 {d2h} 倍，一次 {copy} ms 的拷贝在调用里只花 {call} ms。注册的耗时与大小成正比，而且和所有锁页内存一样会占用操作系统可换页的内存：对要反复传输的缓冲区注册一次，而不是每次拷贝都注册。"),
     ("pinned_vs_pageable.reuse", "所以重叠需要锁页缓冲区，但分配锁页内存很慢，还会从操作系统拿走内存：只把要流式传输的缓冲区锁页，并反复使用它们。"),
 
     // prefetch
@@ -761,6 +763,12 @@ pub const LABELS: &[(&str, &str)] = &[
     ("D2H pageable", "D2H 可分页"),
     ("D2H pinned", "D2H 锁页"),
     ("data intact in all four copies, bit for bit", "四次拷贝的数据都完好，逐位相同"),
+    ("registered buffers: data intact through both copies, bit for bit", "注册缓冲区：经过两次拷贝数据完好，逐位相同"),
+    ("H2D registered", "H2D 注册"),
+    ("D2H registered", "D2H 注册"),
+    ("H2D registered / pinned bandwidth", "H2D 注册 / 锁页带宽"),
+    ("D2H registered / pinned bandwidth", "D2H 注册 / 锁页带宽"),
+    ("cudaHostRegister of the input, host time (once, in setup)", "注册输入的 cudaHostRegister 主机时间（只在 setup 里做一次）"),
     ("pinned returns at once, pageable holds the host", "锁页立即返回，可分页阻塞主机"),
     ("{name}: bandwidth, median", "{name}：带宽，中位数"),
     ("{name}: host time inside the call", "{name}：主机在调用里的时间"),

@@ -52,6 +52,30 @@ pub(crate) unsafe fn mem_free_host(ptr: *mut c_void) -> DriverResult<()> {
     result(unsafe { cu::cuMemFreeHost(ptr) })
 }
 
+/// `cuMemHostRegister` (`cudaHostRegister`): page-locks `bytes` of existing host memory at
+/// `ptr` for the copy engines; undone with [`mem_host_unregister`].
+///
+/// # Safety
+/// `ptr` points to `bytes` bytes of live host memory that stays where it is until
+/// [`mem_host_unregister`].
+pub(crate) unsafe fn mem_host_register(
+    ptr: *mut c_void,
+    bytes: usize,
+    flags: u32,
+) -> DriverResult<()> {
+    // SAFETY: the caller's contract; bad flags or a range already registered are statuses.
+    result(unsafe { cu::cuMemHostRegister_v2(ptr, bytes, flags) })
+}
+
+/// `cuMemHostUnregister`.
+///
+/// # Safety
+/// `ptr` was registered with [`mem_host_register`] and no copy of it is in flight.
+pub(crate) unsafe fn mem_host_unregister(ptr: *mut c_void) -> DriverResult<()> {
+    // SAFETY: the caller's contract.
+    result(unsafe { cu::cuMemHostUnregister(ptr) })
+}
+
 /// `cuMemHostGetDevicePointer(host, 0)`: the device's address of pinned host memory.
 ///
 /// # Safety
