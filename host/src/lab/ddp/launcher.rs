@@ -180,10 +180,6 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
     Ok(wait_for(ranks, Timing::LAUNCH, &interrupt, &say))
 }
 
-/// How long a rank whose launcher is gone gives SIGHUP to end it before SIGKILL (for a rank
-/// that ignores SIGHUP, under nohup).
-const SIGHUP_GRACE: Duration = Duration::from_millis(200);
-
 /// In a rank started by `streamlab launch` ([`LAUNCHER_PID`] set): a thread that ends this
 /// process with [`LAUNCHER_GONE`] once the launcher is gone, so that no rank outlives it
 /// waiting in NCCL. Nothing otherwise.
@@ -206,11 +202,8 @@ pub fn watch_launcher(rank: Option<usize>) {
             // H200s: one rank in four stayed after the launcher was killed). SIGHUP ends it
             // as a closed terminal would, with 129 (LAUNCHER_GONE); SIGKILL where SIGHUP is
             // ignored (nohup).
-            // The pause lets SIGHUP end the process first: raised back to back, SIGKILL won the
-            // race once on a loaded 2-core CI machine, and the rank ended by 137, not 129.
             use nix::sys::signal::{raise, Signal};
             let _ = raise(Signal::SIGHUP);
-            std::thread::sleep(SIGHUP_GRACE);
             let _ = raise(Signal::SIGKILL);
             std::process::exit(LAUNCHER_GONE);
         }
