@@ -1,6 +1,6 @@
 //! The shapes the GPU tests assert of recorded spans (tests/support/spans.rs), held to the
-//! recorded runs in `docs/recorded/`: real CUPTI recordings made on an H200, embedded in the
-//! binary. Each shape must hold for the version the GPU test asserts it of, and, where the
+//! recorded runs in `docs/recorded/`: real CUPTI recordings made on H100s and H200s, embedded in
+//! the binary. Each shape must hold for the version the GPU test asserts it of, and, where the
 //! GPU test uses it to tell the technique from its absence, fail for the other version: a
 //! shape that every run has would assert nothing. No GPU needed.
 use streamlab::lab::record::recorded_runs;
@@ -11,18 +11,22 @@ use testkit::spans::{
     issued, ran_at_once, waited_for,
 };
 
-/// The recorded versions of `lesson`: without the technique, then with it.
-fn recorded(lesson: &str) -> [Recording; 2] {
+/// Every recorded version of `lesson`, each from CUPTI: at least the one without the
+/// technique and the one with it.
+fn recordings(lesson: &str) -> Vec<Recording> {
     let run = recorded_runs::find(lesson)
         .unwrap_or_else(|| panic!("no recorded run of {lesson}"))
         .unwrap_or_else(|e| panic!("{lesson}: {e}"));
     let recordings = run.recordings();
-    let [without, with]: [Recording; 2] = recordings
-        .try_into()
-        .unwrap_or_else(|r: Vec<Recording>| panic!("{lesson}: {} recordings", r.len()));
-    assert_cupti(&without);
-    assert_cupti(&with);
-    [without, with]
+    assert!(recordings.len() >= 2, "{lesson}: {} recordings", recordings.len());
+    recordings.iter().for_each(assert_cupti);
+    recordings
+}
+
+/// The first two recorded versions of `lesson`: without the technique, then with it.
+fn recorded(lesson: &str) -> [Recording; 2] {
+    let mut all = recordings(lesson).into_iter();
+    [all.next().unwrap(), all.next().unwrap()]
 }
 
 #[test]
@@ -31,6 +35,22 @@ fn a_copy_runs_beside_another_streams_kernel_only_with_the_technique() {
         let [without, with] = recorded(lesson);
         assert!(copy_beside_kernel(&with), "{lesson}: {}", with.version);
         assert!(!copy_beside_kernel(&without), "{lesson}: {}", without.version);
+    }
+}
+
+#[test]
+fn compute_transfers_third_version_splits_the_directions_and_overlaps() {
+    let all = recordings("compute-transfer");
+    assert_eq!(all.len(), 3, "the picture draws three versions");
+    let three = &all[2];
+    assert!(copy_beside_kernel(three), "{}", three.version);
+    for s in &three.spans {
+        let expected = match s.kind {
+            Work::CopyToDevice => "upload",
+            Work::CopyToHost => "download",
+            _ => "compute",
+        };
+        assert_eq!(s.stream, expected, "{s:?}");
     }
 }
 
