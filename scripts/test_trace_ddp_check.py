@@ -7,15 +7,14 @@ Run from the repository root: python3 -m unittest discover -s scripts -p 'test_*
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import trace_ddp_check as tdc  # noqa: E402
+from run_folder_fixture import RunFolder, RunFolderTest  # noqa: E402
 
 SCRIPT = os.path.join(HERE, "trace_ddp_check.py")
 LAUNCHER = 5000
@@ -88,15 +87,11 @@ def rank_windows(collective=24.0, exposed=3.0, part="range", range_name="step"):
     return found
 
 
-class Folder:
+class Folder(RunFolder):
     """A temporary output folder, written the way scripts/trace-examples-ddp.sh writes it."""
 
     def __init__(self):
-        self.path = tempfile.mkdtemp(prefix="trace-ddp-check-")
-
-    def write(self, name, text):
-        with open(os.path.join(self.path, name), "w", encoding="utf-8") as f:
-            f.write(text)
+        super().__init__("trace-ddp-check-", tdc.check)
 
     def run(self, name, ranks, report_value=None, exit_code=0, stdout=None):
         """Run `name`'s files: stdout with each rank's figures on a line (among torchrun's
@@ -104,27 +99,12 @@ class Folder:
         if stdout is None:
             stdout = "W1127 torchrun: Setting OMP_NUM_THREADS\n" + "".join(
                 json.dumps(r) + "\n" for r in ranks)
-        self.write(f"{name}.stdout", stdout)
-        self.write(f"{name}.stderr", "the report\n")
-        self.write(f"{name}.exit", f"{exit_code}\n")
-        self.write(f"{name}.wall_ns", "9000000000\n")
-        if report_value is not None:
-            self.write(f"{name}.json", json.dumps(report_value))
-
-    def rows(self, name):
-        return {r[0]: r for r in tdc.check(self.path, name)}
-
-    def remove(self):
-        shutil.rmtree(self.path)
+        self.write_run(name, stdout, exit_code, 9000000000, report_value)
 
 
-class Base(unittest.TestCase):
-    def setUp(self):
-        self.folder = Folder()
-        self.addCleanup(self.folder.remove)
-
-    def statuses(self, name):
-        return {key: r[3] for key, r in self.folder.rows(name).items()}
+class Base(RunFolderTest):
+    def make_folder(self):
+        return Folder()
 
 
 LATE_RANKS = [rank(0), rank(1)]

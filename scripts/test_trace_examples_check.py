@@ -5,15 +5,14 @@ Run from the repository root: python3 -m unittest discover -s scripts -p 'test_*
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import trace_examples_check as tec  # noqa: E402
+from run_folder_fixture import RunFolder, RunFolderTest  # noqa: E402
 
 SCRIPT = os.path.join(HERE, "trace_examples_check.py")
 PID = 4242
@@ -50,42 +49,23 @@ def report(windows, exit_code=0, ending=None, header=(), unclosed=(), ranges_who
     return value
 
 
-class Folder:
+class Folder(RunFolder):
     """A temporary output folder, written the way scripts/trace-examples.sh writes it."""
 
     def __init__(self):
-        self.path = tempfile.mkdtemp(prefix="trace-examples-check-")
-
-    def write(self, name, text):
-        with open(os.path.join(self.path, name), "w", encoding="utf-8") as f:
-            f.write(text)
+        super().__init__("trace-examples-check-", tec.check)
 
     def run(self, name, own=(), report_value=None, exit_code=0, wall_ms=1000.0,
             stdout_before="some output of the program\n"):
         """Run `name`'s files: stdout with the own figures (each a JSON line), its exit
         code, its wall time, and its report."""
         lines = stdout_before + "".join(json.dumps(o) + "\n" for o in own)
-        self.write(f"{name}.stdout", lines)
-        self.write(f"{name}.stderr", "the report\n")
-        self.write(f"{name}.exit", f"{exit_code}\n")
-        self.write(f"{name}.wall_ns", f"{int(wall_ms * 1e6)}\n")
-        if report_value is not None:
-            self.write(f"{name}.json", json.dumps(report_value))
-
-    def rows(self, name):
-        return {r[0]: r for r in tec.check(self.path, name)}
-
-    def remove(self):
-        shutil.rmtree(self.path)
+        self.write_run(name, lines, exit_code, int(wall_ms * 1e6), report_value)
 
 
-class Base(unittest.TestCase):
-    def setUp(self):
-        self.folder = Folder()
-        self.addCleanup(self.folder.remove)
-
-    def statuses(self, name):
-        return {key: r[3] for key, r in self.folder.rows(name).items()}
+class Base(RunFolderTest):
+    def make_folder(self):
+        return Folder()
 
 
 SMALL_OWN = {"program": "small_kernels", "pid": PID, "kernels": {"step": 300000, "last": 2000},
