@@ -187,25 +187,10 @@ fn no_work_no_windows_and_a_window_of_no_engine_has_no_bound() {
 /// that returned only after the copy; an asynchronous pinned copy is not one.
 #[test]
 fn synchronous_copies_are_found_with_the_hosts_time_in_their_calls() {
-    let with_call = |copy: Line, name: &str, from: f64, to: f64, correlation: u32| {
-        let Line::Copy { device, context, stream, start, end, bytes, direction, src, dst, .. } =
-            copy
-        else {
-            unreachable!()
-        };
-        let copy = Line::Copy {
-            device,
-            context,
-            stream,
-            start,
-            end,
-            correlation,
-            bytes,
-            direction,
-            src,
-            dst,
-        };
-        vec![call(name, 1, from, to, correlation), copy]
+    let with_call = |mut copy: Line, name: &str, from: f64, to: f64, id: u32| {
+        let Line::Copy { correlation, .. } = &mut copy else { unreachable!() };
+        *correlation = id;
+        vec![call(name, 1, from, to, id), copy]
     };
     let lines = [
         // A blocking copy: the call spans the copy.
@@ -262,22 +247,10 @@ fn an_allocation_that_drained_the_device_is_an_implicit_synchronization() {
 #[test]
 fn a_windows_tables_group_kernels_and_copies() {
     let named = |name: &str, from: f64, to: f64| {
-        let Line::Kernel { device, context, stream, start, end, correlation, grid, block, .. } =
-            kernel(13, from, to, 1)
-        else {
-            unreachable!()
-        };
-        Line::Kernel {
-            device,
-            context,
-            stream,
-            start,
-            end,
-            correlation,
-            name: name.into(),
-            grid,
-            block,
-        }
+        let mut line = kernel(13, from, to, 1);
+        let Line::Kernel { name: kernel_name, .. } = &mut line else { unreachable!() };
+        *kernel_name = name.into();
+        line
     };
     let lines = [
         named("gemm", 0.0, 3.0),
