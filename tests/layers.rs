@@ -1,8 +1,8 @@
 //! The architecture, checked from the source: arrows point one way.
-//! - `runtime` imports neither `lab` nor `lessons` nor `trace`; `lab` imports neither
-//!   `lessons` nor `trace`;
+//! - `text` (the words) imports nothing of the crate; `runtime` imports neither `lab` nor
+//!   `lessons` nor `trace`; `lab` imports neither `lessons` nor `trace`;
 //! - no lesson imports another lesson; `lessons` and `trace` never import each other, and
-//!   `trace` uses only the drawing room (`lab::record`) and the words (`lab::text`) of the lab;
+//!   `trace` uses only the drawing room (`lab::record`) of the lab;
 //! - no file imports form a cycle (files are nodes, `use crate::…` lines are edges);
 //! - no raw driver call outside the driver layer (`runtime/driver/`);
 //! - lesson files hold no `unsafe` (`overlap`, the lesson that sets the shape, stays within
@@ -100,10 +100,11 @@ fn arrows_point_down_only() {
     assert!(t.files.contains_key("runtime::stream") && t.files.contains_key("lessons::overlap"));
     // `lessons` and `trace` stand side by side on the lab: neither imports the other.
     let rank = |m: &str| match layer(m) {
-        "runtime" => 0,
-        "lab" => 1,
-        "lessons" | "trace" => 2,
-        _ => 3,
+        "text" => 0,
+        "runtime" => 1,
+        "lab" => 2,
+        "lessons" | "trace" => 3,
+        _ => 4,
     };
     for (from, to) in &t.edges {
         for m in to {
@@ -247,7 +248,7 @@ fn upward_in(
 fn arrows_point_down_between_the_rooms_of_lab() {
     let t = tree();
     let order = rooms(&t.files["lab"]);
-    let expected = ["ddp", "kit", "harness", "record", "text"];
+    let expected = ["ddp", "kit", "harness", "record"];
     assert_eq!(order, expected, "lab/mod.rs's rooms");
     // Every file of lab lives in a room.
     for m in t.files.keys().filter(|m| m.starts_with("lab::")) {
@@ -264,8 +265,8 @@ fn arrows_point_down_between_the_rooms_of_lab() {
     assert!(upward(&fake, &order).is_some(), "the room check missed record -> harness");
 }
 
-/// The rooms of the lab that `trace` may use: the drawing room and the words.
-const LAB_ROOMS_FOR_TRACE: [&str; 2] = ["record", "text"];
+/// The room of the lab that `trace` may use: the drawing room.
+const LAB_ROOMS_FOR_TRACE: [&str; 1] = ["record"];
 
 /// The first import of `trace` into a room of the lab other than [`LAB_ROOMS_FOR_TRACE`].
 fn trace_beyond_its_lab_rooms(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
@@ -280,7 +281,7 @@ fn trace_beyond_its_lab_rooms(edges: &BTreeMap<String, BTreeSet<String>>) -> Opt
 }
 
 #[test]
-fn trace_has_rooms_of_its_own_and_uses_only_record_and_text_of_the_lab() {
+fn trace_has_rooms_of_its_own_and_uses_only_the_drawing_room_of_the_lab() {
     let t = tree();
     let order = rooms(&t.files["trace"]);
     assert_eq!(order, ["capture", "inspect", "read"], "trace/mod.rs's rooms");
@@ -292,7 +293,7 @@ fn trace_has_rooms_of_its_own_and_uses_only_record_and_text_of_the_lab() {
         panic!("{from} imports {to}: a room of trace imports only the rooms below it");
     }
     if let Some(found) = trace_beyond_its_lab_rooms(&t.edges) {
-        panic!("{found}: trace uses only lab::record and lab::text of the lab");
+        panic!("{found}: trace uses only lab::record of the lab");
     }
     // The checks can fail: an arrow up between trace's rooms, and one into the harness.
     let fake: BTreeMap<String, BTreeSet<String>> = [
@@ -363,7 +364,7 @@ fn lab_holds_no_helper_of_a_single_lesson() {
 const MAX_LINES: usize = 600;
 
 /// The catalogs, a line per message in one place: no cap.
-const CATALOGS: [&str; 2] = ["lab/text/en.rs", "lab/text/zh.rs"];
+const CATALOGS: [&str; 2] = ["text/en.rs", "text/zh.rs"];
 
 /// Files still over [`MAX_LINES`], each with why, until they are split. An entry that is no
 /// longer over the cap fails the test, so that the list only shrinks.
@@ -408,12 +409,12 @@ fn no_file_is_over_600_lines_but_the_catalogs() {
     // The check can fail both ways: a made-up long file, and an allowance no longer needed.
     let fake = [
         ("lessons/long.rs".to_string(), 601),
-        ("lab/text/zh.rs".to_string(), 2000),
-        ("lab/text/mod.rs".to_string(), 10),
+        ("text/zh.rs".to_string(), 2000),
+        ("text/mod.rs".to_string(), 10),
     ];
-    let (over, stale) = over_the_cap(&fake, &[("lab/text/mod.rs", "made up")]);
+    let (over, stale) = over_the_cap(&fake, &[("text/mod.rs", "made up")]);
     assert_eq!(over, ["lessons/long.rs: 601 lines"]);
-    assert!(stale.contains(&"lab/text/mod.rs".to_string()));
+    assert!(stale.contains(&"text/mod.rs".to_string()));
 }
 
 /// The `host/src/....rs` paths `text` names that `exists` says are not there.

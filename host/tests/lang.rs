@@ -1,7 +1,7 @@
 //! `--lang` and the locale, as a learner and a script see them, on any machine (through the
 //! recorded runs the binary embeds): Chinese where asked for, English by default, the flag
 //! before the locale, JSON unchanged, and `--lang xx` refused in one line.
-use streamlab::lab::text::{english_sentence, has_chinese};
+use streamlab::text::{english_sentence, has_chinese};
 
 mod common;
 use common::stdout;

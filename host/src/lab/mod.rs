@@ -23,7 +23,6 @@
 //! - [`record`]: recorders, spans, timeline, trace, picture, plot, output, the report and the
 //!   recorded runs (the report is here, not in the harness, because everything that draws
 //!   or writes a run reads it); `crate::trace` draws with it too;
-//! - [`text`]: the catalogs and the `t!` macro.
 // The rooms, top down: `tests/layers.rs` reads this order (rustfmt keeps it, one per group).
 pub mod ddp;
 // -
@@ -32,11 +31,10 @@ pub mod kit;
 pub mod harness;
 // -
 pub mod record;
-// -
-pub mod text;
 
-/// `t!("key", name = value)`: a message of the catalogs ([`text`]).
+/// `t!("key", name = value)`: a message of the catalogs ([`crate::text`]).
 pub use crate::t;
+pub use crate::text::{fixed, Lang, Text};
 /// The flags' parsers every lesson's `Args` uses.
 pub use harness::args;
 pub use harness::budget::{Plan, WorkModel};
@@ -46,4 +44,3 @@ pub use harness::lesson::Lesson;
 pub use harness::{Measured, Outcome, Sample, Settings, VersionStats};
 pub use record::drawing::Drawing;
 pub use record::report::Report;
-pub use text::{fixed, Lang, Text};

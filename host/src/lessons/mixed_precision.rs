@@ -390,7 +390,7 @@ fn contention(o: &Overlap, c: f64, u: f64, side: f64, r: &mut Report) {
 mod tests {
     use super::*;
     use crate::lab::harness::args_from;
-    use crate::lab::text::Lang;
+    use crate::text::Lang;
 
     fn args(flags: &[&str]) -> Args {
         args_from::<MixedPrecision>(flags).unwrap()

@@ -6,7 +6,7 @@
 //!
 //! Adding a lesson's text: a lesson writes no sentence itself. Each line a learner reads
 //! after a run (`explain`, a check's detail, a "not asserted" reason) is a message of the
-//! catalogs, `host/src/lab/text/en.rs` and `zh.rs`, under keys `<lesson>.<what>`, with the
+//! catalogs, `host/src/text/en.rs` and `zh.rs`, under keys `<lesson>.<what>`, with the
 //! same `{holes}` in both (a test checks it, and that every key the code names exists):
 //!
 //! ```text

@@ -1,7 +1,7 @@
 //! `streamlab trace -- <program>` and `streamlab report DIR`: a profiler of any CUDA program,
 //! beside the lessons' lab. It never runs a lesson; of the lab it uses only the drawing room
 //! (`lab::record`: spans, the Perfetto trace, the picture, the timeline) and the words
-//! (`lab::text`). Its rooms, top down (`tests/layers.rs` checks the order):
+//! (`text`). Its rooms, top down (`tests/layers.rs` checks the order):
 //! - [`capture`]: running another program under the recorder (`inject/`, loaded by the CUDA
 //!   driver), its files read back per process, drawn and reported on;
 //! - [`inspect`]: what the records say about overlap: windows, each engine class's busy

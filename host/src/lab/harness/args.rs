@@ -3,7 +3,7 @@
 //! `HalfFormat` as a flag's value (`--format bf16`).
 use clap::builder::PossibleValue;
 
-pub use crate::lab::text::flag_values::{number, whole};
+pub use crate::text::flag_values::{number, whole};
 
 use crate::runtime::HalfFormat;
 

@@ -3,9 +3,9 @@
 //! exit code says so (5).
 use crate::lab::harness::data::{ensure_bitwise_equal, ensure_close_to_reference};
 use crate::lab::record::report::{Check, Verdict};
-use crate::lab::text::Text;
 use crate::runtime::Result;
 use crate::t;
+use crate::text::Text;
 
 /// Whether kernels run one at a time because a tool serializes them: compute-sanitizer
 /// (found through the injection library it sets) or `STREAMLAB_SERIALIZED=1`.

@@ -16,8 +16,8 @@ use clap::{ArgMatches, FromArgMatches as _};
 
 use crate::lab::harness::args::whole;
 use crate::lab::record::output::OutputFile;
-use crate::lab::text::Lang;
 use crate::runtime::{Error, Result};
+use crate::text::Lang;
 
 /// Timed repeats of each version, unless `--reps` says otherwise.
 pub const REPS: usize = 10;

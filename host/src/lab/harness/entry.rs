@@ -5,8 +5,8 @@ use crate::lab::harness::lesson::Lesson;
 use crate::lab::harness::{check_matches, command, run_matches};
 use crate::lab::record::drawing::Drawing;
 use crate::lab::record::report::Report;
-use crate::lab::text::Text;
 use crate::runtime::{Gpu, Result};
+use crate::text::Text;
 
 /// A lesson's run as the command line sees it: its report, and what `--trace` and `--svg`
 /// wrote, a note per flag (said in the learner's language).

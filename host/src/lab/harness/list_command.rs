@@ -3,8 +3,8 @@ use clap::Args as _;
 
 use crate::lab::harness::common::LANG_HELP;
 use crate::lab::harness::entry::Entry;
-use crate::lab::text::{label, Lang};
 use crate::t;
+use crate::text::{label, Lang};
 
 // `list`'s flags. (`//`, not `///`: clap would make a doc comment the command's about.)
 #[derive(clap::Args, Debug, Clone)]

@@ -38,9 +38,9 @@ use crate::lab::record::picture::command_line;
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Check, Report, LOADED_PTX};
 use crate::lab::record::span::{Recording, Span};
-use crate::lab::text::Text;
 use crate::runtime::{Error, Gpu, Result, Stream};
 use crate::t;
+use crate::text::Text;
 
 /// What a lesson runs with: the common flags, resolved for it ([`common`]).
 pub use common::Settings;

@@ -10,9 +10,9 @@ use crate::lab::harness::entry::Entry;
 use crate::lab::record::recorded_runs::{self, RecordedRun};
 use crate::lab::record::recorder;
 use crate::lab::record::report::{Report, Verdict};
-use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Gpu};
 use crate::t;
+use crate::text::{Lang, Text};
 
 /// An error, and the lesson it happened in where there is one: what the error line names.
 pub type Failure = (Error, Option<&'static str>);

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::lab::text::{fixed, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{fixed, Text};
 
 /// Element `j` of batch `batch`: a splitmix64 hash of (seed, batch, j) in [-π, π), what the
 /// host "prepares". Deterministic, so every version and the CPU reference see the same data,

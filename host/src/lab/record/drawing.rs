@@ -10,7 +10,7 @@
 //! without a GPU (`streamlab run <lesson> --recorded --svg <file>`).
 use crate::lab::record::report::Report;
 use crate::lab::record::span::{row_name, rows, HostWork, Recording, Span, Work};
-use crate::lab::text::Text;
+use crate::text::Text;
 
 /// How a lesson's runs are drawn. [`Drawing::PLAIN`] draws every stream's spans as recorded.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -17,10 +17,10 @@ use crate::lab::record::report::Report;
 use crate::lab::record::span::Recording;
 use crate::lab::record::timeline::render;
 use crate::lab::record::trace::{self, Meta};
-use crate::lab::text::{fixed, Lang, Text};
 use crate::runtime::error::{echoed, io_words};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{fixed, Lang, Text};
 
 /// What recording costs: the version with the technique, run with the recorder off and on,
 /// interleaved, in the same process.

@@ -15,8 +15,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::lab::record::drawing::{repeats, short_name, Drawing, Key, Origin, Panel};
 use crate::lab::record::report::Report;
 use crate::lab::record::span::{Recording, Work};
-use crate::lab::text::{has_chinese, label, Lang, Text};
 use crate::t;
+use crate::text::{has_chinese, label, Lang, Text};
 
 /// The words around a picture.
 #[derive(Debug, Clone, PartialEq)]
@@ -208,7 +208,7 @@ pub fn command_line(report: &Report) -> String {
 /// streams 2.901 ms (medians), speed-up 1.73x; bound T(K) 2.884 ms", the recorder, the
 /// drawing's note, and the one command that made the run with where and when (`origin`).
 /// Names (versions, the bound, the note) are the catalogs' labels, so Chinese where
-/// [`crate::lab::text::zh::LABELS`] has them.
+/// [`crate::text::zh::LABELS`] has them.
 pub fn caption(
     report: &Report,
     recordings: &[Recording],

@@ -22,10 +22,10 @@ use crate::lab::record::output::{self, OutputFile};
 use crate::lab::record::report::{kernels_id, Report, LOADED_PTX};
 use crate::lab::record::span::Recording;
 use crate::lab::record::trace;
-use crate::lab::text::{Lang, Text};
 use crate::runtime::ptx::embedded_archs;
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{Lang, Text};
 
 include!(concat!(env!("OUT_DIR"), "/recorded.rs"));
 
@@ -236,7 +236,7 @@ mod tests {
     use super::*;
     use crate::lab::record::span::{Source, Span, Work};
     use crate::lab::record::trace::Meta;
-    use crate::lab::text::Text;
+    use crate::text::Text;
 
     fn recorded() -> String {
         recorded_with(Some(kernels_id()))
@@ -363,7 +363,7 @@ mod tests {
     /// sentence left, whether the run stored its messages or only its English lines.
     #[test]
     fn every_embedded_run_reads_in_chinese() {
-        use crate::lab::text::{english_sentence, has_chinese};
+        use crate::text::{english_sentence, has_chinese};
         assert!(!RECORDED.is_empty(), "this build embeds no recorded runs (docs/recorded)");
         for (lesson, text) in RECORDED {
             let run = parse(text).unwrap();

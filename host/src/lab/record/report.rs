@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::lab::text::{label, pad, width, Lang, Text};
+use crate::text::{label, pad, width, Lang, Text};
 
 /// The identity of the kernels this binary embeds: a 64-bit FNV-1a digest of every embedded
 /// PTX text (`runtime::ptx::embedded()`, one per architecture), one after the other, oldest
@@ -121,7 +121,7 @@ impl Report {
         details: &[Text],
         names: impl IntoIterator<Item = &'a str>,
     ) {
-        use crate::lab::text::{english_sentence, has_chinese};
+        use crate::text::{english_sentence, has_chinese};
         for line in self.messages.iter().chain(details) {
             let zh = line.render(Lang::Zh);
             assert!(has_chinese(&zh) && english_sentence(&zh).is_none(), "{zh}");
@@ -273,8 +273,8 @@ fn format_value(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::text::has_chinese;
     use crate::t;
+    use crate::text::has_chinese;
 
     fn report() -> Report {
         let mut r = Report::new(

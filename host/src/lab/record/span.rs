@@ -10,9 +10,9 @@ use std::cell::RefCell;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::text::Text;
 use crate::runtime::OpKind;
 use crate::t;
+use crate::text::Text;
 
 /// What a device span is, for its colour, its glyph and its Perfetto category.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

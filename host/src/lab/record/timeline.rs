@@ -28,9 +28,9 @@ use std::time::Instant;
 
 pub use crate::lab::record::span::Span;
 use crate::lab::record::span::{current_name, rows, Source, Work};
-use crate::lab::text::Lang;
 use crate::runtime::{nccl, Error, Event, Observer, Op, OpKind, Result, Stream};
 use crate::t;
+use crate::text::Lang;
 
 /// The character a timeline row draws for this kind of work.
 pub fn glyph(kind: Work) -> char {

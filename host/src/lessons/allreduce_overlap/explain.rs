@@ -240,7 +240,7 @@ pub(super) fn explain(lesson: &AllreduceOverlap, m: &Measured, r: &mut Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::text::Lang;
+    use crate::text::Lang;
 
     fn probe(version: usize, backward: f64, reduce: f64) -> Probe {
         Probe { version, total: 0.0, backward, reduce }

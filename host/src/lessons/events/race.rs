@@ -6,10 +6,10 @@ use kernels_gpu::math::{add_element, scale_element};
 use serde::Serialize;
 
 use crate::lab::harness::stats::Stats;
-use crate::lab::text::{fixed, Text};
 use crate::lab::{Measured, VersionStats};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{fixed, Text};
 
 /// The producer computes `input * PRODUCER_FACTOR`: a power of two, so the product is exact
 /// and the GPU's bits equal the CPU's whether or not the compiler fuses it into an FMA.

@@ -244,7 +244,7 @@ mod tests {
     /// in Chinese, with no English sentence left, for the chain and for the grid.
     #[test]
     fn the_texts_and_names_read_in_chinese() {
-        use crate::lab::text::{has_chinese, Lang};
+        use crate::text::{has_chinese, Lang};
         let chain: Vec<Point> = [1.2, 1.05, 0.9, 0.7]
             .iter()
             .enumerate()

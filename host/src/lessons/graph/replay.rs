@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::lab::text::{fixed, Text};
 use crate::lab::{Measured, Report, Sample, VersionStats};
 use crate::runtime::graph::{NodeCounts, UpdatePath};
 use crate::runtime::{Event, Gpu, Result, Stream};
 use crate::t;
+use crate::text::{fixed, Text};
 
 use super::{EMPTY_BY_STREAM, EMPTY_GRAPH, GRAPH, STREAMS_EVENTS};
 

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args as _, FromArgMatches as _};
 
-use crate::lab::text::flag_values::{number, whole};
 use crate::runtime::context::driver_library_present;
 use crate::runtime::cupti::trace_file::{Keep, WhenFull};
 use crate::runtime::Error;
+use crate::text::flag_values::{number, whole};
 use crate::trace::capture::flags::{OutputFlags, ThresholdFlags};
 use crate::trace::capture::injection::Recording;
 use crate::trace::capture::session::{self, check_keep, Settings};

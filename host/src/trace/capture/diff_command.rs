@@ -9,10 +9,10 @@ use clap::{ArgMatches, Args as _, FromArgMatches as _};
 use serde::Serialize;
 
 use crate::lab::record::output::OutputFile;
-use crate::lab::text::{pad, width, Lang, Text};
 use crate::runtime::error::io_words;
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{pad, width, Lang, Text};
 use crate::trace::capture::diff::{
     compare, Diff, Figure, FigureDiff, FindingDiff, FindingSide, Found, ReportFile, Unit,
     WindowDiff,
@@ -311,7 +311,7 @@ fn table(rows: &[Row], lang: Lang) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::text::{english_sentence, has_chinese};
+    use crate::text::{english_sentence, has_chinese};
     use crate::trace::capture::diff_tests::{changed, parsed, report_json};
 
     fn temp(name: &str, text: &str) -> PathBuf {

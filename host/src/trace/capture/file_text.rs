@@ -3,7 +3,7 @@
 //! the catalogs' `trace.file.*` messages so that the report says them in its language. The
 //! file keeps the sentences as they are (its format does not change); one this streamlab
 //! does not know, a newer recorder's, is shown as it is.
-use crate::lab::text::Text;
+use crate::text::Text;
 
 /// The message `english` is, or `english` itself.
 pub fn said(english: &str) -> Text {
@@ -13,7 +13,7 @@ pub fn said(english: &str) -> Text {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::text::{en, english_sentence, pieces, Lang, Piece};
+    use crate::text::{en, english_sentence, pieces, Lang, Piece};
 
     /// Each sentence as the recorder writes it (its format strings filled in) is read back
     /// as its message: the English unchanged, the Chinese with no English sentence left.

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use crate::lab::record::output::OutputFile;
-use crate::lab::text::flag_values::{number, whole};
-use crate::lab::text::Lang;
 use crate::runtime::Result;
+use crate::text::flag_values::{number, whole};
+use crate::text::Lang;
 use crate::trace::capture::present::Output;
 use crate::trace::capture::svg_range::SvgRange;
 use crate::trace::inspect::findings::Thresholds;
@@ -50,7 +50,7 @@ pub struct OutputFlags {
     #[arg(
         long,
         value_name = "LANG",
-        value_parser = crate::lab::text::Lang::NAMES,
+        value_parser = crate::text::Lang::NAMES,
         help = "Language of the report (default: zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en; --json FILE stays English)"
     )]
     pub lang: Option<String>,

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::lab::record::output::OutputFile;
-use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{Lang, Text};
 use crate::trace::capture::analysis::Analysis;
 use crate::trace::capture::recordings::{self, timeline_text, trace_json};
 use crate::trace::capture::summary::{header, Cost, Ended, TraceReport};

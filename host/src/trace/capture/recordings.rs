@@ -22,9 +22,9 @@ use crate::lab::record::picture::{timeline_svg_over, Caption};
 use crate::lab::record::span::{Flow, HostSpan, HostWork, Recording, Source, Span, Track, Work};
 use crate::lab::record::timeline::render_in;
 use crate::lab::record::trace::{self, Meta};
-use crate::lab::text::{Lang, Text};
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{Lang, Text};
 use crate::trace::capture::svg_range::{self, Drawn, SvgRange};
 use crate::trace::read::model::{Capture, Process, WaitKind};
 

@@ -217,7 +217,7 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
 mod tests {
     use super::*;
     use crate::lab::record::output::OutputFile;
-    use crate::lab::text::Lang;
+    use crate::text::Lang;
     use crate::trace::capture::program::RUNS;
     use crate::trace::read::reader_tests::testdata;
 

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::text::{fixed, Text};
 use crate::runtime::cupti::trace_file::{Keep, WhenFull};
 use crate::t;
+use crate::text::{fixed, Text};
 use crate::trace::capture::file_text::said;
 use crate::trace::inspect::overlap::OverlapReport;
 use crate::trace::inspect::wholeness::end_missing;
@@ -331,7 +331,7 @@ impl<'a> TraceReport<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::text::{english_sentence, has_chinese, Lang};
+    use crate::text::{english_sentence, has_chinese, Lang};
     use crate::trace::inspect::findings::{Rule, Thresholds};
     use crate::trace::inspect::overlap::overlap_report;
     use crate::trace::inspect::overlap_text::report_text;

@@ -2,8 +2,8 @@
 //! time and the bound, windows per process and device, start-up and the rest, ranges with the
 //! work they launched and the work that ran during them (the CPU running ahead), late ranks,
 //! which ranges were recorded whole, and the text.
-use crate::lab::text::Lang;
 use crate::runtime::cupti::trace_file::{Direction, Line, Memory};
+use crate::text::Lang;
 use crate::trace::inspect::engines::Engine;
 use crate::trace::inspect::findings::{Rule, Thresholds};
 use crate::trace::inspect::overlap::{overlap_report, overlap_report_of, WindowReport};

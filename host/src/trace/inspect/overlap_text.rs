@@ -2,8 +2,8 @@
 //! Chinese: the thresholds it used, each window (what it is, what it launched and what ran
 //! during it, each engine class's busy time, the bound and the findings, the costliest
 //! first), which ranges were recorded whole, and what was found across windows.
-use crate::lab::text::{fixed, pad, Lang, Text};
 use crate::t;
+use crate::text::{fixed, pad, Lang, Text};
 use crate::trace::inspect::engines::Engine;
 use crate::trace::inspect::findings::{Finding, Rule};
 use crate::trace::inspect::measure::Figures;

@@ -178,8 +178,7 @@ fn launch_gaps_between_small_kernels_while_the_host_issues() {
 fn no_work_no_windows_and_a_window_of_no_engine_has_no_bound() {
     let report = report_of(&[]);
     assert!(report.windows.is_empty());
-    let text =
-        crate::trace::inspect::overlap_text::report_text(&report, crate::lab::text::Lang::En);
+    let text = crate::trace::inspect::overlap_text::report_text(&report, crate::text::Lang::En);
     assert!(text.contains("no device spans recorded"), "{text}");
 }
 
@@ -288,10 +287,8 @@ fn a_windows_tables_group_kernels_and_copies() {
     let lesson_and_gpu = (measured.lesson, measured.gpu.as_str());
     assert_eq!(lesson_and_gpu, ("pinned-vs-pageable", "NVIDIA H100 80GB HBM3"));
     assert!(measured.gb_per_s > 50.0 && measured.gb_per_s < 60.0, "{measured:?}");
-    let text = crate::trace::inspect::overlap_text::report_text(
-        &report_of(&lines),
-        crate::lab::text::Lang::En,
-    );
+    let text =
+        crate::trace::inspect::overlap_text::report_text(&report_of(&lines), crate::text::Lang::En);
     assert!(text.contains("gemm: 2, 6.000 ms, 3.0000 ms, 86%"), "{text}");
     assert!(text.contains("copy in pinned: 2, 2.1 MB, 1.000 ms, 2.1 GB/s"), "{text}");
 }

@@ -1,9 +1,9 @@
 //! Reading English lines back into messages: a report kept only its English lines when it
 //! was recorded before the keys were stored, and [`Text::recover`] finds the message (and
 //! its arguments) each line is a rendering of, so that it can be shown in another language.
-use crate::lab::text::en;
-use crate::lab::text::template::{best_match, label_patterns, recoverable, Holes};
-use crate::lab::text::Text;
+use crate::text::en;
+use crate::text::template::{best_match, label_patterns, recoverable, Holes};
+use crate::text::Text;
 
 impl Text {
     /// The message `english` is a rendering of, found by matching it against every English
@@ -60,8 +60,8 @@ fn recover(english: &str, whole_line: bool) -> Text {
 mod tests {
     use super::*;
 
-    use crate::lab::text::template::holes;
-    use crate::lab::text::Lang;
+    use crate::text::template::holes;
+    use crate::text::Lang;
 
     /// Every English template, filled with distinct values, is recognized as itself: how a
     /// report that kept only its English lines is rendered in Chinese.

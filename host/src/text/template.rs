@@ -4,8 +4,8 @@
 //! [`zh::LABELS`]; reading a report's English lines back into messages (`Text::recover`, in
 //! `read_back.rs`) matches them against [`en::MESSAGES`]. Nothing here builds a `Text`, so
 //! both of those can use it.
-use crate::lab::text::en;
-use crate::lab::text::zh;
+use crate::text::en;
+use crate::text::zh;
 
 /// A template's pieces: literal text and `{name}` holes.
 #[derive(Debug, Clone, Copy, PartialEq)]

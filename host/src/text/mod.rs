@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lab::text::template::{best_match, fill, label_patterns, Holes};
-pub use crate::lab::text::template::{holes, pieces, Piece};
+use crate::text::template::{best_match, fill, label_patterns, Holes};
+pub use crate::text::template::{holes, pieces, Piece};
 
 /// The language of the text a learner reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -235,16 +235,16 @@ pub fn fixed(value: f64, decimals: usize) -> Text {
 #[macro_export]
 macro_rules! t {
     ($key:literal $(, $name:ident $(= $value:expr)?)* $(,)?) => {
-        $crate::lab::text::Text::message(
+        $crate::text::Text::message(
             $key,
             vec![$((stringify!($name), $crate::t!(@arg $name $(= $value)?))),*],
         )
     };
     (@arg $name:ident = $value:expr) => {
-        $crate::lab::text::Arg::arg(&$value)
+        $crate::text::Arg::arg(&$value)
     };
     (@arg $name:ident) => {
-        $crate::lab::text::Arg::arg(&$name)
+        $crate::text::Arg::arg(&$name)
     };
 }
 
@@ -343,7 +343,7 @@ pub fn pad(s: &str, columns: usize) -> String {
 mod tests {
     use super::*;
 
-    use crate::lab::text::has_chinese as has_cjk;
+    use crate::text::has_chinese as has_cjk;
 
     fn keys(catalog: &[(&str, &str)]) -> Vec<String> {
         let mut k: Vec<String> = catalog.iter().map(|(k, _)| k.to_string()).collect();
@@ -485,7 +485,7 @@ mod tests {
         let mut files = Vec::new();
         sources(&src, &mut files);
         let (mut named, mut names) = (0, 0);
-        for file in files.iter().filter(|f| !f.starts_with(src.join("lab/text"))) {
+        for file in files.iter().filter(|f| !f.starts_with(src.join("text"))) {
             let text = std::fs::read_to_string(file).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
             let code: String = code
