@@ -71,16 +71,19 @@ fn main() {
     let mut checks = Checks::default();
     sweep.verify(&gpu, &mut checks).unwrap_or_else(|e| fail(BENCH, e));
     if let Some(c) = checks.items.iter().find(|c| !c.passed()) {
-        fail(BENCH, streamlab::Error::Verification(format!("{}: {}", c.name, c.detail)));
+        fail(BENCH, streamlab::Error::Verification(format!("{}: {}", c.name, c.detail).into()));
     }
     // Empty kernels have no output to verify; their graph's node count is the check.
     if dag.empty_built.nodes.kernels != EMPTY_KERNELS {
         fail(
             BENCH,
-            streamlab::Error::Verification(format!(
-                "the launch-overhead graph holds {} kernels, not {EMPTY_KERNELS}",
-                dag.empty_built.nodes.kernels
-            )),
+            streamlab::Error::Verification(
+                format!(
+                    "the launch-overhead graph holds {} kernels, not {EMPTY_KERNELS}",
+                    dag.empty_built.nodes.kernels
+                )
+                .into(),
+            ),
         );
     }
     verify(&gpu, &mut dag, 4);

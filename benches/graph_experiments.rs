@@ -137,7 +137,9 @@ fn node_cost(gpu: &Gpu, perturbation: &str) -> Result<()> {
             keep.push(Box::new(sweep));
         }
         other => {
-            return Err(streamlab::Error::InvalidInput(format!("unknown perturbation {other}")))
+            return Err(streamlab::Error::InvalidInput(
+                format!("unknown perturbation {other}").into(),
+            ))
         }
     }
     let took = started.elapsed().as_secs_f64() * 1e3;

@@ -102,7 +102,10 @@ fn allreduce(c: &mut Criterion, gpu: &Gpu) {
         fail(BENCH, e);
     }
     if let Some(check) = checks.items.iter().find(|c| !c.passed()) {
-        fail(BENCH, streamlab::Error::Verification(format!("{}: {}", check.name, check.detail)));
+        fail(
+            BENCH,
+            streamlab::Error::Verification(format!("{}: {}", check.name, check.detail).into()),
+        );
     }
 }
 

@@ -76,7 +76,7 @@ fn main() {
         }
     };
     if let Err(e) = outcome {
-        fail(BENCH, streamlab::Error::InvalidInput(e));
+        fail(BENCH, streamlab::Error::InvalidInput(e.into()));
     }
 }
 
@@ -122,7 +122,7 @@ fn groups(root: &Path) -> Result<(), String> {
         group.bench_function(id, |b| {
             b.iter(|| {
                 analysed(&dir, case.records())
-                    .unwrap_or_else(|e| fail(BENCH, streamlab::Error::Verification(e)))
+                    .unwrap_or_else(|e| fail(BENCH, streamlab::Error::Verification(e.into())))
             })
         });
         group.finish();

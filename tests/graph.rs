@@ -45,7 +45,14 @@ fn assert_stream_works(gpu: &Gpu, s: &Stream) {
 
 fn capture_parts(e: Error) -> (String, String, String) {
     match e {
-        Error::Capture { op, status, cause } => (op, status, cause),
+        Error::Capture { op, stream, status, cause } => {
+            // The call as the error line names it: with its stream, where it has one.
+            let call = match stream {
+                Some(s) => format!("{op} on stream \"{s}\""),
+                None => op,
+            };
+            (call, status, cause.en())
+        }
         other => panic!("expected Error::Capture, got {other:?} ({other})"),
     }
 }

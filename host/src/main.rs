@@ -13,6 +13,7 @@ use streamlab::lab::harness::info_command::{self, InfoFlags};
 use streamlab::lab::harness::list_command::{self, ListFlags};
 use streamlab::lab::harness::run_command::{self, Failure};
 use streamlab::lessons::LESSONS;
+use streamlab::text::Lang;
 use streamlab::trace::capture::command as trace_command;
 use streamlab::trace::capture::diff_command;
 use streamlab::trace::capture::report_command;
@@ -137,7 +138,9 @@ fn main() -> ExitCode {
         }
         let at =
             info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!("streamlab: internal error (a bug in streamlab): {message}{at}");
+        let argv: Vec<String> = std::env::args().collect();
+        let bug = Error::Internal(format!("{message}{at}"));
+        eprintln!("streamlab: {}", bug.render(error_lang(&argv)));
         std::process::exit(70);
     }));
     let argv: Vec<String> = std::env::args().collect();
@@ -148,7 +151,7 @@ fn main() -> ExitCode {
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
             let line = clap_error_line(&e, &command_path(&argv, LESSONS), LESSONS);
-            return fail(&Error::InvalidInput(line), lesson_named(&argv, LESSONS), json);
+            return fail(&Error::InvalidInput(line.into()), lesson_named(&argv, LESSONS), json);
         }
     };
     match execute(&matches, json) {
@@ -167,15 +170,30 @@ fn errors_as_json(argv: &[String]) -> bool {
     !writes_a_file && own.into_iter().any(|a| a == "--json")
 }
 
-/// Prints `e` as streamlab's one error line (and as JSON on stdout with `--json`), and
-/// returns its exit code.
+/// The language of the error line: `--lang` among streamlab's own arguments (before `--`,
+/// as `--lang zh` or `--lang=zh`), else the locale's.
+fn error_lang(argv: &[String]) -> Lang {
+    let own: Vec<&str> =
+        argv.iter().skip(1).take_while(|a| *a != "--").map(String::as_str).collect();
+    let named = own.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--lang=") {
+        Some(value) => Some(value),
+        None if *a == "--lang" => own.get(i + 1).copied(),
+        None => None,
+    });
+    Lang::or_locale(named)
+}
+
+/// Prints `e` as streamlab's one error line, in the language `--lang` or the locale picks
+/// (and in English as JSON on stdout with `--json`, for scripts), and returns its exit code.
 fn fail(e: &Error, lesson: Option<&str>, json: bool) -> ExitCode {
-    let line = match lesson {
-        Some(name) => format!("streamlab: {name}: {e}"),
-        None => format!("streamlab: {e}"),
+    let argv: Vec<String> = std::env::args().collect();
+    let said = |line: String| match lesson {
+        Some(name) => format!("streamlab: {name}: {line}"),
+        None => format!("streamlab: {line}"),
     };
-    eprintln!("{line}");
+    eprintln!("{}", said(e.render(error_lang(&argv))));
     if json {
+        let line = said(e.to_string());
         let value = serde_json::json!({
             "error": line.trim_start_matches("streamlab: "),
             "lesson": lesson,

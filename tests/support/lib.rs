@@ -123,7 +123,7 @@ pub fn refusal<L: Lesson>(flags: &[&str]) -> String {
     let checked = args_from::<L>(flags)
         .and_then(|a| L::plan(&a, &streamlab::lab::WorkModel::H100)?.admit(None));
     match checked {
-        Err(streamlab::Error::InvalidInput(why)) if !why.contains('\n') => why,
+        Err(streamlab::Error::InvalidInput(why)) if !why.en().contains('\n') => why.en(),
         other => panic!("{} {flags:?}: expected a one-line refusal, got {other:?}", L::NAME),
     }
 }
@@ -146,7 +146,7 @@ pub fn refuses<'a, L: Lesson, C: std::borrow::Borrow<(&'a [&'a str], &'a str)>>(
         let (flags, mentions) = *case.borrow();
         let why = refusal::<L>(flags);
         assert!(why.contains(mentions), "{flags:?}: {why} (expected {mentions})");
-        assert_eq!(streamlab::Error::InvalidInput(why).exit_code(), 2);
+        assert_eq!(streamlab::Error::InvalidInput(why.into()).exit_code(), 2);
     }
 }
 
@@ -155,7 +155,7 @@ pub fn refuses<'a, L: Lesson, C: std::borrow::Borrow<(&'a [&'a str], &'a str)>>(
 pub fn run_refusal<L: Lesson>(gpu: &Gpu, flags: &[&str]) -> String {
     let args = args_from::<L>(flags).unwrap_or_else(|e| panic!("{} {flags:?}: {e}", L::NAME));
     match run::<L>(gpu, &args, &Settings::default()) {
-        Err(streamlab::Error::InvalidInput(why)) if !why.contains('\n') => why,
+        Err(streamlab::Error::InvalidInput(why)) if !why.en().contains('\n') => why.en(),
         Err(e) => panic!("{} {flags:?}: expected a one-line refusal, got {e}", L::NAME),
         Ok(o) => panic!("{} {flags:?}: ran instead of refusing\n{}", L::NAME, o.report.to_text()),
     }
@@ -333,7 +333,10 @@ pub mod bench {
             fail(L::NAME, e);
         }
         if let Some(c) = checks.items.iter().find(|c| !c.passed()) {
-            fail(L::NAME, streamlab::Error::Verification(format!("{}: {}", c.name, c.detail)));
+            fail(
+                L::NAME,
+                streamlab::Error::Verification(format!("{}: {}", c.name, c.detail).into()),
+            );
         }
     }
 }

@@ -249,7 +249,7 @@ pub fn host_was_free(m: &Measured) -> Result<Text> {
     } else {
         Err(Error::Verification(format!(
             "the async version did not free the host: {in_calls:.3} ms inside the calls for {gpu_ms:.3} ms of GPU time, {units:.0} host work units vs {blocking_units:.0} when blocking"
-        )))
+        ).into()))
     }
 }
 

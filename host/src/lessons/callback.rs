@@ -196,9 +196,9 @@ impl Callback {
                 ))
             })?;
             if done != i {
-                return Err(Error::Verification(format!(
-                    "expected the callback of batch {i}, got batch {done}'s"
-                )));
+                return Err(Error::Verification(
+                    format!("expected the callback of batch {i}, got batch {done}'s").into(),
+                ));
             }
             events.push(HostEvent::at(at, "callback", i));
             let (n, slot) = (self.n, i % SLOTS);

@@ -126,9 +126,9 @@ fn every_repeat(v: &VersionStats, waited: bool, what: &str) -> Result<usize> {
     if (waited && gap >= 0.0) || (!waited && gap < 0.0) {
         Ok(v.time.count)
     } else if waited {
-        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel started {:.1} µs before the earlier one ended", -gap)))
+        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel started {:.1} µs before the earlier one ended", -gap).into()))
     } else {
-        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel waited {gap:.1} µs after the earlier one ended")))
+        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel waited {gap:.1} µs after the earlier one ended").into()))
     }
 }
 
@@ -153,7 +153,7 @@ pub fn check_blocking_waited(m: &Measured) -> Result<Text> {
     if gap >= 0.0 {
         Ok(t!("default_stream.waited", n = m.without().time.count))
     } else {
-        Err(Error::Verification(format!("in some repeat the blocking stream's kernel started {:.1} µs before the legacy one ended", -gap)))
+        Err(Error::Verification(format!("in some repeat the blocking stream's kernel started {:.1} µs before the legacy one ended", -gap).into()))
     }
 }
 
@@ -164,7 +164,7 @@ pub fn check_non_blocking_overlapped(m: &Measured) -> Result<Text> {
     if gap < 0.0 {
         Ok(t!("default_stream.overlapped", n = m.with().time.count))
     } else {
-        Err(Error::Verification(format!("in some repeat the non-blocking stream's kernel waited {gap:.1} µs after the legacy one ended")))
+        Err(Error::Verification(format!("in some repeat the non-blocking stream's kernel waited {gap:.1} µs after the legacy one ended").into()))
     }
 }
 

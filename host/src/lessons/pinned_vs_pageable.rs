@@ -298,7 +298,7 @@ pub fn check_claim(m: &Measured, bytes: usize) -> Result<Text> {
         Err(Error::Verification(format!(
             "expected pinned and registered calls to return at once and pageable ones to hold the host; {}",
             wrong.join("; ")
-        )))
+        ).into()))
     }
 }
 

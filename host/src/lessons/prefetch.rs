@@ -253,7 +253,7 @@ pub fn check_accumulator(acc: &[f32], input: &[f32], iters: u32, samples: usize)
             return Err(Error::Verification(format!(
                 "accumulator element {j} is {:e} on the GPU, {expected:e} on the CPU (tolerance {tolerance:e})",
                 acc[j]
-            )));
+            ).into()));
         }
     }
     let checked = samples.min(acc.len());

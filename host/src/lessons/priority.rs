@@ -159,7 +159,7 @@ impl Lesson for Priority {
             return Err(Error::InvalidInput(format!(
                 "--waves {} makes a grid of {blocks} blocks on this GPU, more than one launch takes",
                 a.waves
-            )));
+            ).into()));
         }
         // Each version keeps the GPU busy for `waves + HIGH_WAVES` waves of one sleep each.
         let sleeps = 2.0 * (a.waves + HIGH_WAVES) as f64;
@@ -221,7 +221,7 @@ pub fn check_equal_in_order(m: &Measured) -> Result<Text> {
             "in some repeat, at equal priority, the second kernel finished before the first (median {:.3} ms vs {:.3} ms)",
             v.time.median,
             v.part(LONG_DONE)
-        ))),
+        ).into())),
     }
 }
 
@@ -251,7 +251,7 @@ impl Shape {
                 "in some repeat the high-priority kernel finished after the low-priority one (median {:.3} ms vs {:.3} ms)",
                 v.time.median,
                 v.part(LONG_DONE)
-            ))),
+            ).into())),
         }
     }
 

@@ -250,7 +250,7 @@ impl Shape {
         } else {
             Err(Error::Verification(format!(
                 "expected the small grid to gain more than {threshold:.2}x and more than the full grid; got small {small:.2}x, full {full:.2}x"
-            )))
+            ).into()))
         }
     }
 

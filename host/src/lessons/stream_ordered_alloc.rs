@@ -187,7 +187,7 @@ pub fn check_pool_faster(m: &Measured) -> Result<Text> {
             x = fixed(speedup, 2)
         ))
     } else {
-        Err(Error::Verification(format!("cuMemAllocAsync/cuMemFreeAsync took {pool:.3} ms against {sync:.3} ms with cuMemAlloc/cuMemFree ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though buffers allocated once take {bound:.3} ms")))
+        Err(Error::Verification(format!("cuMemAllocAsync/cuMemFreeAsync took {pool:.3} ms against {sync:.3} ms with cuMemAlloc/cuMemFree ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though buffers allocated once take {bound:.3} ms").into()))
     }
 }
 
@@ -199,7 +199,7 @@ pub fn check_pool_kept(m: &Measured, bytes: usize) -> Result<Text> {
     if kept >= need {
         Ok(t!("stream_ordered_alloc.kept_check", kept = fixed(kept, 2), need = fixed(need, 2)))
     } else {
-        Err(Error::Verification(format!("after some run the pool held {kept:.2} MiB, less than one {need:.2} MiB buffer: it gave memory back despite the threshold")))
+        Err(Error::Verification(format!("after some run the pool held {kept:.2} MiB, less than one {need:.2} MiB buffer: it gave memory back despite the threshold").into()))
     }
 }
 

@@ -159,13 +159,13 @@ pub fn check_wait(method: Method, measured_ms: f64, long_ms: f64) -> Result<Text
         return Err(Error::Verification(format!(
             "{}: returned after {measured_ms:.3} ms, before {what} ({floor:.3} ms) could have finished",
             method.name()
-        )));
+        ).into()));
     }
     if !method.waits_for_long() && measured_ms >= 0.5 * long_ms {
         return Err(Error::Verification(format!(
             "{}: held the host {measured_ms:.3} ms, as if it waited for the long kernel ({long_ms:.3} ms)",
             method.name()
-        )));
+        ).into()));
     }
     Ok(t!("sync_methods.waited", ms = fixed(measured_ms, 3), what))
 }

@@ -21,8 +21,9 @@ fn init_driver() -> Result<()> {
             "libcuda.so.1, the NVIDIA driver's library, is not installed on this machine".into(),
         ));
     }
-    driver::init()
-        .map_err(|status| Error::NoDevice(format!("cuInit: {}", DriverCode::from_status(status))))
+    driver::init().map_err(|status| {
+        Error::NoDevice(format!("cuInit: {}", DriverCode::from_status(status)).into())
+    })
 }
 
 /// Whether the driver's library (`libcuda`) can be loaded, without initialising it:
@@ -87,7 +88,7 @@ impl Context {
             return Err(Error::InvalidInput(format!(
                 "--device {ordinal} does not exist: this machine has {count} CUDA device(s), 0 to {}",
                 count - 1
-            )));
+            ).into()));
         }
         let device = driver::device_get(ordinal as i32).named("cuDeviceGet")?;
         // Released in `Primary::drop`.
@@ -163,11 +164,14 @@ impl Context {
         // Leave room for the context, the module and the driver's own allocations.
         let usable = free.saturating_sub(256 << 20);
         if bytes > usable {
-            return Err(Error::InvalidInput(format!(
-                "{what} needs {:.1} MiB of device memory but only {:.1} MiB is free",
-                bytes as f64 / 1048576.0,
-                usable as f64 / 1048576.0
-            )));
+            return Err(Error::InvalidInput(
+                format!(
+                    "{what} needs {:.1} MiB of device memory but only {:.1} MiB is free",
+                    bytes as f64 / 1048576.0,
+                    usable as f64 / 1048576.0
+                )
+                .into(),
+            ));
         }
         Ok(())
     }

@@ -4,11 +4,18 @@
 //! it was issued on ([`check`], or `Named` on what the driver layer returns), so an error
 //! reads
 //! `cuMemcpyHtoDAsync on stream "overlap-3": CUDA_ERROR_INVALID_VALUE (1): invalid argument`.
+//!
+//! What an error says is a sentence of the catalogs ([`Text`]), so that it is printed in the
+//! language `--lang` (or the locale) picks: [`Error::render`]. Its `Display` is the English,
+//! which `--json` and the tests read. Names stay as they are in every language: the driver
+//! call, the stream, the driver's own name and words for its code, NCCL's words.
 use std::fmt;
 
 use cudarc::driver::sys::CUresult;
 
 use crate::runtime::driver::{self, DriverResult};
+use crate::t;
+use crate::text::{Lang, Text};
 
 /// A CUDA driver status code with its name and description, read from the driver when the
 /// error is made (so a code the bindings name is printed as the driver names it).
@@ -68,21 +75,23 @@ impl fmt::Display for DriverCode {
 #[derive(Debug)]
 pub enum Error {
     /// No driver, no device, or `cuInit` failed: nothing on the GPU can run.
-    NoDevice(String),
+    NoDevice(Text),
     /// A driver call failed. `op` names the call and what it was for; `stream` the stream.
     Cuda { op: String, stream: Option<String>, code: DriverCode },
-    /// Stream capture went wrong: the call that failed, the capture status, and why.
-    Capture { op: String, status: String, cause: String },
+    /// Stream capture went wrong: the call that failed (and its stream), the capture status,
+    /// and why.
+    Capture { op: String, stream: Option<String>, status: String, cause: Text },
     /// An NCCL call failed: the call, the stream, and NCCL's own words.
     Nccl { op: String, stream: Option<String>, message: String },
     /// The lesson needs what this machine lacks (a second GPU, NCCL): the one line says what.
     /// `run all` lists such a lesson as not run and goes on.
-    NotRun(String),
+    NotRun(Text),
     /// Bad input, found before anything was allocated.
-    InvalidInput(String),
+    InvalidInput(Text),
     /// A result check failed: async differs from sync, or GPU from the CPU reference.
-    Verification(String),
-    /// A broken internal invariant (a bug in streamlab, not bad input): please report it.
+    Verification(Text),
+    /// A broken internal invariant (a bug in streamlab, not bad input): please report it. Its
+    /// detail is for the developers, in English.
     Internal(String),
 }
 
@@ -107,28 +116,41 @@ impl Error {
             _ => None,
         }
     }
+
+    /// What the error says, as a sentence of the catalogs.
+    pub fn text(&self) -> Text {
+        let plain = |s: &String| Text::Plain(s.clone());
+        let call = |op: &String, stream: &Option<String>| match stream {
+            Some(s) => t!("error.call_on_stream", op = plain(op), stream = plain(s)),
+            None => plain(op),
+        };
+        match self {
+            Error::NoDevice(why) => t!("error.no_device", why),
+            Error::Cuda { op, stream, code } => {
+                t!("error.failed", call = call(op, stream), why = code.to_string())
+            }
+            Error::Capture { op, stream, status, cause } => {
+                t!("error.capture", call = call(op, stream), status = plain(status), cause)
+            }
+            Error::Nccl { op, stream, message } => {
+                t!("error.failed", call = call(op, stream), why = plain(message))
+            }
+            Error::NotRun(why) | Error::InvalidInput(why) => why.clone(),
+            Error::Verification(why) => t!("error.verification", why),
+            Error::Internal(why) => t!("error.internal", why = plain(why)),
+        }
+    }
+
+    /// The error's one line in `lang`.
+    pub fn render(&self, lang: Lang) -> String {
+        self.text().render(lang)
+    }
 }
 
+/// The English line: what `--json` and the tests read.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::NoDevice(why) => write!(f, "no CUDA device available: {why}"),
-            Error::Cuda { op, stream: Some(s), code } => {
-                write!(f, "{op} on stream \"{s}\": {code}")
-            }
-            Error::Cuda { op, stream: None, code } => write!(f, "{op}: {code}"),
-            Error::Capture { op, status, cause } => {
-                write!(f, "{op} during stream capture (capture status: {status}): {cause}")
-            }
-            Error::Nccl { op, stream: Some(s), message } => {
-                write!(f, "{op} on stream \"{s}\": {message}")
-            }
-            Error::Nccl { op, stream: None, message } => write!(f, "{op}: {message}"),
-            Error::NotRun(why) => write!(f, "{why}"),
-            Error::InvalidInput(why) => write!(f, "{why}"),
-            Error::Verification(why) => write!(f, "verification failed: {why}"),
-            Error::Internal(why) => write!(f, "internal error (a bug in streamlab): {why}"),
-        }
+        f.write_str(&self.render(Lang::En))
     }
 }
 
@@ -170,11 +192,11 @@ pub(crate) fn cuda_error(status: CUresult, op: impl Into<String>, stream: Option
 }
 
 /// Returns `InvalidInput` with `message` unless `ok`.
-pub fn ensure(ok: bool, message: impl FnOnce() -> String) -> Result<()> {
+pub fn ensure<M: Into<Text>>(ok: bool, message: impl FnOnce() -> M) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::InvalidInput(message()))
+        Err(Error::InvalidInput(message().into()))
     }
 }
 

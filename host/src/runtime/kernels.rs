@@ -56,10 +56,9 @@ impl Kernels {
     /// of its declaration (`cuFuncGetParamInfo`), so the launchers can trust it.
     pub fn from_file(on: &impl AsContext, path: &Path) -> Result<Kernels> {
         if !path.is_file() {
-            return Err(Error::InvalidInput(format!(
-                "kernel module {} does not exist",
-                path.display()
-            )));
+            return Err(Error::InvalidInput(
+                format!("kernel module {} does not exist", path.display()).into(),
+            ));
         }
         let name = CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::InvalidInput("the module path contains a NUL byte".into()))?;
@@ -121,23 +120,23 @@ fn check_params(function: cu::CUfunction, name: &str, sizes: &[usize]) -> Result
         if size != want {
             return Err(Error::InvalidInput(format!(
                 "kernel {name} in the loaded module takes a {size}-byte parameter {i}, but its declaration in kernels-gpu says {want} bytes"
-            )));
+            ).into()));
         }
     }
     if param(sizes.len()).is_ok() {
         return Err(Error::InvalidInput(format!(
             "kernel {name} in the loaded module takes more than the {} parameters of its declaration",
             sizes.len()
-        )));
+        ).into()));
     }
     Ok(())
 }
 
 fn element_count(n: usize, what: &str) -> Result<u32> {
     u32::try_from(n).map_err(|_| {
-        Error::InvalidInput(format!(
-            "{what}: {n} elements is more than a kernel's u32 index allows"
-        ))
+        Error::InvalidInput(
+            format!("{what}: {n} elements is more than a kernel's u32 index allows").into(),
+        )
     })
 }
 

@@ -43,8 +43,11 @@ impl UniqueId {
     /// Reads [`UniqueId::to_hex`]'s text back.
     pub fn from_hex(text: &str) -> Result<UniqueId> {
         let text = text.trim();
-        let bad =
-            || Error::InvalidInput(format!("not an NCCL unique id (256 hex digits): {:.40}", text));
+        let bad = || {
+            Error::InvalidInput(
+                format!("not an NCCL unique id (256 hex digits): {:.40}", text).into(),
+            )
+        };
         if text.len() != 256 || !text.is_ascii() {
             return Err(bad());
         }
@@ -133,7 +136,7 @@ fn api() -> Result<&'static Api> {
         Err(INSTALL_HINT.to_string())
     })
     .as_ref()
-    .map_err(|why| Error::NotRun(why.clone()))
+    .map_err(|why| Error::NotRun(why.clone().into()))
 }
 
 /// Turns an NCCL status into a `Result`, with NCCL's words for it (and the communicator's

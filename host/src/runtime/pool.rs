@@ -27,13 +27,15 @@ use crate::runtime::error::{Error, Named, Result};
 use crate::runtime::in_flight;
 use crate::runtime::memory::{bytes_of, DeviceBuffer, DeviceView, Release};
 use crate::runtime::stream::{Event, Stream};
+use crate::t;
 
 fn refuse_in_capture(op: &str, stream: &Stream) -> Result<()> {
     if in_flight::capturing() {
         return Err(Error::Capture {
-            op: format!("{op} on stream \"{}\"", stream.name()),
+            op: op.to_string(),
+            stream: Some(stream.name().to_string()),
             status: "active".into(),
-            cause: "streamlab does not capture stream-ordered allocations: a graph would own the memory, not this buffer".into(),
+            cause: t!("error.capture.no_allocations"),
         });
     }
     Ok(())

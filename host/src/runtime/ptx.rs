@@ -115,7 +115,7 @@ pub fn forced(set: &[Ptx], forced: Option<&str>) -> Result<Option<Ptx>> {
             Err(Error::InvalidInput(format!(
                 "{ARCH_ENV}={name} {what} this build, which carries {} (unset it to let streamlab choose)",
                 listed(set)
-            )))
+            ).into()))
         }
     }
 }
@@ -136,7 +136,7 @@ pub fn choose(set: &[Ptx], cc: (i32, i32), forced_arch: Option<&str>) -> Result<
             return Err(Error::InvalidInput(format!(
                 "{ARCH_ENV}={} is newer than this GPU ({device}), which cannot run its PTX: name one of {listed} up to it, or unset it",
                 ptx.arch
-            )));
+            ).into()));
         }
         return Ok(Choice { ptx, why: Why::Forced, cc, embedded: listed });
     }
@@ -144,7 +144,7 @@ pub fn choose(set: &[Ptx], cc: (i32, i32), forced_arch: Option<&str>) -> Result<
         Some(&ptx) => Ok(Choice { ptx, why: Why::Newest, cc, embedded: listed }),
         None => Err(Error::NoDevice(format!(
             "this GPU ({device}) is older than every PTX this build carries ({listed}): streamlab needs compute capability 7.5 or newer"
-        ))),
+        ).into())),
     }
 }
 

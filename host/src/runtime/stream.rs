@@ -33,6 +33,7 @@ pub use crate::runtime::event::Event;
 use crate::runtime::in_flight::{self, Access, Queue};
 use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::op::{Op, OpKind};
+use crate::t;
 
 /// Watches a stream's operations (the runtime knows nothing of timelines or traces: the
 /// lab's timeline is one observer). `enqueue` performs the driver call; an observer runs it
@@ -302,9 +303,10 @@ impl Stream {
     pub fn launch_host_fn<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<()> {
         if in_flight::capturing() {
             return Err(Error::Capture {
-                op: format!("cuLaunchHostFunc on stream \"{}\"", self.name()),
+                op: "cuLaunchHostFunc".into(),
+                stream: Some(self.name().to_string()),
                 status: "active".into(),
-                cause: "streamlab does not capture host functions: a graph runs its host nodes at every launch, and a Rust FnOnce closure can run only once".into(),
+                cause: t!("error.capture.no_host_functions"),
             });
         }
         let op = Op { kind: OpKind::HostFn, label: "host function", bytes: 0, launch: None };

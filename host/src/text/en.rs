@@ -561,4 +561,39 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("diff.finding_count", "finding {rule}: count"),
     ("diff.finding_cost", "finding {rule}: cost (ms)"),
     ("diff.wrote_json", "diff (JSON) written to {path}"),
+    // Errors (runtime::error): the frame of every error line. Names stay as they are: the
+    // driver call, the stream, the driver's name and words for its code, NCCL's words.
+    ("error.no_device", "no CUDA device available: {why}"),
+    ("error.call_on_stream", "{op} on stream \"{stream}\""),
+    ("error.failed", "{call}: {why}"),
+    ("error.capture", "{call} during stream capture (capture status: {status}): {cause}"),
+    ("error.then", "{why}; {then}"),
+    ("error.verification", "verification failed: {why}"),
+    ("error.internal", "internal error (a bug in streamlab): {why}"),
+
+    // Errors of the runtime (runtime/).
+    ("error.capture.cause", "{why} [{code}]"),
+    ("error.capture.legacy", "the legacy default stream was used while a blocking stream is being captured: the legacy stream implicitly waits for every blocking stream, and captured work cannot be waited on; use a stream that joined the capture, or capture on non-blocking streams"),
+    ("error.capture.cannot_begin", "this stream cannot be captured: the legacy default stream never can (capture a stream you created), and a stream already in a capture cannot begin another"),
+    ("error.capture.no_waiting", "{call} is not allowed while the stream is being captured: captured work does not run until the graph is launched, so there is nothing to wait for yet; synchronize after launching the graph instead"),
+    ("error.capture.may_synchronize", "{call} may synchronize implicitly, so it is refused during a global (any thread) or thread-local (this thread) capture: do it before capturing, or capture in relaxed mode"),
+    ("error.capture.unsupported", "{call} is not supported while a stream is being captured"),
+    ("error.capture.invalidated", "the capture had already been invalidated by an earlier illegal operation in it (look for the first error); the partial graph was discarded"),
+    ("error.capture.merge", "two independent captures would be merged: a stream waited on an event captured by a different capture"),
+    ("error.capture.unmatched", "the capture was not begun on this stream: end a capture on the stream that began it"),
+    ("error.capture.unjoined", "a stream forked into the capture was not joined back: after its last work, record an event on every side stream and make the capturing stream wait for it before the capture ends"),
+    ("error.capture.isolation", "a dependency would cross the capture boundary: a capturing stream waited on an event recorded outside the capture (record it inside, on a stream that joined the capture), or a stream outside the capture waited on a captured event"),
+    ("error.capture.captured_event", "this event was last recorded inside a capture, so it stands for no real work: it cannot be queried, synchronized or timed until it is recorded again outside the capture"),
+    ("error.capture.wrong_thread", "a global or thread-local capture must be ended on the thread that began it (a relaxed capture may be ended anywhere)"),
+    ("error.capture.not_a_capture_code", "not a stream-capture error"),
+    ("error.capture.failed_inside", "{call} failed (CUDA error {code}) while the stream was being captured and invalidated the capture: most calls that wait for or query GPU work are not allowed during a capture; the partial graph was discarded"),
+    ("error.capture.no_graph", "the driver returned no graph"),
+    ("error.capture.no_allocations", "streamlab does not capture stream-ordered allocations: a graph would own the memory, not this buffer"),
+    ("error.capture.no_host_functions", "streamlab does not capture host functions: a graph runs its host nodes at every launch, and a Rust FnOnce closure can run only once"),
+
+    // Errors of the lab (lab/).
+
+    // Errors of the lessons (lessons/), under each lesson's prefix.
+
+    // Errors of trace/ and of the command line (main.rs).
 ];

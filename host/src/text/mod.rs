@@ -202,6 +202,12 @@ impl Arg for Text {
     }
 }
 
+impl Arg for &Text {
+    fn arg(&self) -> Text {
+        (*self).clone()
+    }
+}
+
 impl Arg for String {
     fn arg(&self) -> Text {
         Text::Plain(self.clone())

@@ -173,10 +173,11 @@ pub(super) fn best_match<'p, 't>(
 /// sentences (`trace.file.`, parts of a line, read back only by `Text::recover_among`), and
 /// the command line's own lines and the picture's words (`run.`, `output.`, `picture.`),
 /// never in a report, whose loose templates ("{flag} wrote {path}") would read a lesson's
-/// own English line as theirs.
+/// own English line as theirs, nor the errors (`error.`).
 pub(super) fn recoverable() -> impl Iterator<Item = (&'static str, &'static str)> {
     let part = |key: &str| {
-        ["report.", "trace.file.", "run.", "output.", "picture."].iter().any(|p| key.starts_with(p))
+        let parts = ["report.", "trace.file.", "run.", "output.", "picture.", "error."];
+        parts.iter().any(|p| key.starts_with(p))
     };
     en::MESSAGES.iter().copied().filter(move |(key, _)| !part(key))
 }

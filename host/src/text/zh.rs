@@ -558,6 +558,41 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("diff.finding_count", "发现 {rule}：次数"),
     ("diff.finding_cost", "发现 {rule}：代价 (ms)"),
     ("diff.wrote_json", "差异（JSON）已写入 {path}"),
+    // Errors (runtime::error): the frame of every error line. Names stay as they are: the
+    // driver call, the stream, the driver's name and words for its code, NCCL's words.
+    ("error.no_device", "没有可用的 CUDA 设备：{why}"),
+    ("error.call_on_stream", "{op}（流 \"{stream}\"）"),
+    ("error.failed", "{call} 失败：{why}"),
+    ("error.capture", "{call} 在流捕获期间失败（捕获状态：{status}）：{cause}"),
+    ("error.then", "{why}；{then}"),
+    ("error.verification", "校验失败：{why}"),
+    ("error.internal", "内部错误（streamlab 的缺陷，请报告）：{why}"),
+
+    // Errors of the runtime (runtime/).
+    ("error.capture.cause", "{why} [{code}]"),
+    ("error.capture.legacy", "在捕获阻塞流期间使用了传统默认流：传统默认流会隐式等待所有阻塞流，而被捕获的工作无法被等待；请改用已加入捕获的流，或在非阻塞流上捕获"),
+    ("error.capture.cannot_begin", "这个流不能被捕获：传统默认流永远不能（请捕获你自己创建的流），已在捕获中的流也不能再开始另一次捕获"),
+    ("error.capture.no_waiting", "流正在被捕获时不允许调用 {call}：被捕获的工作要等图启动后才运行，此时还没有可等待的东西；请在启动图之后再同步"),
+    ("error.capture.may_synchronize", "{call} 可能隐式同步，因此在全局（任意线程）或线程局部（本线程）捕获期间被拒绝：请在捕获之前调用，或以 relaxed 模式捕获"),
+    ("error.capture.unsupported", "流正在被捕获时不支持 {call}"),
+    ("error.capture.invalidated", "这次捕获已被其中更早的一个非法操作作废（请查找第一个错误）；不完整的图已被丢弃"),
+    ("error.capture.merge", "两个独立的捕获会被合并：一个流等待了另一次捕获所捕获的事件"),
+    ("error.capture.unmatched", "这次捕获不是在这个流上开始的：请在开始捕获的那个流上结束它"),
+    ("error.capture.unjoined", "一个分叉进捕获的流没有汇合回来：在它最后的工作之后，在每个旁路流上记录一个事件，并让发起捕获的流在捕获结束前等待它"),
+    ("error.capture.isolation", "一个依赖会跨越捕获的边界：正在捕获的流等待了在捕获之外记录的事件（请在捕获之内、在已加入捕获的流上记录它），或者捕获之外的流等待了被捕获的事件"),
+    ("error.capture.captured_event", "这个事件最近一次是在捕获之内记录的，不代表任何真实的工作：在捕获之外重新记录之前，它不能被查询、同步或计时"),
+    ("error.capture.wrong_thread", "全局或线程局部的捕获必须在开始它的线程上结束（relaxed 捕获可以在任何线程结束）"),
+    ("error.capture.not_a_capture_code", "不是流捕获错误"),
+    ("error.capture.failed_inside", "{call} 在流被捕获期间失败（CUDA 错误 {code}），并使这次捕获作废：大多数等待或查询 GPU 工作的调用在捕获期间都不允许；不完整的图已被丢弃"),
+    ("error.capture.no_graph", "驱动没有返回图"),
+    ("error.capture.no_allocations", "streamlab 不捕获流序分配：那样内存会归图所有，而不归这个缓冲区"),
+    ("error.capture.no_host_functions", "streamlab 不捕获主机函数：图在每次启动时都会运行它的主机节点，而 Rust 的 FnOnce 闭包只能运行一次"),
+
+    // Errors of the lab (lab/).
+
+    // Errors of the lessons (lessons/), under each lesson's prefix.
+
+    // Errors of trace/ and of the command line (main.rs).
 ];
 
 /// English name (an id in JSON) → 中文显示名。

@@ -201,7 +201,7 @@ pub(super) fn rank_0_gave_up(
         who(env),
         env.timeout.as_secs_f64(),
         ranges(waiting)
-    ))
+    ).into())
 }
 
 /// At most `n` characters of what a peer said, for an error line.
@@ -243,21 +243,26 @@ pub(super) fn answer(env: &RankEnv, addr: &str, line: &str) -> Result<UniqueId> 
     let line = line.trim_end_matches(['\r', '\n']);
     if let Some(hex) = line.strip_prefix("id ") {
         return UniqueId::from_hex(hex).map_err(|_| {
-            Error::NotRun(format!("{}: rank 0 at {addr} answered with a damaged NCCL id", who(env)))
+            Error::NotRun(
+                format!("{}: rank 0 at {addr} answered with a damaged NCCL id", who(env)).into(),
+            )
         });
     }
     if let Some(word) = line.strip_prefix("refused ") {
-        return Err(Error::NotRun(format!(
-            "{}: rank 0 at {addr} refused the greeting: {}",
-            who(env),
-            why_refused(env, word)
-        )));
+        return Err(Error::NotRun(
+            format!(
+                "{}: rank 0 at {addr} refused the greeting: {}",
+                who(env),
+                why_refused(env, word)
+            )
+            .into(),
+        ));
     }
     Err(Error::NotRun(format!(
         "{}: what answers at {addr} is not a streamlab rank 0 (it said {:?}): is the rendezvous address right?",
         who(env),
         clip(line, 40)
-    )))
+    ).into()))
 }
 
 #[cfg(test)]

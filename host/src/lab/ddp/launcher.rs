@@ -39,6 +39,7 @@ pub use crate::lab::ddp::rank_process::{RankProcess, Say};
 use crate::lab::record::recorded_runs;
 use crate::runtime::context::device_count;
 use crate::runtime::{nccl, Error, Result};
+use crate::t;
 
 /// The lessons that run as one rank per process.
 pub const LESSONS: [&str; 1] = ["allreduce-overlap"];
@@ -56,7 +57,7 @@ pub const RANK_PROGRAM: &str = "STREAMLAB_LAUNCH_RANK_PROGRAM";
 
 /// Checks `run_args` (what follows `launch --gpus N`) and returns the lesson's name.
 pub fn check_args(run_args: &[String]) -> Result<&str> {
-    let bad = |why: String| Err(Error::InvalidInput(why));
+    let bad = |why: String| Err(Error::InvalidInput(why.into()));
     // A recorded run is shown, not measured: nothing for a process per GPU to do.
     if run_args.iter().any(|a| a == "--recorded") {
         // The lesson the user named, where there is one after `run`.
@@ -97,7 +98,7 @@ impl Scratch {
             }
             other => other,
         };
-        made.map_err(|e| Error::InvalidInput(format!("creating {}: {e}", path.display())))?;
+        made.map_err(|e| Error::InvalidInput(format!("creating {}: {e}", path.display()).into()))?;
         Ok(Scratch(path))
     }
 }
@@ -127,14 +128,17 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
             let lesson = run_args.get(1).map_or("all", String::as_str);
             let recorded = || recorded_runs::hint_for(lesson, &argv);
             let found = device_count().map_err(|e| match e {
-                Error::NoDevice(why) => Error::NoDevice(format!("{why}; {}", recorded())),
+                Error::NoDevice(why) => Error::NoDevice(t!("error.then", why, then = recorded())),
                 other => other,
             })? as usize;
             if found < gpus {
-                return Err(Error::NotRun(format!(
-                    "launch --gpus {gpus} needs {gpus} GPUs, found {found}; {}",
-                    recorded()
-                )));
+                return Err(Error::NotRun(
+                    format!(
+                        "launch --gpus {gpus} needs {gpus} GPUs, found {found}; {}",
+                        recorded()
+                    )
+                    .into(),
+                ));
             }
             nccl::version()?;
             std::env::current_exe().map_err(|e| {

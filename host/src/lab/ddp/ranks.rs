@@ -108,9 +108,10 @@ fn run_token(vars: &impl Fn(&str) -> Option<String>, source: &str) -> Result<Opt
         return match RunToken::new(set.trim(), TOKEN_VAR) {
             Some(token) => Ok(Some(token)),
             // The value is not repeated: it is meant to be a secret.
-            None => Err(Error::InvalidInput(format!(
-                "{TOKEN_VAR} must be 1 to 256 visible ASCII characters, without spaces"
-            ))),
+            None => Err(Error::InvalidInput(
+                format!("{TOKEN_VAR} must be 1 to 256 visible ASCII characters, without spaces")
+                    .into(),
+            )),
         };
     }
     let var = |name: &str| vars(name).map(|v| v.trim().to_string());
@@ -143,16 +144,15 @@ const SOURCES: [(&str, &str, &str, &str); 3] = [
 /// The rank this process is, from `vars` (the environment: see [`from_env`]); None when it
 /// runs alone.
 pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
-    let bad = |why: String| Err(Error::InvalidInput(why));
-    let number =
-        |name: &str| -> Result<Option<usize>> {
-            match vars(name) {
-                None => Ok(None),
-                Some(v) => v.trim().parse().map(Some).map_err(|_| {
-                    Error::InvalidInput(format!("{name}={v:?} is not a whole number"))
-                }),
-            }
-        };
+    let bad = |why: String| Err(Error::InvalidInput(why.into()));
+    let number = |name: &str| -> Result<Option<usize>> {
+        match vars(name) {
+            None => Ok(None),
+            Some(v) => v.trim().parse().map(Some).map_err(|_| {
+                Error::InvalidInput(format!("{name}={v:?} is not a whole number").into())
+            }),
+        }
+    };
     let mut found = None;
     for (source, rank_var, world_var, local_var) in SOURCES {
         let (rank, world) = match (number(rank_var)?, number(world_var)?) {

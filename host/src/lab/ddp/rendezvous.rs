@@ -52,7 +52,7 @@ impl RankEnv {
             self.world,
             self.source,
             self.timeout.as_secs_f64()
-        ))
+        ).into())
     }
 
     /// The id all ranks share: rank 0 makes it with `make` and publishes it (over TCP it
@@ -60,7 +60,7 @@ impl RankEnv {
     pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
         let wait = self.timeout;
         let io = |what: &str, e: std::io::Error| {
-            Error::InvalidInput(format!("{what}: {}", io_words(&e)))
+            Error::InvalidInput(format!("{what}: {}", io_words(&e)).into())
         };
         match (&self.rendezvous, self.rank) {
             (Rendezvous::File(path), 0) => {
@@ -165,7 +165,7 @@ impl Caller {
 pub fn serve(env: &RankEnv, listener: TcpListener, addr: &str, id: &UniqueId) -> Result<Strangers> {
     listener
         .set_nonblocking(true)
-        .map_err(|e| Error::InvalidInput(format!("listening on {addr}: {e}")))?;
+        .map_err(|e| Error::InvalidInput(format!("listening on {addr}: {e}").into()))?;
     let deadline = Instant::now() + env.timeout;
     let answer = format!("id {}\n", id.to_hex());
     let mut waiting: Vec<usize> = (1..env.world).collect();
@@ -248,7 +248,7 @@ pub fn ask(env: &RankEnv, addr: &str) -> Result<UniqueId> {
                 "{} waited {} s for rank 0's NCCL id at {addr}: {found} (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
                 who(env),
                 env.timeout.as_secs_f64()
-            )));
+            ).into()));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -260,14 +260,15 @@ fn try_once(env: &RankEnv, addr: &str, greeting: &str, deadline: Instant) -> Res
     let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
     let targets = addr
         .to_socket_addrs()
-        .map_err(|e| Error::InvalidInput(format!("rendezvous address {addr}: {e}")))?;
+        .map_err(|e| Error::InvalidInput(format!("rendezvous address {addr}: {e}").into()))?;
     for target in targets {
         let Ok(mut peer) = TcpStream::connect_timeout(&target, left().min(Duration::from_secs(5)))
         else {
             continue;
         };
-        let io =
-            |e: std::io::Error| Error::InvalidInput(format!("talking to {addr}: {}", io_words(&e)));
+        let io = |e: std::io::Error| {
+            Error::InvalidInput(format!("talking to {addr}: {}", io_words(&e)).into())
+        };
         peer.set_read_timeout(Some(left())).map_err(io)?;
         peer.set_write_timeout(Some(left())).map_err(io)?;
         if peer.write_all(greeting.as_bytes()).is_err() {

@@ -77,14 +77,16 @@ impl Plan {
                 self.work_flags,
                 self.ms_per_repeat / 1e3,
                 MAX_SECONDS_PER_REPEAT
-            )));
+            ).into()));
         }
         ensure_host_memory(self.host_bytes)?;
         if let Some(gpu) = gpu {
             if self.gpus > 1 {
                 let found = crate::runtime::context::device_count()?;
                 if found < self.gpus {
-                    return Err(Error::NotRun(format!("needs {} GPUs, found {found}", self.gpus)));
+                    return Err(Error::NotRun(
+                        format!("needs {} GPUs, found {found}", self.gpus).into(),
+                    ));
                 }
             }
             if self.nccl {
@@ -98,7 +100,7 @@ impl Plan {
 
 fn bytes<T>(n: usize, count: usize) -> Result<usize> {
     n.checked_mul(count).and_then(|e| e.checked_mul(std::mem::size_of::<T>())).ok_or_else(|| {
-        Error::InvalidInput(format!("{count} buffers of {n} elements do not fit in memory"))
+        Error::InvalidInput(format!("{count} buffers of {n} elements do not fit in memory").into())
     })
 }
 
@@ -111,7 +113,7 @@ pub fn ensure_a_chunk_per_stream(streams: usize, elements: usize) -> Result<()> 
     if streams > elements {
         return Err(Error::InvalidInput(format!(
             "--streams {streams} is more than --elements {elements}: every stream needs at least one element"
-        )));
+        ).into()));
     }
     Ok(())
 }
@@ -125,11 +127,14 @@ pub fn ensure_host_memory(bytes: usize) -> Result<()> {
         kib.checked_mul(1024)
     });
     match available {
-        Some(free) if bytes > free => Err(Error::InvalidInput(format!(
-            "these flags need {:.1} MiB of host memory but only {:.1} MiB is available",
-            bytes as f64 / 1048576.0,
-            free as f64 / 1048576.0
-        ))),
+        Some(free) if bytes > free => Err(Error::InvalidInput(
+            format!(
+                "these flags need {:.1} MiB of host memory but only {:.1} MiB is available",
+                bytes as f64 / 1048576.0,
+                free as f64 / 1048576.0
+            )
+            .into(),
+        )),
         _ => Ok(()),
     }
 }

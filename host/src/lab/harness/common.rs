@@ -258,7 +258,7 @@ mod tests {
     fn resolved(flags: &[&str], all: bool, rank: Option<Rank>) -> Result<Resolved> {
         let run = Common::augment_args(Command::new("run"));
         let matches = run.try_get_matches_from(std::iter::once("run").chain(flags.iter().copied()));
-        Common::from_matches(&matches.map_err(|e| Error::InvalidInput(e.to_string()))?)?
+        Common::from_matches(&matches.map_err(|e| Error::InvalidInput(e.to_string().into()))?)?
             .resolve(all, rank)
     }
 

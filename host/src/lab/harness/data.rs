@@ -38,20 +38,21 @@ pub fn chunk_ranges(n: usize, k: usize) -> Vec<Range<usize>> {
 /// difference and how many elements differ.
 pub fn ensure_bitwise_equal(what: &str, a: &[f32], b: &[f32]) -> Result<()> {
     if a.len() != b.len() {
-        return Err(Error::Verification(format!(
-            "{what}: lengths differ ({} vs {})",
-            a.len(),
-            b.len()
-        )));
+        return Err(Error::Verification(
+            format!("{what}: lengths differ ({} vs {})", a.len(), b.len()).into(),
+        ));
     }
     let mut differing =
         a.iter().zip(b).enumerate().filter(|(_, (x, y))| x.to_bits() != y.to_bits());
     if let Some((i, (x, y))) = differing.next() {
         let count = 1 + differing.count();
-        return Err(Error::Verification(format!(
-            "{what}: {count} of {} elements differ; first at index {i}: {x:e} vs {y:e}",
-            a.len()
-        )));
+        return Err(Error::Verification(
+            format!(
+                "{what}: {count} of {} elements differ; first at index {i}: {x:e} vs {y:e}",
+                a.len()
+            )
+            .into(),
+        ));
     }
     Ok(())
 }
@@ -95,7 +96,7 @@ pub fn ensure_close_to_reference(
         if !ok {
             return Err(Error::Verification(format!(
                 "{what}: element {i} is {got:e} on the GPU, {expected:e} on the CPU (tolerance: relative {REL_TOLERANCE:e}, absolute {ABS_TOLERANCE:e})"
-            )));
+            ).into()));
         }
     }
     Ok(indices.len())

@@ -7,6 +7,7 @@ use crate::lab::record::recorded_runs;
 use crate::lab::record::report::kernels_id;
 use crate::runtime::ptx::embedded_archs;
 use crate::runtime::{Error, Gpu, Result};
+use crate::t;
 
 // `info`'s flags. (`//`, not `///`: clap would make a doc comment the command's about.)
 #[derive(clap::Args, Debug, Clone)]
@@ -44,7 +45,11 @@ pub fn print(flags: &InfoFlags) -> Result<()> {
             let program = std::env::args().next().unwrap_or_else(|| "streamlab".into());
             let argv = [program, "run".into(), "all".into()];
             let recorded = recorded_runs::hint_for("all", &argv);
-            Error::NoDevice(format!("{why}; this is {}; {recorded}", build()))
+            Error::NoDevice(t!(
+                "error.then",
+                why,
+                then = format!("this is {}; {recorded}", build())
+            ))
         }
         other => other,
     })?;

@@ -196,7 +196,7 @@ fn parse<L: Lesson>(matches: &clap::ArgMatches) -> Result<L::Args> {
     L::Args::from_arg_matches(matches).map_err(|e| {
         let text = e.to_string();
         let first = text.lines().next().unwrap_or("invalid arguments");
-        Error::InvalidInput(first.trim_start_matches("error: ").to_string())
+        Error::InvalidInput(first.trim_start_matches("error: ").to_string().into())
     })
 }
 
@@ -225,7 +225,9 @@ pub fn args_from<L: Lesson>(flags: &[&str]) -> Result<L::Args> {
         .try_get_matches_from(std::iter::once(L::NAME).chain(flags.iter().copied()))
         .map_err(|e| {
             let text = e.to_string();
-            Error::InvalidInput(text.lines().next().unwrap_or("invalid arguments").to_string())
+            Error::InvalidInput(
+                text.lines().next().unwrap_or("invalid arguments").to_string().into(),
+            )
         })?;
     parse::<L>(&matches)
 }

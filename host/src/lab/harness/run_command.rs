@@ -89,7 +89,7 @@ pub fn run(
         let name = if single { selected[0].0.name } else { "all" };
         let e = match e {
             Error::NoDevice(why) => {
-                Error::NoDevice(format!("{why}; {}", recorded_runs::hint(name)))
+                Error::NoDevice(t!("error.then", why, then = recorded_runs::hint(name)))
             }
             other => other,
         };
@@ -113,11 +113,11 @@ pub fn run(
                 // A lesson this machine cannot run (one GPU, no NCCL): say so and go on.
                 tally.skipped += 1;
                 if json {
-                    let line = t!("run.not_run_why", why = Text::label(why)).render(lang);
+                    let line = t!("run.not_run_why", why).render(lang);
                     eprintln!("streamlab: {}: {line}", entry.name);
                 } else {
                     // A label, so the reasons zh::LABELS knows are translated.
-                    let line = t!("run.not_run", lesson = entry.name, why = Text::label(why));
+                    let line = t!("run.not_run", lesson = entry.name, why);
                     println!("{}\n", line.render(lang));
                 }
             }
@@ -151,7 +151,7 @@ pub fn run(
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        Err((Error::Verification(format!("checks failed in: {}", failed.join(", "))), None))
+        Err((Error::Verification(format!("checks failed in: {}", failed.join(", ")).into()), None))
     }
 }
 
@@ -264,7 +264,7 @@ pub fn show_recorded(
                     have if have.is_empty() => format!("{NO_RECORDING} (it embeds none)"),
                     have => format!("{NO_RECORDING} (it has: {})", have.join(", ")),
                 };
-                return Err((Error::NotRun(why), Some(entry.name)));
+                return Err((Error::NotRun(why.into()), Some(entry.name)));
             }
             None => {
                 tally.skipped += 1;

@@ -16,7 +16,7 @@ pub fn total_elements(batches: usize, elements: usize, kept: &str) -> Result<usi
         .ok_or_else(|| {
             Error::InvalidInput(format!(
                 "--batches {batches} x --elements {elements} is more than the {MAX_TOTAL_ELEMENTS} {kept} this lesson keeps"
-            ))
+            ).into())
         })
 }
 

@@ -9,7 +9,7 @@ pub fn others(gpu: &Gpu, n: usize) -> Result<Vec<Gpu>> {
     let count = device_count()?;
     let ordinals: Vec<u32> = (0..count).filter(|&o| o != gpu.info.ordinal).take(n).collect();
     if ordinals.len() < n {
-        return Err(Error::NotRun(format!("needs {} GPUs, found {count}", n + 1)));
+        return Err(Error::NotRun(format!("needs {} GPUs, found {count}", n + 1).into()));
     }
     ordinals.into_iter().map(Gpu::new).collect()
 }

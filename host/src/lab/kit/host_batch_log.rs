@@ -59,14 +59,13 @@ pub fn ms_since(start: Instant) -> f64 {
 /// called back and consumed in that order, and the callbacks came in batch order (a stream
 /// runs its host functions in the order they were enqueued).
 pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<Text> {
-    let at = |what: &str, i: usize| -> Result<f64> {
-        let name = format!("{what} {i}");
-        events
-            .iter()
-            .find(|e| e.what == name)
-            .map(|e| e.ms)
-            .ok_or_else(|| Error::Verification(format!("no event \"{name}\" was recorded")))
-    };
+    let at =
+        |what: &str, i: usize| -> Result<f64> {
+            let name = format!("{what} {i}");
+            events.iter().find(|e| e.what == name).map(|e| e.ms).ok_or_else(|| {
+                Error::Verification(format!("no event \"{name}\" was recorded").into())
+            })
+        };
     let mut last_callback = f64::NEG_INFINITY;
     for i in 0..batches {
         let (p, e, c, u) =
@@ -74,12 +73,12 @@ pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<Text> {
         if !(p <= e && e <= c && c <= u) {
             return Err(Error::Verification(format!(
                 "batch {i}: prepared {p:.3}, enqueued {e:.3}, callback {c:.3}, consumed {u:.3} ms are out of order"
-            )));
+            ).into()));
         }
         if c < last_callback {
             return Err(Error::Verification(format!(
                 "callback {i} at {c:.3} ms came before the previous batch's at {last_callback:.3} ms"
-            )));
+            ).into()));
         }
         last_callback = c;
     }

@@ -97,10 +97,10 @@ impl Stamps {
 pub fn checked(stamps: Vec<Stamp>) -> Result<Vec<Stamp>> {
     match stamps.iter().position(|s| s[0] == 0 || s[1] < s[0]) {
         None => Ok(stamps),
-        Some(i) => Err(Error::Verification(format!(
-            "kernel {i}'s stamps {:?} are not a start and an end: did it run?",
-            stamps[i]
-        ))),
+        Some(i) => Err(Error::Verification(
+            format!("kernel {i}'s stamps {:?} are not a start and an end: did it run?", stamps[i])
+                .into(),
+        )),
     }
 }
 

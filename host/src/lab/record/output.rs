@@ -131,26 +131,32 @@ impl OutputFile {
     pub fn checked(flag: &'static str, path: &Path) -> Result<OutputFile> {
         if path.is_dir() {
             let why = format!("{flag} {}: a folder, not a file: name the file", shown(path));
-            return Err(Error::InvalidInput(why));
+            return Err(Error::InvalidInput(why.into()));
         }
         if let Some(folder) = path.parent() {
             if !folder.as_os_str().is_empty() && !folder.is_dir() {
-                return Err(Error::InvalidInput(format!(
-                    "{flag} {}: cannot write it: the folder {} does not exist",
-                    shown(path),
-                    shown(folder)
-                )));
+                return Err(Error::InvalidInput(
+                    format!(
+                        "{flag} {}: cannot write it: the folder {} does not exist",
+                        shown(path),
+                        shown(folder)
+                    )
+                    .into(),
+                ));
             }
         }
         let special = path.metadata().is_ok_and(|m| !m.is_file());
         if let Some((_, what, ext)) = WRITES.iter().find(|(f, ..)| *f == flag) {
             let named = path.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext));
             if !named && !special {
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::InvalidInput(
+                    format!(
                     "{flag} {}: {flag} writes {what}, so its file must end in .{ext}: name it {}",
                     shown(path),
                     shown(&path.with_extension(ext))
-                )));
+                )
+                    .into(),
+                ));
             }
         }
         Ok(OutputFile { flag, path: path.to_path_buf() })
@@ -169,7 +175,7 @@ impl OutputFile {
                     shown(&a.path),
                     b.flag,
                     shown(&b.path)
-                )));
+                ).into()));
             }
         }
         Ok(())
@@ -202,7 +208,7 @@ impl OutputFile {
     pub fn write(&self, text: &str) -> Result<()> {
         std::fs::write(&self.path, text).map_err(|e| {
             let (flag, path, why) = (self.flag, shown(&self.path), io_words(&e));
-            Error::InvalidInput(format!("{flag} {path}: cannot write it: {why}"))
+            Error::InvalidInput(format!("{flag} {path}: cannot write it: {why}").into())
         })
     }
 }

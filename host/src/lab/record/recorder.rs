@@ -81,7 +81,7 @@ pub fn check_recorder_setting() -> Result<()> {
 
 fn check_recorder(value: Option<&str>) -> Result<()> {
     match host_calls_for(value) {
-        Err(why) if value != Some("events") => Err(Error::InvalidInput(why)),
+        Err(why) if value != Some("events") => Err(Error::InvalidInput(why.into())),
         _ => Ok(()),
     }
 }

@@ -116,7 +116,7 @@ fn local_gpus(a: &Args) -> Result<Option<usize>> {
     match (under_launcher, a.gpus) {
         (true, Some(n)) => Err(Error::InvalidInput(format!(
             "--gpus {n} is for a process that runs alone: here each process is one rank on one GPU (the launcher's --gpus, srun's or mpirun's task count sets how many)"
-        ))),
+        ).into())),
         (true, None) => Ok(None),
         (false, n) => Ok(Some(n.unwrap_or(DEFAULT_GPUS))),
     }
@@ -299,10 +299,13 @@ impl Lesson for AllreduceOverlap {
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
         if a.buckets > a.elements {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::InvalidInput(
+                format!(
                 "--buckets {} is more than --elements {}: every bucket needs at least one element",
                 a.buckets, a.elements
-            )));
+            )
+                .into(),
+            ));
         }
         let gpus = local_gpus(a)?;
         // Per GPU: parameters, gradients, sums, and the halves received for the copy engines.

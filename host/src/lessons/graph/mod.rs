@@ -359,7 +359,7 @@ impl Lesson for GraphDag {
         let path = &updated.path;
         let same = format!("the output did not change after the update ({path})");
         let moved = t!("graph.moved", old = old.to_string(), new = new.to_string());
-        let outcome = changed.then_some(moved).ok_or(Error::Verification(same));
+        let outcome = changed.then_some(moved).ok_or(Error::Verification(same.into()));
         checks.record("update changed the output", outcome);
         self.updated = Some(updated);
         self.check_outputs(checks, "after update: ")?;

@@ -51,13 +51,13 @@ pub fn check_host(call: Call, v: &VersionStats) -> Option<Result<Text>> {
         (Promise::Waits, _) => Err(Error::Verification(format!(
             "{}: returned while stream A's kernel still ran in some repeat, though it waits for the whole device",
             call.name()
-        ))),
+        ).into())),
         (_, Answer::Returned) => Ok(t!("implicit_sync.returned_check", n, ms)),
         (_, waited) => Err(Error::Verification(format!(
             "{}: returned only after stream A's kernel had ended in {} repeat, though CUDA documents that it does not wait for other streams",
             call.name(),
             if waited == Answer::Waited { "every" } else { "some" }
-        ))),
+        ).into())),
     };
     Some(outcome)
 }
@@ -88,7 +88,7 @@ pub fn check_legacy_after(v: &VersionStats) -> Result<Text> {
         Some(s) if s.min >= 0.0 => {
             Ok(t!("implicit_sync.legacy_after_check", n = s.count, gap = fixed(s.min, 1)))
         }
-        Some(s) => Err(Error::Verification(format!("in some repeat the legacy default stream's kernel started {:.1} µs before stream A's kernel ended", -s.min))),
+        Some(s) => Err(Error::Verification(format!("in some repeat the legacy default stream's kernel started {:.1} µs before stream A's kernel ended", -s.min).into())),
         None => Err(Error::Internal("the legacy launch's version has no stamps".into())),
     }
 }

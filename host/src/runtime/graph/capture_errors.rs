@@ -1,6 +1,8 @@
 //! What a capture's state and its failures mean, in words: the capture status, the names of
 //! the stream-capture driver codes (900 to 908), and the cause a learner reads for each.
 use crate::runtime::error::{DriverCode, Error};
+use crate::t;
+use crate::text::Text;
 
 /// Whether a stream is being captured (`CUstreamCaptureStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,48 +61,46 @@ pub fn is_capture_code(code: u32) -> bool {
     capture_code_name(code).is_some()
 }
 
-/// A learner-readable cause for capture code `code` returned by the call `op`, ending with
-/// the code's name. `op` is the failing call as streamlab names it, e.g.
-/// `cuStreamSynchronize on stream "dag-c"`.
-pub fn capture_cause(op: &str, code: u32) -> String {
-    let call = op.split_whitespace().next().unwrap_or(op);
-    let legacy = "the legacy default stream was used while a blocking stream is being captured: the legacy stream implicitly waits for every blocking stream, and captured work cannot be waited on; use a stream that joined the capture, or capture on non-blocking streams";
+/// The name [`Stream::legacy`](crate::runtime::stream::Stream) gives the legacy default
+/// stream, which a capture error names.
+const LEGACY: &str = "legacy default stream";
+
+/// A learner-readable cause for capture code `code` returned by the call `op` (as
+/// streamlab names it, e.g. `cuStreamSynchronize`) on `stream`, ending with the code's name.
+pub fn capture_cause(op: &str, stream: Option<&str>, code: u32) -> Text {
+    let call = op.split_whitespace().next().unwrap_or(op).to_string();
+    let on_legacy = stream == Some(LEGACY) || op.contains(LEGACY);
     let why = match code {
         // Whatever code the driver picks for it, a legacy-stream call has one cause.
-        900 | 906 if op.contains("legacy default stream") && !op.contains("BeginCapture") => {
-            legacy.to_string()
-        }
+        900 | 906 if on_legacy && !op.contains("BeginCapture") => t!("error.capture.legacy"),
         DriverCode::STREAM_CAPTURE_UNSUPPORTED => {
             if op.contains("cuStreamBeginCapture") {
-                "this stream cannot be captured: the legacy default stream never can (capture a stream you created), and a stream already in a capture cannot begin another".to_string()
+                t!("error.capture.cannot_begin")
             } else if op.contains("Synchronize") || op.contains("Query") {
-                format!("{call} is not allowed while the stream is being captured: captured work does not run until the graph is launched, so there is nothing to wait for yet; synchronize after launching the graph instead")
-            } else if op.contains("cuMemAlloc")
-                || op.contains("cuMemFree")
-                || op.contains("cuMemcpyHtoD ")
-                || op.contains("cuMemcpyDtoH ")
-                || op == "cuMemcpyHtoD"
-                || op == "cuMemcpyDtoH"
+                t!("error.capture.no_waiting", call)
+            } else if ["cuMemAlloc", "cuMemFree"].iter().any(|c| op.contains(c))
+                || ["cuMemcpyHtoD", "cuMemcpyDtoH"].contains(&call.as_str())
             {
-                format!("{call} may synchronize implicitly, so it is refused during a global (any thread) or thread-local (this thread) capture: do it before capturing, or capture in relaxed mode")
+                t!("error.capture.may_synchronize", call)
             } else {
-                format!("{call} is not supported while a stream is being captured")
+                t!("error.capture.unsupported", call)
             }
         }
-        901 => "the capture had already been invalidated by an earlier illegal operation in it (look for the first error); the partial graph was discarded".to_string(),
-        902 => "two independent captures would be merged: a stream waited on an event captured by a different capture".to_string(),
-        903 => "the capture was not begun on this stream: end a capture on the stream that began it".to_string(),
-        DriverCode::STREAM_CAPTURE_UNJOINED => "a stream forked into the capture was not joined back: after its last work, record an event on every side stream and make the capturing stream wait for it before the capture ends".to_string(),
-        DriverCode::STREAM_CAPTURE_ISOLATION => "a dependency would cross the capture boundary: a capturing stream waited on an event recorded outside the capture (record it inside, on a stream that joined the capture), or a stream outside the capture waited on a captured event".to_string(),
-        DriverCode::STREAM_CAPTURE_IMPLICIT => legacy.to_string(),
-        907 => "this event was last recorded inside a capture, so it stands for no real work: it cannot be queried, synchronized or timed until it is recorded again outside the capture".to_string(),
-        908 => "a global or thread-local capture must be ended on the thread that began it (a relaxed capture may be ended anywhere)".to_string(),
-        _ => "not a stream-capture error".to_string(),
+        901 => t!("error.capture.invalidated"),
+        902 => t!("error.capture.merge"),
+        903 => t!("error.capture.unmatched"),
+        DriverCode::STREAM_CAPTURE_UNJOINED => t!("error.capture.unjoined"),
+        DriverCode::STREAM_CAPTURE_ISOLATION => t!("error.capture.isolation"),
+        DriverCode::STREAM_CAPTURE_IMPLICIT => t!("error.capture.legacy"),
+        907 => t!("error.capture.captured_event"),
+        908 => t!("error.capture.wrong_thread"),
+        _ => t!("error.capture.not_a_capture_code"),
     };
-    match capture_code_name(code) {
-        Some(name) => format!("{why} [{name} ({code})]"),
-        None => format!("{why} [CUDA error {code}]"),
-    }
+    let name = match capture_code_name(code) {
+        Some(name) => format!("{name} ({code})"),
+        None => format!("CUDA error {code}"),
+    };
+    t!("error.capture.cause", why, code = name)
 }
 
 /// Turns a driver error from inside a capture into `Error::Capture` when its code is a
@@ -112,20 +112,13 @@ pub fn to_capture_error(error: Error, status: CaptureStatus) -> Error {
         Error::Cuda { op, stream, code }
             if is_capture_code(code.code()) || status == CaptureStatus::Invalidated =>
         {
-            let op = match stream {
-                Some(s) => format!("{op} on stream \"{s}\""),
-                None => op,
-            };
             let cause = if is_capture_code(code.code()) {
-                capture_cause(&op, code.code())
+                capture_cause(&op, stream.as_deref(), code.code())
             } else {
-                let call = op.split_whitespace().next().unwrap_or(&op);
-                format!(
-                    "{call} failed (CUDA error {}) while the stream was being captured and invalidated the capture: most calls that wait for or query GPU work are not allowed during a capture; the partial graph was discarded",
-                    code.code()
-                )
+                let call = op.split_whitespace().next().unwrap_or(&op).to_string();
+                t!("error.capture.failed_inside", call, code = code.code())
             };
-            Error::Capture { cause, status: status.to_string(), op }
+            Error::Capture { op, stream, status: status.to_string(), cause }
         }
         other => other,
     }
@@ -146,7 +139,7 @@ mod tests {
 
     #[test]
     fn synchronize_inside_capture_names_the_call() {
-        let cause = capture_cause("cuStreamSynchronize on stream \"c\"", 900);
+        let cause = capture_cause("cuStreamSynchronize", Some("c"), 900).en();
         assert!(
             cause.starts_with(
                 "cuStreamSynchronize is not allowed while the stream is being captured"
@@ -154,32 +147,31 @@ mod tests {
             "{cause}"
         );
         assert!(cause.ends_with("[CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900)]"));
-        let ctx = capture_cause("cuCtxSynchronize", 900);
+        let ctx = capture_cause("cuCtxSynchronize", None, 900).en();
         assert!(ctx.starts_with("cuCtxSynchronize is not allowed"), "{ctx}");
-        let query = capture_cause("cuEventQuery", 900);
+        let query = capture_cause("cuEventQuery", None, 900).en();
         assert!(query.starts_with("cuEventQuery is not allowed"), "{query}");
     }
 
     #[test]
     fn each_capture_code_has_its_own_cause() {
-        let legacy = capture_cause("cuLaunchKernel(empty_kernel) on stream \"x\"", 906);
+        let legacy = capture_cause("cuLaunchKernel(empty_kernel)", Some("x"), 906).en();
         assert!(legacy.contains("legacy default stream"), "{legacy}");
-        let on_legacy = "cuLaunchKernel(empty_kernel) on stream \"legacy default stream\"";
         for code in [900, 906] {
-            let cause = capture_cause(on_legacy, code);
+            let cause = capture_cause("cuLaunchKernel(empty_kernel)", Some(LEGACY), code).en();
             assert!(cause.starts_with("the legacy default stream was used"), "{cause}");
         }
-        let outside = capture_cause("cuStreamWaitEvent on stream \"x\"", 905);
+        let outside = capture_cause("cuStreamWaitEvent", Some("x"), 905).en();
         assert!(outside.contains("outside the capture"), "{outside}");
-        let unjoined = capture_cause("cuStreamEndCapture on stream \"x\"", 904);
+        let unjoined = capture_cause("cuStreamEndCapture", Some("x"), 904).en();
         assert!(unjoined.contains("not joined back"), "{unjoined}");
-        let alloc = capture_cause("cuMemAlloc", 900);
+        let alloc = capture_cause("cuMemAlloc", None, 900).en();
         assert!(alloc.contains("relaxed mode"), "{alloc}");
-        let begin = capture_cause("cuStreamBeginCapture on stream \"legacy\"", 900);
+        let begin = capture_cause("cuStreamBeginCapture", Some("legacy"), 900).en();
         assert!(begin.contains("cannot be captured"), "{begin}");
         // Every code 900..=908 has a distinct explanation.
         let causes: std::collections::HashSet<String> =
-            (900..=908).map(|c| capture_cause("cuSomething", c)).collect();
+            (900..=908).map(|c| capture_cause("cuSomething", None, c).en()).collect();
         assert_eq!(causes.len(), 9);
         assert!((900..=908).all(is_capture_code));
         assert!(!is_capture_code(1) && !is_capture_code(909));
@@ -196,10 +188,13 @@ mod tests {
             CaptureStatus::Invalidated,
         );
         match capture {
-            Error::Capture { op, status, cause } => {
-                assert_eq!(op, "cuStreamSynchronize on stream \"dag-c\"");
+            Error::Capture { op, stream, status, cause } => {
+                assert_eq!(
+                    (op.as_str(), stream.as_deref()),
+                    ("cuStreamSynchronize", Some("dag-c"))
+                );
                 assert_eq!(status, "invalidated");
-                assert!(cause.contains("not allowed while the stream is being captured"));
+                assert!(cause.en().contains("not allowed while the stream is being captured"));
             }
             other => panic!("expected a capture error, got {other:?}"),
         }
@@ -216,6 +211,7 @@ mod tests {
         match unknown {
             Error::Capture { op, cause, .. } => {
                 assert_eq!(op, "cuCtxSynchronize");
+                let cause = cause.en();
                 assert!(cause.starts_with("cuCtxSynchronize failed (CUDA error 999)"), "{cause}");
             }
             other => panic!("expected a capture error, got {other:?}"),

@@ -36,6 +36,7 @@ use crate::runtime::error::{cuda_error, DriverCode, Error, Named, Result};
 use crate::runtime::in_flight::{self, Access, Kept, Tracked};
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::{Stream, StreamKind};
+use crate::t;
 
 pub use self::capture_errors::{
     capture_cause, capture_code_name, is_capture_code, to_capture_error, CaptureStatus,
@@ -85,11 +86,12 @@ pub fn capture(
     enqueue: impl FnOnce(&Stream) -> Result<()>,
 ) -> Result<Graph> {
     if stream.kind() == StreamKind::LegacyDefault {
-        let op = format!("cuStreamBeginCapture on stream \"{}\"", stream.name());
+        let op = "cuStreamBeginCapture";
         return Err(Error::Capture {
-            cause: capture_cause(&op, DriverCode::STREAM_CAPTURE_UNSUPPORTED),
+            cause: capture_cause(op, Some(stream.name()), DriverCode::STREAM_CAPTURE_UNSUPPORTED),
             status: CaptureStatus::None.to_string(),
-            op,
+            op: op.into(),
+            stream: Some(stream.name().to_string()),
         });
     }
     // SAFETY: the stream handle is live and `mode` is a valid enum value.
@@ -127,9 +129,10 @@ pub fn capture(
         (Ok(()), Some(graph)) => Ok(graph),
         (Err(e), _) => Err(e),
         (Ok(()), None) => Err(Error::Capture {
-            op: format!("cuStreamEndCapture on stream \"{}\"", stream.name()),
+            op: "cuStreamEndCapture".into(),
+            stream: Some(stream.name().to_string()),
             status: status_before_end.to_string(),
-            cause: "the driver returned no graph".into(),
+            cause: t!("error.capture.no_graph"),
         }),
     }
 }

@@ -36,8 +36,9 @@ mod host;
 pub use host::{HostBuffer, HostMut, HostRef, HostView};
 
 pub(crate) fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
-    n.checked_mul(std::mem::size_of::<T>())
-        .ok_or_else(|| Error::InvalidInput(format!("{what}: {n} elements do not fit in memory")))
+    n.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+        Error::InvalidInput(format!("{what}: {n} elements do not fit in memory").into())
+    })
 }
 
 fn check_range(range: &Range<usize>, len: usize, what: &str) -> Result<()> {

@@ -94,14 +94,15 @@ pub fn command() -> clap::Command {
 /// The report in `path`, or the one error line that names the file.
 pub fn read_report(path: &Path) -> Result<ReportFile> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::InvalidInput(format!("{shown}: cannot read it: {}", io_words(&e))))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::InvalidInput(format!("{shown}: cannot read it: {}", io_words(&e)).into())
+    })?;
     serde_json::from_str(&text).map_err(|e| {
         let what = match e.classify() {
             serde_json::error::Category::Data => "not a streamlab trace report",
             _ => "not JSON",
         };
-        Error::InvalidInput(format!("{shown}: {what} ({e})"))
+        Error::InvalidInput(format!("{shown}: {what} ({e})").into())
     })
 }
 

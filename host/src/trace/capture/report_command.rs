@@ -70,13 +70,13 @@ fn check_dir(dir: &Path) -> Result<()> {
     let shown = dir.display();
     if !dir.is_dir() {
         let what = if dir.exists() { "a file, not a folder" } else { "no such folder" };
-        return Err(Error::InvalidInput(format!("{shown}: {what}")));
+        return Err(Error::InvalidInput(format!("{shown}: {what}").into()));
     }
-    let files = trace_files(dir).map_err(Error::InvalidInput)?;
+    let files = trace_files(dir).map_err(|why| Error::InvalidInput(why.into()))?;
     if files.is_empty() {
         return Err(Error::InvalidInput(format!(
             "{shown} holds no trace files (<pid>.jsonl): name the folder `streamlab trace --keep DIR` wrote"
-        )));
+        ).into()));
     }
     Ok(())
 }
@@ -99,7 +99,7 @@ pub fn report_dir(
     output: &Output,
 ) -> Result<()> {
     let analysis = analyse_ranges(dir, thresholds, ranges)
-        .map_err(|why| Error::InvalidInput(format!("reading the trace folder: {why}")))?;
+        .map_err(|why| Error::InvalidInput(format!("reading the trace folder: {why}").into()))?;
     let run = RunFile::read(dir);
     let command = match &run {
         Some(run) => run.command.clone(),

@@ -62,7 +62,8 @@ impl Drop for TraceDir {
 /// main files or segments (they would be read as this program's processes). A missing folder is made and removed
 /// again, so that one that cannot be made is refused before anything runs.
 pub fn check_keep(dir: &Path) -> Result<()> {
-    let bad = |why: String| Err(Error::InvalidInput(format!("--keep {}: {why}", dir.display())));
+    let bad =
+        |why: String| Err(Error::InvalidInput(format!("--keep {}: {why}", dir.display()).into()));
     if dir.exists() && !dir.is_dir() {
         return bad("a file, not a folder".into());
     }
@@ -114,7 +115,9 @@ fn temporary_folder() -> Result<PathBuf> {
 
 /// The temporary folder could not be made: TMPDIR can name another.
 fn no_folder(why: String) -> Error {
-    Error::InvalidInput(format!("creating the trace folder ({why}): set TMPDIR to another folder"))
+    Error::InvalidInput(
+        format!("creating the trace folder ({why}): set TMPDIR to another folder").into(),
+    )
 }
 
 impl TraceDir {
@@ -126,7 +129,9 @@ impl TraceDir {
         let made = !dir.is_dir();
         std::fs::create_dir_all(dir).map_err(|e| {
             let why = io_words(&e);
-            Error::InvalidInput(format!("--keep {}: cannot make the folder: {why}", dir.display()))
+            Error::InvalidInput(
+                format!("--keep {}: cannot make the folder: {why}", dir.display()).into(),
+            )
         })?;
         Ok(TraceDir { path: dir.to_path_buf(), remove: false, made, ran: false })
     }
@@ -150,7 +155,8 @@ fn start(
 pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     let lang = settings.output.lang;
     let mut dir = TraceDir::new(settings.keep.as_deref())?;
-    let injection = prepare(&dir.path, &settings.recording).map_err(Error::NotRun)?;
+    let injection =
+        prepare(&dir.path, &settings.recording).map_err(|why| Error::NotRun(why.into()))?;
     let untraced = match settings.cost {
         true => match start(&settings.program, &[], false) {
             // Asked to stop during the first run: no second one.

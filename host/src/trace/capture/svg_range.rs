@@ -255,9 +255,9 @@ fn occurrences(
             }
             n => format!("\"{name}\" was marked {} in a process at most", times(n)),
         };
-        return Err(Error::InvalidInput(format!(
-            "--svg-range {written}: {why}, so no picture was written"
-        )));
+        return Err(Error::InvalidInput(
+            format!("--svg-range {written}: {why}, so no picture was written").into(),
+        ));
     };
     let which = match last {
         None => format!("all {most} occurrences"),
