@@ -192,11 +192,11 @@ pub(crate) fn cuda_error(status: CUresult, op: impl Into<String>, stream: Option
 }
 
 /// Returns `InvalidInput` with `message` unless `ok`.
-pub fn ensure<M: Into<Text>>(ok: bool, message: impl FnOnce() -> M) -> Result<()> {
+pub fn ensure(ok: bool, message: impl FnOnce() -> Text) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::InvalidInput(message().into()))
+        Err(Error::InvalidInput(message()))
     }
 }
 
@@ -221,6 +221,29 @@ pub fn echoed(arg: &str) -> String {
         true => format!("{start}… ({count} characters)"),
         false => start,
     }
+}
+
+/// [`io_words`] as a sentence of the catalogs, for an error line said in any language: the
+/// kinds it names in words are translated, the system's own words stay as they are.
+pub fn io_text(e: &std::io::Error) -> Text {
+    use std::io::ErrorKind as K;
+    let key = match e.kind() {
+        K::NotFound => "error.io.not_found",
+        K::PermissionDenied => "error.io.permission_denied",
+        K::AlreadyExists => "error.io.already_exists",
+        K::IsADirectory => "error.io.is_a_folder",
+        K::NotADirectory => "error.io.not_a_folder",
+        K::ReadOnlyFilesystem => "error.io.read_only",
+        K::StorageFull => "error.io.disk_full",
+        K::QuotaExceeded => "error.io.quota",
+        K::FileTooLarge => "error.io.too_large",
+        K::InvalidFilename => "error.io.bad_name",
+        K::DirectoryNotEmpty => "error.io.folder_not_empty",
+        K::BrokenPipe => "error.io.broken_pipe",
+        K::OutOfMemory => "error.io.out_of_memory",
+        _ => return Text::Plain(io_words(e)),
+    };
+    Text::message(key, Vec::new())
 }
 
 /// What went wrong with a file, a folder or a pipe, in words: "no such file or folder" for
@@ -278,5 +301,17 @@ mod tests {
         }
         let plain = std::io::Error::other("the wait for the program ended");
         assert_eq!(io_words(&plain), "the wait for the program ended");
+    }
+
+    /// The sentence of the catalogs says in English what `io_words` says, and is Chinese
+    /// under `--lang zh` for each kind it names.
+    #[test]
+    fn file_errors_are_sentences_of_the_catalogs() {
+        for n in 1..134 {
+            let e = std::io::Error::from_raw_os_error(n);
+            assert_eq!(io_text(&e).en(), io_words(&e), "os error {n}");
+        }
+        let missing = io_text(&std::io::Error::from_raw_os_error(2));
+        assert!(crate::text::has_chinese(&missing.render(Lang::Zh)));
     }
 }

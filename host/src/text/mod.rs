@@ -472,6 +472,72 @@ mod tests {
         assert!(english_sentence("the copy engine, reads it.").is_some());
     }
 
+    /// Every error says a sentence of the catalogs, so that `--lang zh` reaches it: the
+    /// argument of `Error::NoDevice(`, `NotRun(`, `InvalidInput(` and `Verification(` (and
+    /// the message of `ensure(ok, || ..)`) is a `t!(..)` or a value already a `Text`, never
+    /// English made on the spot (`format!(..)`, a literal, `.into()`, `.to_string()`).
+    #[test]
+    fn every_error_says_a_sentence_of_the_catalogs() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    sources(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let mut english = Vec::new();
+        let mut seen = 0;
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+            for (n, line) in code.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                let calls = ["NoDevice(", "NotRun(", "InvalidInput(", "Verification(", "ensure("];
+                for call in calls {
+                    for (at, _) in line.match_indices(call) {
+                        let before = line[..at].chars().next_back().unwrap_or(' ');
+                        if call == "ensure(" && (before.is_alphanumeric() || before == '_') {
+                            continue; // ensure_close(
+                        }
+                        seen += 1;
+                        let rest = &line[at + call.len()..];
+                        // The argument: the rest of this line, else the next line's start.
+                        let next = code.lines().nth(n + 1).unwrap_or("").trim_start();
+                        let arg = if rest.trim().is_empty() { next } else { rest.trim_start() };
+                        let arg = match call {
+                            "ensure(" => arg.split_once("||").map_or(arg, |(_, m)| m).trim_start(),
+                            _ => arg,
+                        };
+                        let made_here = arg.starts_with("format!(")
+                            || arg.starts_with('"')
+                            || arg.contains(".into())")
+                            || arg.contains(".to_string())")
+                            || arg.contains(".clone())");
+                        if made_here {
+                            let at = file.strip_prefix(&src).unwrap().display();
+                            english.push(format!("{at}:{}: {}", n + 1, line.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(seen > 50, "only {seen} error sites found: the scan is broken");
+        assert!(
+            english.is_empty(),
+            "{} errors in English only:\n{}",
+            english.len(),
+            english.join("\n")
+        );
+    }
+
     /// Every `t!("key", ..)` in the code names a key both catalogs have (a missing key would
     /// print as the key itself), lesson and lab files write no sentence of their own, and
     /// every check or figure name written out in the code has its Chinese in `zh::LABELS`.
