@@ -8,6 +8,7 @@ use clap::{ArgMatches, Args as _, FromArgMatches as _};
 use crate::runtime::context::driver_library_present;
 use crate::runtime::cupti::trace_file::{Keep, WhenFull};
 use crate::runtime::Error;
+use crate::t;
 use crate::text::flag_values::{number, whole};
 use crate::trace::capture::flags::{OutputFlags, ThresholdFlags};
 use crate::trace::capture::injection::Recording;
@@ -194,7 +195,8 @@ pub struct TraceFlags {
 /// `--capture-range`'s NAME: any text but an empty one.
 fn range_name(name: &str) -> Result<String, String> {
     if name.trim().is_empty() {
-        return Err("must name an NVTX range (the text given to nvtxRangePushA)".into());
+        // clap takes the English line (a value parser's error is a string inside clap's).
+        return Err(t!("error.trace.range_name_empty").en());
     }
     Ok(name.to_string())
 }
@@ -242,17 +244,13 @@ pub fn run(matches: &ArgMatches) -> Result<i32, Error> {
     }
     let path = std::env::var("PATH").ok();
     if let Err(not) = program::resolve(&flags.program[0], path.as_deref()) {
-        eprintln!("streamlab: trace: {}", not.why);
+        eprintln!("streamlab: trace: {}", not.why.render(output.lang));
         return Ok(not.code);
     }
     // Only looked for: this process must not start CUDA (the program's driver would then
     // share nothing with it, but a driver started here costs time and GPU memory).
     if !driver_library_present() {
-        return Err(Error::NoDevice(
-            "libcuda.so.1 (the NVIDIA driver's library) is not installed on this machine: \
-             install the NVIDIA driver; nothing to trace"
-                .into(),
-        ));
+        return Err(Error::NoDevice(t!("error.trace.no_libcuda")));
     }
     let settings = Settings {
         program: flags.program.clone(),

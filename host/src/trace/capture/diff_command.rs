@@ -9,7 +9,7 @@ use clap::{ArgMatches, Args as _, FromArgMatches as _};
 use serde::Serialize;
 
 use crate::lab::record::output::OutputFile;
-use crate::runtime::error::io_words;
+use crate::runtime::error::io_text;
 use crate::runtime::{Error, Result};
 use crate::t;
 use crate::text::{pad, width, Lang, Text};
@@ -93,16 +93,21 @@ pub fn command() -> clap::Command {
 
 /// The report in `path`, or the one error line that names the file.
 pub fn read_report(path: &Path) -> Result<ReportFile> {
-    let shown = path.display();
+    let path_shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::InvalidInput(format!("{shown}: cannot read it: {}", io_words(&e)).into())
+        Error::InvalidInput(t!(
+            "error.diff.cannot_read",
+            path = path_shown.clone(),
+            why = io_text(&e)
+        ))
     })?;
     serde_json::from_str(&text).map_err(|e| {
-        let what = match e.classify() {
-            serde_json::error::Category::Data => "not a streamlab trace report",
-            _ => "not JSON",
-        };
-        Error::InvalidInput(format!("{shown}: {what} ({e})").into())
+        // serde's own words, as it says them.
+        let (path, detail) = (path_shown, e.to_string());
+        Error::InvalidInput(match e.classify() {
+            serde_json::error::Category::Data => t!("error.diff.not_a_report", path, detail),
+            _ => t!("error.diff.not_json", path, detail),
+        })
     })
 }
 

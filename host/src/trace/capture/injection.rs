@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::runtime::cupti;
 use crate::runtime::cupti::trace_file::{Keep, WhenFull};
-use crate::runtime::error::io_words;
+use crate::runtime::error::io_text;
+use crate::t;
+use crate::text::Text;
 
 /// CLOCK_MONOTONIC in ns when the trace command started the program (set by
 /// `program::run`, just before it starts it): the recorder counts `--delay` from it.
@@ -53,21 +55,20 @@ pub struct Injection {
 /// Writes the recorder out (once per version of it), finds CUPTI, and returns the
 /// environment that records the program into `trace_dir` (one `<pid>.jsonl` per process,
 /// and its segments) as `recording` says.
-pub fn prepare(trace_dir: &Path, recording: &Recording) -> Result<Injection, String> {
+pub fn prepare(trace_dir: &Path, recording: &Recording) -> Result<Injection, Text> {
     let found = cupti::load().map_err(|e| no_cupti(&e))?;
     let library = library_file()?;
-    let trace_dir = std::path::absolute(trace_dir)
-        .map_err(|e| format!("trace folder {}: {}", trace_dir.display(), io_words(&e)))?;
+    let trace_dir = std::path::absolute(trace_dir).map_err(|e| {
+        t!("error.trace.trace_folder", path = trace_dir.display().to_string(), why = io_text(&e))
+    })?;
     let cupti = found.path().to_path_buf();
     let env = environment(&library, &cupti, &trace_dir, recording)?;
     Ok(Injection { library, cupti, cupti_version: found.version(), env })
 }
 
-/// The one line said when no CUPTI loads: why, and what to install.
-fn no_cupti(why: &str) -> String {
-    format!(
-        "no usable CUPTI ({why}): install `libcupti` from the CUDA toolkit, or the `nvidia-cuda-cupti` pip wheel (pip install nvidia-cuda-cupti-cu12), or name the file with STREAMLAB_CUPTI"
-    )
+/// The one line said when no CUPTI loads: why (the finder's English), and what to install.
+fn no_cupti(why: &str) -> Text {
+    t!("error.trace.no_cupti", why = why.to_string())
 }
 
 /// The word `STREAMLAB_TRACE_WHEN_FULL` takes.
@@ -86,9 +87,10 @@ fn environment(
     cupti: &Path,
     trace_dir: &Path,
     recording: &Recording,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, Text> {
     let text = |p: &Path| {
-        p.to_str().map(str::to_string).ok_or_else(|| format!("{} is not UTF-8", p.display()))
+        let path = p.display().to_string();
+        p.to_str().map(str::to_string).ok_or_else(|| t!("error.trace.not_utf8", path))
     };
     let keep = &recording.keep;
     Ok(vec![
@@ -139,17 +141,26 @@ fn cache_dirs(
 }
 
 /// The library's file in the first cache folder that takes it.
-fn library_file() -> Result<PathBuf, String> {
+fn library_file() -> Result<PathBuf, Text> {
     let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
     let dirs = cache_dirs(env("XDG_CACHE_HOME"), env("HOME"), std::env::temp_dir(), own_uid());
-    let mut reasons = Vec::new();
+    let mut reasons: Option<Text> = None;
     for dir in dirs {
         match write_into(&dir, LIBRARY) {
             Ok(file) => return Ok(file),
-            Err(e) => reasons.push(format!("{}: {}", dir.display(), io_words(&e))),
+            Err(e) => {
+                let path = dir.display().to_string();
+                let reason = t!("error.trace.path_why", path, why = io_text(&e));
+                // One after the other, "; " between them.
+                reasons = Some(match reasons {
+                    Some(why) => t!("error.then", why, then = reason),
+                    None => reason,
+                });
+            }
         }
     }
-    Err(format!("could not write the recorder library ({})", reasons.join("; ")))
+    let reasons = reasons.unwrap_or(Text::Plain(String::new()));
+    Err(t!("error.trace.no_library", reasons))
 }
 
 /// Writes `bytes` as `dir/libstreamlab_inject-<hash>.so` unless that file already holds
@@ -286,7 +297,7 @@ mod tests {
         let env = environment_of(Keep { when_full: WhenFull::Last, ..Keep::default() });
         let unset: Vec<&str> = env[6..].iter().map(|(_, v)| v.as_str()).collect();
         assert_eq!(unset, ["last", "", "0", "0", "0"]);
-        let said = no_cupti("libcupti not found");
+        let said = no_cupti("libcupti not found").en();
         assert!(said.contains("libcupti") && said.contains("nvidia-cuda-cupti"), "{said}");
     }
 }

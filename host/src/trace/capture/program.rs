@@ -24,15 +24,17 @@ use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getpgrp, tcgetpgrp, Pid};
 
-use crate::runtime::error::{echoed, io_words};
+use crate::runtime::error::{echoed, io_text};
+use crate::t;
+use crate::text::Text;
 use crate::trace::capture::summary::Ended;
 
 /// Why the program could not be started, and the code a shell would exit with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NotStarted {
     /// 127: not found; 126: found but cannot be run.
     pub code: i32,
-    pub why: String,
+    pub why: Text,
 }
 
 /// How a run went.
@@ -58,16 +60,17 @@ fn executable(path: &Path) -> bool {
 /// The file `program` names: itself where it holds a `/`, else the first executable file of
 /// that name in a folder of `path` (the `PATH` variable's value).
 pub fn resolve(program: &str, path: Option<&str>) -> Result<PathBuf, NotStarted> {
-    let not_found = |why: String| NotStarted { code: 127, why };
-    let cannot_run = |why: String| NotStarted { code: 126, why };
+    let not_found = |why: Text| NotStarted { code: 127, why };
+    let cannot_run = |why: Text| NotStarted { code: 126, why };
+    let name = program.to_string();
     if program.contains('/') {
         let file = Path::new(program);
         return if !file.exists() {
-            Err(not_found(format!("{program}: no such file")))
+            Err(not_found(t!("error.trace.no_such_file", program = name)))
         } else if file.is_dir() {
-            Err(cannot_run(format!("{program}: a folder, not a program")))
+            Err(cannot_run(t!("error.trace.a_folder", program = name)))
         } else if !executable(file) {
-            Err(cannot_run(format!("{program}: not executable (chmod +x {program}?)")))
+            Err(cannot_run(t!("error.trace.not_executable_chmod", program = name)))
         } else {
             Ok(file.to_path_buf())
         };
@@ -86,20 +89,25 @@ pub fn resolve(program: &str, path: Option<&str>) -> Result<PathBuf, NotStarted>
         }
     }
     match not_executable {
-        Some(file) => Err(cannot_run(format!("{}: not executable", file.display()))),
-        None => Err(not_found(format!("{program}: command not found (searched PATH)"))),
+        Some(file) => {
+            Err(cannot_run(t!("error.trace.not_executable", file = file.display().to_string())))
+        }
+        None => Err(not_found(t!("error.trace.command_not_found", program = name))),
     }
 }
 
 /// SIGINT and SIGTERM noted in a flag instead of ending this process, from the first call
 /// on (the registration stays for the life of the process).
-pub fn forward_signals() -> Result<&'static AtomicUsize, String> {
-    static FLAG: OnceLock<Result<Arc<AtomicUsize>, String>> = OnceLock::new();
+pub fn forward_signals() -> Result<&'static AtomicUsize, Text> {
+    static FLAG: OnceLock<Result<Arc<AtomicUsize>, Text>> = OnceLock::new();
     let flag = FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicUsize::new(0));
         for signal in [Signal::SIGINT, Signal::SIGTERM] {
             signal_hook::flag::register_usize(signal as i32, Arc::clone(&flag), signal as usize)
-                .map_err(|e| format!("catching {}: {e}", signal.as_str()))?;
+                .map_err(|e| {
+                    let (signal, why) = (signal.as_str().to_string(), e.to_string());
+                    t!("error.trace.catching", signal, why)
+                })?;
         }
         Ok(flag)
     });
@@ -134,7 +142,7 @@ pub fn run(
     started: Option<&str>,
 ) -> Result<Ran, NotStarted> {
     let (program, rest) =
-        args.split_first().ok_or(NotStarted { code: 127, why: "no program to run".into() })?;
+        args.split_first().ok_or(NotStarted { code: 127, why: t!("error.trace.no_program") })?;
     let path = std::env::var("PATH").ok();
     let file = resolve(program, path.as_deref())?;
     let signals = forward_signals().map_err(|why| NotStarted { code: 126, why })?;
@@ -157,8 +165,8 @@ pub fn run(
     }
     let mut child = spawned.map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
-        let (program, why) = (echoed(program), io_words(&e));
-        NotStarted { code, why: format!("{program}: cannot be run: {why}") }
+        let (program, why) = (echoed(program), io_text(&e));
+        NotStarted { code, why: t!("error.trace.cannot_be_run", program, why) }
     })?;
     let pid = Pid::from_raw(child.id() as i32);
     let (done, ended) = channel();
@@ -168,11 +176,9 @@ pub fn run(
     let mut interrupted = None;
     let status = loop {
         match ended.recv_timeout(POLL) {
-            Ok(status) => break status,
+            Ok(status) => break status.map_err(|e| io_text(&e)),
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                break Err(std::io::Error::other("the wait for the program ended"))
-            }
+            Err(RecvTimeoutError::Disconnected) => break Err(t!("error.trace.wait_ended")),
         }
         let got = signals.swap(0, Ordering::SeqCst) as i32;
         let Ok(signal) = Signal::try_from(got) else { continue };
@@ -183,9 +189,9 @@ pub fn run(
         let _ = kill(pid, signal);
     };
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
-    let status = status.map_err(|e| {
-        let (program, why) = (echoed(program), io_words(&e));
-        NotStarted { code: 126, why: format!("waiting for {program}: {why}") }
+    let status = status.map_err(|why| {
+        let program = echoed(program);
+        NotStarted { code: 126, why: t!("error.trace.waiting", program, why) }
     })?;
     let ended = match status.signal() {
         Some(n) => Ended::Signal(n),
@@ -226,7 +232,7 @@ mod tests {
         // Found, but not executable: 126, naming the file.
         let e = resolve("plain.txt", Some(folder)).unwrap_err();
         assert_eq!(e.code, 126);
-        assert!(e.why.contains("plain.txt: not executable"), "{}", e.why);
+        assert!(e.why.en().contains("plain.txt: not executable"), "{:?}", e.why);
         assert_eq!(resolve(script.to_str().unwrap(), None).unwrap_err().code, 126);
         assert_eq!(resolve(folder, None).unwrap_err().code, 126);
         assert_eq!(resolve("./no-such-file", None).unwrap_err().code, 127);

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{ArgMatches, Args as _, FromArgMatches as _};
 
 use crate::runtime::{Error, Result};
+use crate::t;
 use crate::trace::capture::analysis::analyse_ranges;
 use crate::trace::capture::flags::{OutputFlags, ThresholdFlags};
 use crate::trace::capture::present::{present, Output, RunFile};
@@ -67,16 +68,16 @@ pub fn command() -> clap::Command {
 
 /// `DIR`, refused where it is no trace folder.
 fn check_dir(dir: &Path) -> Result<()> {
-    let shown = dir.display();
+    let path = dir.display().to_string();
     if !dir.is_dir() {
-        let what = if dir.exists() { "a file, not a folder" } else { "no such folder" };
-        return Err(Error::InvalidInput(format!("{shown}: {what}").into()));
+        return Err(Error::InvalidInput(match dir.exists() {
+            true => t!("error.report.a_file", path),
+            false => t!("error.report.no_such_folder", path),
+        }));
     }
-    let files = trace_files(dir).map_err(|why| Error::InvalidInput(why.into()))?;
+    let files = trace_files(dir).map_err(Error::InvalidInput)?;
     if files.is_empty() {
-        return Err(Error::InvalidInput(format!(
-            "{shown} holds no trace files (<pid>.jsonl): name the folder `streamlab trace --keep DIR` wrote"
-        ).into()));
+        return Err(Error::InvalidInput(t!("error.report.no_trace_files", path)));
     }
     Ok(())
 }
@@ -99,7 +100,7 @@ pub fn report_dir(
     output: &Output,
 ) -> Result<()> {
     let analysis = analyse_ranges(dir, thresholds, ranges)
-        .map_err(|why| Error::InvalidInput(format!("reading the trace folder: {why}").into()))?;
+        .map_err(|why| Error::InvalidInput(t!("error.report.reading_folder", why)))?;
     let run = RunFile::read(dir);
     let command = match &run {
         Some(run) => run.command.clone(),
@@ -135,6 +136,9 @@ mod tests {
             (missing.exit_code(), missing.to_string()),
             (2, "/no/such/folder: no such folder".to_string())
         );
+        // Said in the language asked for.
+        let zh = missing.render(crate::text::Lang::Zh);
+        assert_eq!(zh, "/no/such/folder：没有这个文件夹");
         let empty =
             std::env::temp_dir().join(format!("streamlab-report-empty-{}", std::process::id()));
         std::fs::create_dir_all(&empty).unwrap();

@@ -5,9 +5,10 @@
 //! trace file, so that everything after the injection runs on a machine without a GPU.
 use std::path::{Path, PathBuf};
 
-use crate::runtime::error::io_words;
+use crate::runtime::error::io_text;
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::{Lang, Text};
 use crate::trace::capture::analysis::analyse_ranges;
 use crate::trace::capture::injection::{self, Injection, Recording};
 use crate::trace::capture::present::{present, say, Output, RunFile, RUN_FILE};
@@ -33,7 +34,7 @@ pub struct Settings {
 }
 
 /// The recorder's preparation: `injection::prepare`, or a test's stand-in.
-pub type Prepare<'a> = &'a dyn Fn(&Path, &Recording) -> std::result::Result<Injection, String>;
+pub type Prepare<'a> = &'a dyn Fn(&Path, &Recording) -> std::result::Result<Injection, Text>;
 
 /// The folder the recorder writes to: a temporary one, removed when dropped; or `--keep`'s,
 /// removed only where this trace made it and the program never started (it is then empty).
@@ -62,31 +63,35 @@ impl Drop for TraceDir {
 /// main files or segments (they would be read as this program's processes). A missing folder is made and removed
 /// again, so that one that cannot be made is refused before anything runs.
 pub fn check_keep(dir: &Path) -> Result<()> {
-    let bad =
-        |why: String| Err(Error::InvalidInput(format!("--keep {}: {why}", dir.display()).into()));
+    let bad = |why: Text| Err(Error::InvalidInput(why));
+    let shown = dir.display().to_string();
+    let cannot_write = |e: std::io::Error| {
+        bad(t!("error.trace.keep_cannot_write", dir = shown.clone(), why = io_text(&e)))
+    };
     if dir.exists() && !dir.is_dir() {
-        return bad("a file, not a folder".into());
+        return bad(t!("error.trace.keep_a_file", dir = shown));
     }
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty() && !p.is_dir()) {
-        return bad(format!("the folder {} does not exist", parent.display()));
+        let parent = parent.display().to_string();
+        return bad(t!("error.trace.keep_no_parent", dir = shown, parent));
     }
     if !dir.exists() {
         return match std::fs::create_dir(dir) {
-            Ok(()) => std::fs::remove_dir(dir)
-                .or_else(|e| bad(format!("cannot remove it: {}", io_words(&e)))),
-            Err(e) => bad(format!("cannot make the folder: {}", io_words(&e))),
+            Ok(()) => std::fs::remove_dir(dir).or_else(|e| {
+                bad(t!("error.trace.keep_cannot_remove", dir = shown, why = io_text(&e)))
+            }),
+            Err(e) => bad(t!("error.trace.keep_cannot_make", dir = shown, why = io_text(&e))),
         };
     }
     let held = std::fs::read_dir(dir).into_iter().flatten().flatten();
     if held.into_iter().any(|e| e.path().extension().is_some_and(|x| x == "jsonl")) {
-        return bad("already holds trace files (*.jsonl): name an empty or a new folder".into());
+        return bad(t!("error.trace.keep_holds_traces", dir = shown));
     }
     // The recorder writes as the program, which runs as this user: a file of ours must go in.
     let probe = dir.join(format!(".streamlab-write-check-{}", std::process::id()));
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
-        Ok(_) => std::fs::remove_file(&probe)
-            .or_else(|e| bad(format!("cannot write in it: {}", io_words(&e)))),
-        Err(e) => bad(format!("cannot write in it: {}", io_words(&e))),
+        Ok(_) => std::fs::remove_file(&probe).or_else(cannot_write),
+        Err(e) => cannot_write(e),
     }
 }
 
@@ -106,18 +111,19 @@ fn temporary_folder() -> Result<PathBuf> {
         match builder.create(&path) {
             Ok(()) => return Ok(path),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
-            Err(e) => return Err(no_folder(format!("{}: {}", path.display(), io_words(&e)))),
+            Err(e) => {
+                let path = path.display().to_string();
+                return Err(no_folder(t!("error.trace.path_why", path, why = io_text(&e))));
+            }
         }
     }
-    let shown = last.map(|p| p.display().to_string()).unwrap_or_default();
-    Err(no_folder(format!("every name was taken, the last {shown}")))
+    let path = last.map(|p| p.display().to_string()).unwrap_or_default();
+    Err(no_folder(t!("error.trace.names_taken", path)))
 }
 
 /// The temporary folder could not be made: TMPDIR can name another.
-fn no_folder(why: String) -> Error {
-    Error::InvalidInput(
-        format!("creating the trace folder ({why}): set TMPDIR to another folder").into(),
-    )
+fn no_folder(why: Text) -> Error {
+    Error::InvalidInput(t!("error.trace.no_temporary_folder", why))
 }
 
 impl TraceDir {
@@ -128,25 +134,24 @@ impl TraceDir {
         };
         let made = !dir.is_dir();
         std::fs::create_dir_all(dir).map_err(|e| {
-            let why = io_words(&e);
-            Error::InvalidInput(
-                format!("--keep {}: cannot make the folder: {why}", dir.display()).into(),
-            )
+            let (dir, why) = (dir.display().to_string(), io_text(&e));
+            Error::InvalidInput(t!("error.trace.keep_cannot_make", dir, why))
         })?;
         Ok(TraceDir { path: dir.to_path_buf(), remove: false, made, ran: false })
     }
 }
 
 /// Runs the program (`traced`: told when it started, for the recorder); where it cannot
-/// start, says why and gives the shell's code.
+/// start, says why in `lang` and gives the shell's code.
 fn start(
     program: &[String],
     env: &[(String, String)],
     traced: bool,
+    lang: Lang,
 ) -> std::result::Result<Ran, i32> {
     let started = traced.then_some(injection::STARTED_NS);
     program::run(program, env, started).map_err(|not| {
-        eprintln!("streamlab: trace: {}", not.why);
+        eprintln!("streamlab: trace: {}", not.why.render(lang));
         not.code
     })
 }
@@ -155,10 +160,9 @@ fn start(
 pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     let lang = settings.output.lang;
     let mut dir = TraceDir::new(settings.keep.as_deref())?;
-    let injection =
-        prepare(&dir.path, &settings.recording).map_err(|why| Error::NotRun(why.into()))?;
+    let injection = prepare(&dir.path, &settings.recording).map_err(Error::NotRun)?;
     let untraced = match settings.cost {
-        true => match start(&settings.program, &[], false) {
+        true => match start(&settings.program, &[], false, lang) {
             // Asked to stop during the first run: no second one.
             Ok(ran) if ran.interrupted.is_some() => return Ok(ran.ended.exit_code()),
             Ok(ran) => Some(ran),
@@ -167,7 +171,7 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
         false => None,
     };
     dir.ran = true;
-    let ran = match start(&settings.program, &injection.env, true) {
+    let ran = match start(&settings.program, &injection.env, true, lang) {
         Ok(ran) => ran,
         Err(code) => return Ok(code),
     };
@@ -175,7 +179,7 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     // From here on the program's code is the answer; a failure of ours is said in a line,
     // and its code used only where the program succeeded.
     let after = |e: Error| {
-        eprintln!("streamlab: trace: {e}");
+        eprintln!("streamlab: trace: {}", e.render(lang));
         if code == 0 {
             e.exit_code()
         } else {
@@ -202,7 +206,8 @@ pub fn trace(settings: &Settings, prepare: Prepare) -> Result<i32> {
     let analysis = match analyse_ranges(&dir.path, &settings.thresholds, &settings.ranges) {
         Ok(a) => a,
         Err(why) => {
-            return Ok(after(Error::Internal(format!("reading the recorder's files: {why}"))))
+            let why = why.en();
+            return Ok(after(Error::Internal(format!("reading the recorder's files: {why}"))));
         }
     };
     let fallback = Some((run.cupti.clone(), run.cupti_version));
@@ -256,7 +261,7 @@ mod tests {
     }
 
     /// A stand-in recorder: the program is told where the folder is, and writes the file.
-    fn stand_in(dir: &Path, _: &Recording) -> std::result::Result<Injection, String> {
+    fn stand_in(dir: &Path, _: &Recording) -> std::result::Result<Injection, Text> {
         Ok(Injection {
             library: "/nowhere/libstreamlab_inject.so".into(),
             cupti: "/nowhere/libcupti.so.13".into(),
@@ -353,7 +358,8 @@ mod tests {
         let marker = out.join("ran");
         let script = format!("touch {}", marker.display());
         let s = settings(&["sh", "-c", &script], &out);
-        let none = |_: &Path, _: &Recording| Err("libcupti not found: install it".to_string());
+        let none =
+            |_: &Path, _: &Recording| Err(Text::Plain("libcupti not found: install it".into()));
         let mut s = s;
         let keep = out.join("raw");
         s.keep = Some(keep.clone());

@@ -13,6 +13,8 @@
 use std::collections::HashSet;
 
 use crate::runtime::{Error, Result};
+use crate::t;
+use crate::text::Text;
 use crate::trace::read::model::{Capture, Ns, Process};
 
 /// What `--svg-range` asks for.
@@ -29,16 +31,24 @@ pub enum SvgRange {
     Range { name: String, first: usize, last: Option<usize> },
 }
 
-/// How `--svg-range` is written, for its help and its errors.
-pub const FORMS: &str = "NAME, NAME:N, NAME:N-M (occurrences counted from 1) or all";
+/// How `--svg-range` is written, for its errors (a sentence of the catalogs).
+fn forms() -> Text {
+    t!("error.trace.svg_range_forms")
+}
 
 impl SvgRange {
-    /// `--svg-range`'s value parser. A colon followed by anything but digits and `-` is part
-    /// of the name (`fwd:layer1` is a range's name), so a name may hold colons.
+    /// `--svg-range`'s value parser. clap takes the English line: a value parser's error is
+    /// a string inside clap's own error (see [`SvgRange::read`] for the sentence).
     pub fn parse(text: &str) -> std::result::Result<SvgRange, String> {
+        SvgRange::read(text).map_err(|why| why.en())
+    }
+
+    /// The flag's value read, or why not. A colon followed by anything but digits and `-` is
+    /// part of the name (`fwd:layer1` is a range's name), so a name may hold colons.
+    pub fn read(text: &str) -> std::result::Result<SvgRange, Text> {
         let whole = |name: &str| SvgRange::Range { name: name.into(), first: 1, last: None };
         if text.is_empty() {
-            return Err(format!("empty: write {FORMS}"));
+            return Err(t!("error.trace.svg_range_empty", forms = forms()));
         }
         if text == "all" {
             return Ok(SvgRange::All);
@@ -50,21 +60,17 @@ impl SvgRange {
             return Ok(whole(text));
         }
         if name.is_empty() || which.is_empty() {
-            return Err(format!(
-                "a range name and its occurrences around the colon: write {FORMS}"
-            ));
+            return Err(t!("error.trace.svg_range_colon", forms = forms()));
         }
         let (a, b) = which.split_once('-').unwrap_or((which, which));
         let number = |s: &str| s.parse::<usize>().ok();
         match (number(a), number(b)) {
-            (Some(0), _) | (_, Some(0)) => Err("occurrences are counted from 1".into()),
+            (Some(0), _) | (_, Some(0)) => Err(t!("error.trace.svg_range_from_1")),
             (Some(first), Some(last)) if first <= last => {
                 Ok(SvgRange::Range { name: name.into(), first, last: Some(last) })
             }
-            (Some(first), Some(last)) => {
-                Err(format!("{first}-{last}: the first occurrence comes after the last"))
-            }
-            _ => Err(format!("{which}: write {FORMS}")),
+            (Some(first), Some(last)) => Err(t!("error.trace.svg_range_reversed", first, last)),
+            _ => Err(t!("error.trace.svg_range_bad", which = which.to_string(), forms = forms())),
         }
     }
 
@@ -115,14 +121,6 @@ fn duration(ms: f64) -> String {
         format!("{:.3} s", ms / 1e3)
     } else {
         format!("{ms:.3} ms")
-    }
-}
-
-fn times(n: usize) -> String {
-    if n == 1 {
-        "once".into()
-    } else {
-        format!("{n} times")
     }
 }
 
@@ -239,25 +237,25 @@ fn occurrences(
                         }
                     }
                 }
+                let name = name.to_string();
+                let shown: Vec<String> = names.iter().take(8).map(|n| format!("\"{n}\"")).collect();
+                let ranges = shown.join(", ");
                 match names.len() {
-                    0 => format!("no NVTX range \"{name}\" was recorded: the program marked none"),
-                    n => {
-                        let shown: Vec<String> =
-                            names.iter().take(8).map(|n| format!("\"{n}\"")).collect();
-                        let more =
-                            if n > 8 { format!(" and {} more", n - 8) } else { String::new() };
-                        format!(
-                            "no NVTX range \"{name}\" was recorded (the ranges: {}{more})",
-                            shown.join(", ")
-                        )
+                    0 => t!("error.trace.svg_range_none_marked", name),
+                    n if n > 8 => {
+                        t!("error.trace.svg_range_not_recorded_more", name, ranges, more = n - 8)
                     }
+                    _ => t!("error.trace.svg_range_not_recorded", name, ranges),
                 }
             }
-            n => format!("\"{name}\" was marked {} in a process at most", times(n)),
+            1 => t!("error.trace.svg_range_marked_once", name = name.to_string()),
+            n => t!("error.trace.svg_range_marked_times", name = name.to_string(), n),
         };
-        return Err(Error::InvalidInput(
-            format!("--svg-range {written}: {why}, so no picture was written").into(),
-        ));
+        return Err(Error::InvalidInput(t!(
+            "error.trace.svg_range_no_picture",
+            range = written,
+            why
+        )));
     };
     let which = match last {
         None => format!("all {most} occurrences"),
@@ -379,8 +377,11 @@ pub(crate) mod tests {
             ("step:", "around the colon"),
             (":3", "around the colon"),
         ] {
-            let e = SvgRange::parse(bad).unwrap_err();
+            let e = SvgRange::read(bad).unwrap_err();
+            assert_eq!(SvgRange::parse(bad), Err(e.en()));
+            let (e, zh) = (e.en(), e.render(crate::text::Lang::Zh));
             assert!(e.contains(why), "{bad}: {e}");
+            assert!(crate::text::has_chinese(&zh), "{bad}: {zh}");
             assert!(!e.contains('\n'), "one line: {e}");
         }
         for written in ["all", "step", "step:3", "step:3-5", "fwd:layer1"] {

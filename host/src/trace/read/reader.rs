@@ -12,7 +12,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use crate::runtime::cupti::trace_file;
-use crate::runtime::error::io_words;
+use crate::runtime::error::io_text;
+use crate::t;
+use crate::text::Text;
 use crate::trace::read::builder::ProcessBuilder;
 use crate::trace::read::flat_line::FlatLine;
 use crate::trace::read::model::{Capture, Process};
@@ -36,10 +38,8 @@ impl ProcessFiles {
 
 /// Every recorder file of `dir`, by process: `<pid>.jsonl` and `<pid>.<seq>.jsonl` by their
 /// pid; any other `*.jsonl` is a process of its own (keyed by its name).
-pub fn trace_files(dir: &Path) -> Result<BTreeMap<String, ProcessFiles>, String> {
-    let shown = dir.display();
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("reading {shown}: {}", io_words(&e)))?;
+pub fn trace_files(dir: &Path) -> Result<BTreeMap<String, ProcessFiles>, Text> {
+    let entries = std::fs::read_dir(dir).map_err(|e| reading(dir, &e))?;
     let mut by_process: BTreeMap<String, ProcessFiles> = BTreeMap::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -64,7 +64,7 @@ pub fn trace_files(dir: &Path) -> Result<BTreeMap<String, ProcessFiles>, String>
 }
 
 /// Every process of `dir`, read into one capture.
-pub fn read_dir(dir: &Path) -> Result<Capture, String> {
+pub fn read_dir(dir: &Path) -> Result<Capture, Text> {
     let mut processes = Vec::new();
     for (key, files) in trace_files(dir)? {
         let all = files.all();
@@ -80,17 +80,13 @@ pub fn read_dir(dir: &Path) -> Result<Capture, String> {
 
 /// Feeds one file's lines to `builder`. Read as bytes: a line cut mid-character is skipped
 /// like any cut line.
-pub fn read_file(path: &Path, builder: &mut ProcessBuilder) -> Result<(), String> {
-    let shown = path.display();
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("reading {shown}: {}", io_words(&e)))?;
+pub fn read_file(path: &Path, builder: &mut ProcessBuilder) -> Result<(), Text> {
+    let file = std::fs::File::open(path).map_err(|e| reading(path, &e))?;
     let mut reader = BufReader::with_capacity(READ_CHUNK, file);
     let mut line = Vec::with_capacity(1024);
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| format!("reading {shown}: {}", io_words(&e)))?;
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| reading(path, &e))?;
         if n == 0 {
             return Ok(());
         }
@@ -103,6 +99,11 @@ pub fn read_file(path: &Path, builder: &mut ProcessBuilder) -> Result<(), String
             None => builder.skip(),
         }
     }
+}
+
+/// Reading `path` failed with `e`.
+fn reading(path: &Path, e: &std::io::Error) -> Text {
+    t!("error.trace.reading", path = path.display().to_string(), why = io_text(e))
 }
 
 /// The capture of `processes`, on one clock: the origin is the earliest record of any

@@ -15,7 +15,7 @@ pub(crate) fn testdata(name: &str) -> PathBuf {
 }
 
 pub(crate) fn read(name: &str) -> Capture {
-    read_dir(&testdata(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    read_dir(&testdata(name)).unwrap_or_else(|e| panic!("{name}: {}", e.en()))
 }
 
 fn only(capture: &Capture) -> &Process {
@@ -172,7 +172,7 @@ fn an_empty_folder_has_no_processes_and_a_missing_one_is_an_error() {
     assert!(capture.processes.is_empty());
     assert_eq!((capture.origin_ns, capture.records()), (0, 0));
     std::fs::remove_dir_all(&dir).unwrap();
-    let e = read_dir(&dir).unwrap_err();
+    let e = read_dir(&dir).unwrap_err().en();
     assert!(e.starts_with("reading ") && e.contains("streamlab-capture-empty"), "{e}");
 }
 
