@@ -247,9 +247,9 @@ pub fn host_was_free(m: &Measured) -> Result<Text> {
             ([in_calls, gpu_ms].map(|v| fixed(v, 3)), [units, blocking_units].map(|v| fixed(v, 0)));
         Ok(t!("basics.free", calls, ms, units, blocking))
     } else {
-        Err(Error::Verification(format!(
-            "the async version did not free the host: {in_calls:.3} ms inside the calls for {gpu_ms:.3} ms of GPU time, {units:.0} host work units vs {blocking_units:.0} when blocking"
-        ).into()))
+        let ([calls, gpu], [units, blocking]) =
+            ([in_calls, gpu_ms].map(|v| fixed(v, 3)), [units, blocking_units].map(|v| fixed(v, 0)));
+        Err(Error::Verification(t!("error.basics.host_not_free", calls, gpu, units, blocking)))
     }
 }
 

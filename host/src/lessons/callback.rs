@@ -196,9 +196,7 @@ impl Callback {
                 ))
             })?;
             if done != i {
-                return Err(Error::Verification(
-                    format!("expected the callback of batch {i}, got batch {done}'s").into(),
-                ));
+                return Err(Error::Verification(t!("error.callback.wrong_batch", i, done)));
             }
             events.push(HostEvent::at(at, "callback", i));
             let (n, slot) = (self.n, i % SLOTS);

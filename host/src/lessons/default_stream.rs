@@ -120,28 +120,30 @@ impl DefaultStream {
 
 /// In every repeat of `v` the later kernel started after the earlier one ended (`waited`),
 /// or before it ended: how many repeats, or which did not.
-fn every_repeat(v: &VersionStats, waited: bool, what: &str) -> Result<usize> {
+fn every_repeat(v: &VersionStats, waited: bool, what: Text) -> Result<usize> {
     let gaps = v.part_stats(GAP_US);
     let gap = gaps.map_or(f64::NAN, |s| if waited { s.min } else { s.max });
     if (waited && gap >= 0.0) || (!waited && gap < 0.0) {
         Ok(v.time.count)
     } else if waited {
-        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel started {:.1} µs before the earlier one ended", -gap).into()))
+        let us = fixed(-gap, 1);
+        Err(Error::Verification(t!("error.default_stream.later_started_early", what, us)))
     } else {
-        Err(Error::Verification(format!("in some repeat {what} did not hold: the later kernel waited {gap:.1} µs after the earlier one ended").into()))
+        let us = fixed(gap, 1);
+        Err(Error::Verification(t!("error.default_stream.later_waited", what, us)))
     }
 }
 
 /// Two host threads on the legacy default stream: their kernels never overlapped.
 pub fn check_threads_took_turns(m: &Measured) -> Result<Text> {
-    let what = "one thread's kernel started after the other's ended";
+    let what = t!("error.default_stream.one_after_the_other");
     every_repeat(m.version(TWO_THREADS_LEGACY), true, what)
         .map(|n| t!("default_stream.threads_took_turns", n))
 }
 
 /// Two host threads, each on its per-thread default stream: their kernels always overlapped.
 pub fn check_threads_overlapped(m: &Measured) -> Result<Text> {
-    let what = "one thread's kernel started before the other's ended";
+    let what = t!("error.default_stream.one_before_the_other");
     every_repeat(m.version(TWO_THREADS_PER_THREAD), false, what)
         .map(|n| t!("default_stream.threads_overlapped", n))
 }
@@ -153,7 +155,8 @@ pub fn check_blocking_waited(m: &Measured) -> Result<Text> {
     if gap >= 0.0 {
         Ok(t!("default_stream.waited", n = m.without().time.count))
     } else {
-        Err(Error::Verification(format!("in some repeat the blocking stream's kernel started {:.1} µs before the legacy one ended", -gap).into()))
+        let us = fixed(-gap, 1);
+        Err(Error::Verification(t!("error.default_stream.kernel_started_early", us)))
     }
 }
 
@@ -164,7 +167,8 @@ pub fn check_non_blocking_overlapped(m: &Measured) -> Result<Text> {
     if gap < 0.0 {
         Ok(t!("default_stream.overlapped", n = m.with().time.count))
     } else {
-        Err(Error::Verification(format!("in some repeat the non-blocking stream's kernel waited {gap:.1} µs after the legacy one ended").into()))
+        let us = fixed(gap, 1);
+        Err(Error::Verification(t!("error.default_stream.kernel_waited", us)))
     }
 }
 

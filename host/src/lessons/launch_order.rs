@@ -193,9 +193,7 @@ fn every_repeat(m: &Measured, v: usize, name: &str, ok: impl Fn(f64) -> bool) ->
 pub fn check_one_at_a_time(m: &Measured) -> Result<Text> {
     match every_repeat(m, ONE_STREAM, AT_ONCE, |n| n <= 1.0) {
         None => Ok(t!("launch_order.one_at_a_time", n = m.without().time.count)),
-        Some(n) => Err(Error::Verification(
-            format!("in some repeat {n:.0} kernels of one stream ran at once").into(),
-        )),
+        Some(n) => Err(Error::Verification(t!("error.launch_order.at_once", n = fixed(n, 0)))),
     }
 }
 
@@ -203,9 +201,7 @@ pub fn check_one_at_a_time(m: &Measured) -> Result<Text> {
 pub fn check_order(m: &Measured) -> Result<Text> {
     match every_repeat(m, K_STREAMS, OUT_OF_ORDER, |n| n == 0.0) {
         None => Ok(t!("launch_order.in_order", n = m.with().time.count)),
-        Some(n) => Err(Error::Verification(
-            format!("in some repeat {n:.0} kernels started before one issued earlier").into(),
-        )),
+        Some(n) => Err(Error::Verification(t!("error.launch_order.out_of_order", n = fixed(n, 0)))),
     }
 }
 
@@ -218,7 +214,8 @@ impl Shape {
             return Ok(t!("check.not_asserted", why = t!("launch_order.one_kernel")));
         }
         if let Some(waited) = every_repeat(m, K_STREAMS, WAITED, |n| n == 0.0) {
-            return Err(Error::Verification(format!("in some repeat {waited:.0} of the first {upto} kernels started only after the one before ended").into()));
+            let waited = fixed(waited, 0);
+            return Err(Error::Verification(t!("error.launch_order.waited", waited, upto)));
         }
         if k > self.connections {
             let (queues, most) = (self.connections, fixed(m.with().part(AT_ONCE), 0));

@@ -278,27 +278,28 @@ pub fn check_claim(m: &Measured, bytes: usize) -> Result<Text> {
     let held = |v: usize| held_fraction(m, v);
     // Registered memory is page-locked: its calls only enqueue, as pinned ones do.
     let kinds = KINDS.len().min(m.versions.len());
-    let wrong: Vec<String> = (0..kinds)
+    // The versions that held the host when they should not have, or did not when they
+    // should, one after the other (separated by semicolons).
+    let wrong = (0..kinds)
         .filter(|&v| match KINDS[v].1 {
             Memory::Pageable => held(v) <= 0.5,
             Memory::Pinned | Memory::Registered => held(v) >= 0.5,
         })
         .map(|v| {
-            let (k, ms) = (m.version(v), m.version(v).time.median);
-            format!("{}: {:.3} ms in the call for {ms:.3} ms of copy", k.name, k.part(IN_CALL))
+            let k = m.version(v);
+            let (kind, in_call, ms) =
+                (Text::label(k.name.clone()), fixed(k.part(IN_CALL), 3), fixed(k.time.median, 3));
+            t!("error.pinned_vs_pageable.held_wrong_item", kind, in_call, ms)
         })
-        .collect();
-    if wrong.is_empty() {
+        .reduce(|first, rest| t!("error.pinned_vs_pageable.and_then", first, rest));
+    if let Some(wrong) = wrong {
+        Err(Error::Verification(t!("error.pinned_vs_pageable.held_wrong", wrong)))
+    } else {
         let each = (0..kinds).map(|v| (KINDS[v].0, fixed(held(v) * 100.0, 0)));
         let each = Text::List(
             each.map(|(kind, pct)| t!("pinned_vs_pageable.held_item", kind, pct)).collect(),
         );
         Ok(t!("pinned_vs_pageable.held_for", each))
-    } else {
-        Err(Error::Verification(format!(
-            "expected pinned and registered calls to return at once and pageable ones to hold the host; {}",
-            wrong.join("; ")
-        ).into()))
     }
 }
 

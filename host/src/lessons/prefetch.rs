@@ -250,10 +250,15 @@ pub fn check_accumulator(acc: &[f32], input: &[f32], iters: u32, samples: usize)
         let (expected, magnitude) = reference_element(input, acc.len(), iters, j);
         let tolerance = REL_TOLERANCE * magnitude + ABS_TOLERANCE;
         if !approx::abs_diff_eq!(acc[j], expected, epsilon = tolerance) {
-            return Err(Error::Verification(format!(
-                "accumulator element {j} is {:e} on the GPU, {expected:e} on the CPU (tolerance {tolerance:e})",
-                acc[j]
-            ).into()));
+            let (gpu, cpu, tolerance) =
+                (format!("{:e}", acc[j]), format!("{expected:e}"), format!("{tolerance:e}"));
+            return Err(Error::Verification(t!(
+                "error.prefetch.accumulator_off",
+                j,
+                gpu,
+                cpu,
+                tolerance
+            )));
         }
     }
     let checked = samples.min(acc.len());

@@ -156,10 +156,8 @@ impl Lesson for Priority {
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
         let blocks = wave_of(model).saturating_mul(a.waves);
         if blocks > i32::MAX as usize {
-            return Err(Error::InvalidInput(format!(
-                "--waves {} makes a grid of {blocks} blocks on this GPU, more than one launch takes",
-                a.waves
-            ).into()));
+            let waves = a.waves;
+            return Err(Error::InvalidInput(t!("error.priority.grid_too_large", waves, blocks)));
         }
         // Each version keeps the GPU busy for `waves + HIGH_WAVES` waves of one sleep each.
         let sleeps = 2.0 * (a.waves + HIGH_WAVES) as f64;
@@ -217,11 +215,10 @@ pub fn check_equal_in_order(m: &Measured) -> Result<Text> {
     let v = m.without();
     match v.part_stats(SHORT_MINUS_LONG).map(|s| s.min) {
         Some(d) if d >= 0.0 => Ok(t!("priority.equal_in_order", n = v.time.count)),
-        _ => Err(Error::Verification(format!(
-            "in some repeat, at equal priority, the second kernel finished before the first (median {:.3} ms vs {:.3} ms)",
-            v.time.median,
-            v.part(LONG_DONE)
-        ).into())),
+        _ => {
+            let (second, first) = (fixed(v.time.median, 3), fixed(v.part(LONG_DONE), 3));
+            Err(Error::Verification(t!("error.priority.equal_out_of_order", second, first)))
+        }
     }
 }
 
@@ -247,11 +244,10 @@ impl Shape {
         let v = m.with();
         match v.part_stats(SHORT_MINUS_LONG).map(|s| s.max) {
             Some(d) if d < 0.0 => Ok(t!("priority.high_first", n = v.time.count)),
-            _ => Err(Error::Verification(format!(
-                "in some repeat the high-priority kernel finished after the low-priority one (median {:.3} ms vs {:.3} ms)",
-                v.time.median,
-                v.part(LONG_DONE)
-            ).into())),
+            _ => {
+                let (high, low) = (fixed(v.time.median, 3), fixed(v.part(LONG_DONE), 3));
+                Err(Error::Verification(t!("error.priority.high_not_first", high, low)))
+            }
         }
     }
 

@@ -248,9 +248,13 @@ impl Shape {
                 full = fixed(full, 2)
             ))
         } else {
-            Err(Error::Verification(format!(
-                "expected the small grid to gain more than {threshold:.2}x and more than the full grid; got small {small:.2}x, full {full:.2}x"
-            ).into()))
+            let [threshold, small, full] = [threshold, small, full].map(|x| fixed(x, 2));
+            Err(Error::Verification(t!(
+                "error.sleep_streams.small_not_ahead",
+                threshold,
+                small,
+                full
+            )))
         }
     }
 

@@ -187,7 +187,16 @@ pub fn check_pool_faster(m: &Measured) -> Result<Text> {
             x = fixed(speedup, 2)
         ))
     } else {
-        Err(Error::Verification(format!("cuMemAllocAsync/cuMemFreeAsync took {pool:.3} ms against {sync:.3} ms with cuMemAlloc/cuMemFree ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though buffers allocated once take {bound:.3} ms").into()))
+        let [pool, sync, bound] = [pool, sync, bound].map(ms);
+        let (x, clear) = (fixed(speedup, 2), CLEAR_SPEEDUP.to_string());
+        Err(Error::Verification(t!(
+            "error.stream_ordered_alloc.not_faster",
+            pool,
+            sync,
+            x,
+            clear,
+            bound
+        )))
     }
 }
 
@@ -199,7 +208,8 @@ pub fn check_pool_kept(m: &Measured, bytes: usize) -> Result<Text> {
     if kept >= need {
         Ok(t!("stream_ordered_alloc.kept_check", kept = fixed(kept, 2), need = fixed(need, 2)))
     } else {
-        Err(Error::Verification(format!("after some run the pool held {kept:.2} MiB, less than one {need:.2} MiB buffer: it gave memory back despite the threshold").into()))
+        let (kept, need) = (fixed(kept, 2), fixed(need, 2));
+        Err(Error::Verification(t!("error.stream_ordered_alloc.pool_gave_back", kept, need)))
     }
 }
 

@@ -156,16 +156,20 @@ pub fn check_wait(method: Method, measured_ms: f64, long_ms: f64) -> Result<Text
         (0.9 * long_ms * SHORT_FRACTION, "the short kernel")
     };
     if measured_ms < floor {
-        return Err(Error::Verification(format!(
-            "{}: returned after {measured_ms:.3} ms, before {what} ({floor:.3} ms) could have finished",
-            method.name()
-        ).into()));
+        let (method, ms, floor) =
+            (method.name().to_string(), fixed(measured_ms, 3), fixed(floor, 3));
+        return Err(Error::Verification(t!(
+            "error.sync_methods.returned_early",
+            method,
+            ms,
+            what,
+            floor
+        )));
     }
     if !method.waits_for_long() && measured_ms >= 0.5 * long_ms {
-        return Err(Error::Verification(format!(
-            "{}: held the host {measured_ms:.3} ms, as if it waited for the long kernel ({long_ms:.3} ms)",
-            method.name()
-        ).into()));
+        let (method, ms, long) =
+            (method.name().to_string(), fixed(measured_ms, 3), fixed(long_ms, 3));
+        return Err(Error::Verification(t!("error.sync_methods.held_too_long", method, ms, long)));
     }
     Ok(t!("sync_methods.waited", ms = fixed(measured_ms, 3), what))
 }

@@ -158,7 +158,8 @@ impl UnifiedMemory {
 /// `--chunks` x `--elements`, or a one-line refusal when over [`MAX_TOTAL_ELEMENTS`].
 pub fn total_elements(chunks: usize, elements: usize) -> Result<usize> {
     chunks.checked_mul(elements).filter(|&t| t <= MAX_TOTAL_ELEMENTS).ok_or_else(|| {
-        Error::InvalidInput(format!("--chunks {chunks} x --elements {elements} is more than the {MAX_TOTAL_ELEMENTS} floats of managed memory this lesson allows per version").into())
+        let max = MAX_TOTAL_ELEMENTS;
+        Error::InvalidInput(t!("error.unified_memory.too_many_elements", chunks, elements, max))
     })
 }
 
@@ -178,7 +179,15 @@ pub fn check_prefetch_won(m: &Measured) -> Result<Text> {
     if speedup >= CLEAR_SPEEDUP {
         Ok(t!("unified_memory.faster_check", prefetch = p, faults = f, x = fixed(speedup, 2)))
     } else {
-        Err(Error::Verification(format!("prefetching took {prefetch:.3} ms against {faults:.3} ms on demand ({speedup:.2}x, under the {CLEAR_SPEEDUP}x of a clear win), though explicit copies took {explicit:.3} ms").into()))
+        let (x, clear, explicit) = (fixed(speedup, 2), CLEAR_SPEEDUP.to_string(), ms(explicit));
+        Err(Error::Verification(t!(
+            "error.unified_memory.not_faster",
+            prefetch = p,
+            faults = f,
+            x,
+            clear,
+            explicit
+        )))
     }
 }
 

@@ -114,9 +114,9 @@ pub struct AllreduceOverlap {
 fn local_gpus(a: &Args) -> Result<Option<usize>> {
     let under_launcher = crate::lab::ddp::ranks::from_env()?.is_some();
     match (under_launcher, a.gpus) {
-        (true, Some(n)) => Err(Error::InvalidInput(format!(
-            "--gpus {n} is for a process that runs alone: here each process is one rank on one GPU (the launcher's --gpus, srun's or mpirun's task count sets how many)"
-        ).into())),
+        (true, Some(n)) => {
+            Err(Error::InvalidInput(t!("error.allreduce_overlap.gpus_under_launcher", n)))
+        }
         (true, None) => Ok(None),
         (false, n) => Ok(Some(n.unwrap_or(DEFAULT_GPUS))),
     }
@@ -299,13 +299,12 @@ impl Lesson for AllreduceOverlap {
 
     fn plan(a: &Args, model: &WorkModel) -> Result<Plan> {
         if a.buckets > a.elements {
-            return Err(Error::InvalidInput(
-                format!(
-                "--buckets {} is more than --elements {}: every bucket needs at least one element",
-                a.buckets, a.elements
-            )
-                .into(),
-            ));
+            let (buckets, elements) = (a.buckets, a.elements);
+            return Err(Error::InvalidInput(t!(
+                "error.allreduce_overlap.buckets_over_elements",
+                buckets,
+                elements
+            )));
         }
         let gpus = local_gpus(a)?;
         // Per GPU: parameters, gradients, sums, and the halves received for the copy engines.
@@ -395,7 +394,7 @@ impl Lesson for AllreduceOverlap {
             let outcome = if wrong > 0 && got[0].iter().all(|x| !x.is_nan()) {
                 Ok(t!("allreduce_overlap.wrong_sums", wrong, n = got[0].len()))
             } else {
-                Err(Error::Verification("reversed order gave the right sums".into()))
+                Err(Error::Verification(t!("error.allreduce_overlap.right_sums")))
             };
             checks.record(
                 "collectives in a different order on odd ranks: silently wrong sums",

@@ -68,10 +68,7 @@ pub fn check_race_observed(without: &VersionStats, n: usize) -> Result<Text> {
     if wrong.min > 0.0 {
         return Ok(t!("events.race_observed", runs = wrong.count, min = wrong.min.to_string(), n));
     }
-    Err(Error::Verification(format!(
-        "the unsynchronized consumer read correct data in at least one of {} runs: the race was not reproduced (raise --sleep-us)",
-        wrong.count
-    ).into()))
+    Err(Error::Verification(t!("error.events.race_not_reproduced", runs = wrong.count)))
 }
 
 /// Passes when the consumer that waited matched the CPU bit for bit in every run.
@@ -80,23 +77,15 @@ pub fn check_right(with: &VersionStats, n: usize) -> Result<Text> {
     if wrong.max == 0.0 {
         return Ok(t!("events.race_right", n, runs = wrong.count));
     }
-    Err(Error::Verification(
-        format!("consumer output vs CPU: up to {} of {n} elements differ in a run", wrong.max)
-            .into(),
-    ))
+    Err(Error::Verification(t!("error.events.race_wrong", wrong = wrong.max.to_string(), n)))
 }
 
 /// Passes when the consumer that waited finished after the producer in every run.
 pub fn check_waited(with: &VersionStats) -> Result<Text> {
     let gap = part(with, CONSUMER_MINUS_PRODUCER)?;
     if gap.min < 0.0 {
-        return Err(Error::Verification(
-            format!(
-                "with the wait, the consumer finished {:.3} ms before the producer in a run",
-                -gap.min
-            )
-            .into(),
-        ));
+        let ms = fixed(-gap.min, 3);
+        return Err(Error::Verification(t!("error.events.race_consumer_early", ms)));
     }
     Ok(t!("events.race_after", runs = gap.count, ms = fixed(gap.min, 3)))
 }
@@ -106,10 +95,8 @@ pub fn check_waited(with: &VersionStats) -> Result<Text> {
 pub fn check_overtook(without: &VersionStats) -> Result<Text> {
     let gap = part(without, CONSUMER_MINUS_PRODUCER)?;
     if gap.max >= 0.0 {
-        return Err(Error::Verification(format!(
-            "without the wait, the consumer finished {:.3} ms after the producer in a run: the streams did not run concurrently",
-            gap.max
-        ).into()));
+        let ms = fixed(gap.max, 3);
+        return Err(Error::Verification(t!("error.events.race_consumer_late", ms)));
     }
     Ok(t!("events.race_before", runs = gap.count, ms = fixed(-gap.max, 3)))
 }
@@ -130,10 +117,8 @@ pub fn check_producer_timing(with: &VersionStats, sleep_us: f64) -> Result<Text>
     let producer = part(with, PRODUCER_DONE)?;
     let spin = sleep_us / 1e3;
     if producer.min < 0.95 * spin {
-        return Err(Error::Verification(format!(
-            "the events put the producer's end at {:.3} ms, before its {spin:.3} ms spin could have finished",
-            producer.min
-        ).into()));
+        let (end, spin) = (fixed(producer.min, 3), fixed(spin, 3));
+        return Err(Error::Verification(t!("error.events.race_producer_early", end, spin)));
     }
     let (runs, min, spin) = (producer.count, fixed(producer.min, 3), fixed(spin, 3));
     Ok(t!("events.race_producer_timing", runs, min, spin))

@@ -44,7 +44,9 @@ use crate::lab::harness::stats::host_ms;
 use crate::lab::record::plot::Plot;
 use crate::lab::{args, t, Checks, Drawing, Lesson, Measured, Plan, Report, Sample, WorkModel};
 use crate::runtime::graph::Instantiate::Plain;
-use crate::runtime::graph::{capture, CaptureMode, CaptureMode::Global, Graph, GraphExec};
+use crate::runtime::graph::{
+    capture, CaptureMode, CaptureMode::Global, Graph, GraphExec, UpdatePath,
+};
 use crate::runtime::memory::copy_to_host_sync;
 use crate::runtime::stream::{fork, join};
 use crate::runtime::{DeviceBuffer, Error, Event, Gpu, HostBuffer, Result, Stream};
@@ -356,10 +358,15 @@ impl Lesson for GraphDag {
         self.exec.launch(&d.c)?;
         d.enqueue(gpu, &self.shape, new, BY_STREAMS)?;
         let changed = ensure_bitwise_equal("", &before, &d.outs[BY_GRAPH].read()?).is_err();
-        let path = &updated.path;
-        let same = format!("the output did not change after the update ({path})");
+        let how = match &updated.path {
+            UpdatePath::InPlace => t!("error.graph.updated_in_place"),
+            UpdatePath::Reinstantiated { reason } => {
+                t!("error.graph.reinstantiated", reason = reason.clone())
+            }
+        };
+        let same = t!("error.graph.unchanged", how);
         let moved = t!("graph.moved", old = old.to_string(), new = new.to_string());
-        let outcome = changed.then_some(moved).ok_or(Error::Verification(same.into()));
+        let outcome = changed.then_some(moved).ok_or(Error::Verification(same));
         checks.record("update changed the output", outcome);
         self.updated = Some(updated);
         self.check_outputs(checks, "after update: ")?;

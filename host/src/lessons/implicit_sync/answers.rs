@@ -48,16 +48,19 @@ pub fn check_host(call: Call, v: &VersionStats) -> Option<Result<Text>> {
     let outcome = match (call.promise(), answer(v)) {
         (Promise::Either, _) | (_, Answer::NotAsked) => return None,
         (Promise::Waits, Answer::Waited) => Ok(t!("implicit_sync.waited_check", n, ms)),
-        (Promise::Waits, _) => Err(Error::Verification(format!(
-            "{}: returned while stream A's kernel still ran in some repeat, though it waits for the whole device",
-            call.name()
-        ).into())),
+        (Promise::Waits, _) => {
+            let call = call.name().to_string();
+            Err(Error::Verification(t!("error.implicit_sync.returned_early", call)))
+        }
         (_, Answer::Returned) => Ok(t!("implicit_sync.returned_check", n, ms)),
-        (_, waited) => Err(Error::Verification(format!(
-            "{}: returned only after stream A's kernel had ended in {} repeat, though CUDA documents that it does not wait for other streams",
-            call.name(),
-            if waited == Answer::Waited { "every" } else { "some" }
-        ).into())),
+        (_, waited) => {
+            let call = call.name().to_string();
+            Err(Error::Verification(if waited == Answer::Waited {
+                t!("error.implicit_sync.waited_in_every_repeat", call)
+            } else {
+                t!("error.implicit_sync.waited_in_some_repeat", call)
+            }))
+        }
     };
     Some(outcome)
 }
@@ -77,7 +80,7 @@ pub fn not_asked() -> Text {
 pub fn check_memset_after(v: &VersionStats) -> Result<Text> {
     match v.part_stats(MEMSET_AFTER) {
         Some(s) if s.min >= 1.0 => Ok(t!("implicit_sync.memset_after_check", n = s.count)),
-        _ => Err(Error::Verification("in some repeat the memset ran before stream A's kernel ended: the kernel's end stamp survived it".into())),
+        _ => Err(Error::Verification(t!("error.implicit_sync.memset_before"))),
     }
 }
 
@@ -88,7 +91,10 @@ pub fn check_legacy_after(v: &VersionStats) -> Result<Text> {
         Some(s) if s.min >= 0.0 => {
             Ok(t!("implicit_sync.legacy_after_check", n = s.count, gap = fixed(s.min, 1)))
         }
-        Some(s) => Err(Error::Verification(format!("in some repeat the legacy default stream's kernel started {:.1} µs before stream A's kernel ended", -s.min).into())),
+        Some(s) => {
+            let us = fixed(-s.min, 1);
+            Err(Error::Verification(t!("error.implicit_sync.legacy_started_early", us)))
+        }
         None => Err(Error::Internal("the legacy launch's version has no stamps".into())),
     }
 }
