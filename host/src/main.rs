@@ -151,7 +151,7 @@ fn main() -> ExitCode {
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
             let line = clap_error_line(&e, &command_path(&argv, LESSONS), LESSONS);
-            return fail(&Error::InvalidInput(line.into()), lesson_named(&argv, LESSONS), json);
+            return fail(&Error::InvalidInput(line), lesson_named(&argv, LESSONS), json);
         }
     };
     match execute(&matches, json) {

@@ -129,3 +129,66 @@ fn lang_zh_draws_the_picture_and_says_where_it_went_in_chinese() {
     assert!(!picture.chars().any(|c| has_chinese(c.encode_utf8(&mut [0; 4]))), "en picture");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A mistake on the command line is said in the language too: Chinese with `--lang zh` (or
+/// under a Chinese locale when `--lang` names none it knows), the same English as before
+/// without it, and English in the JSON object `--json` adds.
+#[test]
+fn command_line_mistakes_are_said_in_chinese_with_lang_zh() {
+    let names: Vec<&str> = streamlab::lessons::LESSONS.iter().map(|l| l.name).collect();
+    let lessons = names.join(", ");
+    let cases: [(&[&str], String); 3] = [
+        (
+            &["run", "overlap", "--streams", "0"][..],
+            "streamlab: overlap: invalid value '0' for '--streams <STREAMS>': must be a whole number from 1 to 64 (see streamlab run overlap --help)".into(),
+        ),
+        (
+            &["run", "overlp"],
+            format!("streamlab: run: unknown lesson 'overlp': did you mean 'overlap'? (the lessons: {lessons}, or all; see streamlab list)"),
+        ),
+        (
+            &["run", "overlap", "--bogus"],
+            "streamlab: overlap: unexpected argument '--bogus' found (see streamlab run overlap --help)".into(),
+        ),
+    ];
+    for (args, english) in &cases {
+        for locale in [&[][..], &[("LANG", "C")]] {
+            let o = streamlab(args, locale);
+            assert_eq!(&one_line(&o, args), english, "{args:?} under {locale:?}");
+        }
+        let zh_args = [*args, &["--lang", "zh"]].concat();
+        let o = streamlab(&zh_args, &[("LANG", "C")]);
+        let zh = one_line(&o, &zh_args);
+        // The prefix stays: streamlab, and the lesson or command the line is about.
+        let prefix = english.split(": ").take(2).collect::<Vec<_>>().join(": ") + ": ";
+        assert!(zh.starts_with(&prefix), "{zh}");
+        assert!(has_chinese(&zh), "not Chinese: {zh}");
+        assert!(zh.contains(&format!("'{}'", args[args.len() - 1])), "the word is echoed: {zh}");
+        // The JSON object stays English.
+        let o = streamlab(&[&zh_args[..], &["--json"]].concat(), &[]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["error"].as_str(), english.strip_prefix("streamlab: "), "{v}");
+    }
+    // The range's sentence is the catalogs' too, and the flag and the help stay as they are.
+    let o = streamlab(&["run", "overlap", "--streams", "0", "--lang", "zh"], &[]);
+    let zh = one_line(&o, &["--streams", "0"]);
+    assert!(zh.contains("'--streams <STREAMS>'") && zh.contains("1 到 64"), "{zh}");
+    assert!(zh.contains("streamlab run overlap --help") && english_sentence(&zh).is_none(), "{zh}");
+    // `--lang xx` names no language: the locale says which the refusal is in.
+    let args = ["run", "overlap", "--lang", "xx"];
+    let zh = one_line(&streamlab(&args, &[("LANG", "zh_CN.UTF-8")]), &args);
+    assert!(has_chinese(&zh) && zh.contains("'xx'") && zh.contains("en, zh"), "{zh}");
+    let en = one_line(&streamlab(&args, &[("LANG", "C")]), &args);
+    assert!(en.contains("invalid value 'xx' for '--lang <LANG>': one of en, zh"), "{en}");
+    // No command at all, under a Chinese locale.
+    let zh = one_line(&streamlab(&[], &[("LANG", "zh_CN.UTF-8")]), &[]);
+    assert!(zh.starts_with("streamlab: ") && has_chinese(&zh) && zh.contains("info"), "{zh}");
+}
+
+/// The one line `o` wrote on stderr, exit 2: a refused command line.
+fn one_line(o: &std::process::Output, args: &[&str]) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    err.trim_end().to_string()
+}

@@ -33,12 +33,15 @@ mod tests {
         let streams = whole(1u64..=64);
         assert_eq!(streams("8"), Ok(8));
         let e = streams("65").unwrap_err();
-        assert_eq!(e, "must be a whole number from 1 to 64");
+        assert_eq!(e.to_string(), "must be a whole number from 1 to 64");
         assert_eq!(streams("-3").unwrap_err(), e);
         assert_eq!(streams("2.5").unwrap_err(), e);
         let sleep = number(100.0..=1e7);
         assert_eq!(sleep("250.5"), Ok(250.5));
-        assert_eq!(sleep("50").unwrap_err(), "must be a number from 100 to 10000000");
+        assert_eq!(sleep("50").unwrap_err().to_string(), "must be a number from 100 to 10000000");
+        // The sentence is the catalogs', so the error line can say it in Chinese.
+        let zh = e.0.render(crate::text::Lang::Zh);
+        assert!(crate::text::has_chinese(&zh) && zh.contains("64"), "{zh}");
         assert!(sleep("NaN").is_err() && sleep("inf").is_err());
     }
 

@@ -2,6 +2,7 @@
 //! is allocated, and refused in one line when it is more than the machine has or more than a
 //! repeat may take. Estimates are never reported as measurements.
 use crate::runtime::{DeviceInfo, Error, Gpu, Result};
+use crate::t;
 
 /// The longest one repeat of a lesson (all its versions once) may be estimated to take.
 pub const MAX_SECONDS_PER_REPEAT: f64 = 60.0;
@@ -72,21 +73,18 @@ impl Plan {
     pub fn admit(&self, gpu: Option<&Gpu>) -> Result<()> {
         // NaN is refused too: it is not within the cap.
         if self.ms_per_repeat.is_nan() || self.ms_per_repeat > MAX_SECONDS_PER_REPEAT * 1e3 {
-            return Err(Error::InvalidInput(format!(
-                "{} is estimated at {:.0} s of work per repeat, over the {:.0} s a repeat may take: use smaller values",
-                self.work_flags,
-                self.ms_per_repeat / 1e3,
-                MAX_SECONDS_PER_REPEAT
-            ).into()));
+            let flags = self.work_flags.clone();
+            let s = format!("{:.0}", self.ms_per_repeat / 1e3);
+            let cap = format!("{MAX_SECONDS_PER_REPEAT:.0}");
+            return Err(Error::InvalidInput(t!("error.budget.too_long", flags, s, cap)));
         }
         ensure_host_memory(self.host_bytes)?;
         if let Some(gpu) = gpu {
             if self.gpus > 1 {
                 let found = crate::runtime::context::device_count()?;
                 if found < self.gpus {
-                    return Err(Error::NotRun(
-                        format!("needs {} GPUs, found {found}", self.gpus).into(),
-                    ));
+                    let n = self.gpus;
+                    return Err(Error::NotRun(t!("error.budget.needs_gpus", n, found)));
                 }
             }
             if self.nccl {
@@ -99,21 +97,20 @@ impl Plan {
 }
 
 fn bytes<T>(n: usize, count: usize) -> Result<usize> {
-    n.checked_mul(count).and_then(|e| e.checked_mul(std::mem::size_of::<T>())).ok_or_else(|| {
-        Error::InvalidInput(format!("{count} buffers of {n} elements do not fit in memory").into())
-    })
+    n.checked_mul(count)
+        .and_then(|e| e.checked_mul(std::mem::size_of::<T>()))
+        .ok_or_else(|| Error::InvalidInput(t!("error.budget.buffers_too_large", count, n)))
 }
 
 fn add(a: usize, b: usize) -> Result<usize> {
-    a.checked_add(b).ok_or_else(|| Error::InvalidInput("these buffers do not fit in memory".into()))
+    a.checked_add(b).ok_or_else(|| Error::InvalidInput(t!("error.budget.sum_too_large")))
 }
 
 /// Refuses `--streams` over `--elements`: every stream gets a chunk of at least one element.
 pub fn ensure_a_chunk_per_stream(streams: usize, elements: usize) -> Result<()> {
     if streams > elements {
-        return Err(Error::InvalidInput(format!(
-            "--streams {streams} is more than --elements {elements}: every stream needs at least one element"
-        ).into()));
+        let line = t!("error.budget.chunk_per_stream", streams, elements);
+        return Err(Error::InvalidInput(line));
     }
     Ok(())
 }
@@ -127,14 +124,11 @@ pub fn ensure_host_memory(bytes: usize) -> Result<()> {
         kib.checked_mul(1024)
     });
     match available {
-        Some(free) if bytes > free => Err(Error::InvalidInput(
-            format!(
-                "these flags need {:.1} MiB of host memory but only {:.1} MiB is available",
-                bytes as f64 / 1048576.0,
-                free as f64 / 1048576.0
-            )
-            .into(),
-        )),
+        Some(free) if bytes > free => {
+            let need = format!("{:.1}", bytes as f64 / 1048576.0);
+            let free = format!("{:.1}", free as f64 / 1048576.0);
+            Err(Error::InvalidInput(t!("error.budget.host_memory", need, free)))
+        }
         _ => Ok(()),
     }
 }

@@ -44,7 +44,8 @@ impl Checks {
     pub fn record<T: Into<Text>>(&mut self, name: &str, outcome: Result<T>) {
         let (verdict, text) = match outcome {
             Ok(detail) => (Verdict::Passed, detail.into()),
-            Err(e) => (Verdict::Failed, Text::Plain(e.to_string())),
+            // The error's sentence: its English is the detail, and `--lang` renders it.
+            Err(e) => (Verdict::Failed, e.text()),
         };
         self.push(name, verdict, text);
     }
@@ -80,7 +81,7 @@ impl Checks {
         if self.serialized {
             let detail = match outcome {
                 Ok(d) => d.into(),
-                Err(e) => Text::Plain(e.to_string()),
+                Err(e) => e.text(),
             };
             // A lesson may already say why it did not assert: say it once.
             let why = match detail {
@@ -131,6 +132,10 @@ mod tests {
         c.concurrency("overlap", Err::<String, _>(Error::Verification("no overlap".into())));
         assert_eq!(c.verdict("same"), Some(Verdict::Passed));
         assert_eq!(c.verdict("differs"), Some(Verdict::Failed));
+        // A failure's detail is the error's sentence: English, and Chinese under --lang zh.
+        assert!(c.items[1].detail.starts_with("verification failed: differs: 1 of 1"));
+        let zh = c.items[1].detail_in(crate::text::Lang::Zh);
+        assert!(crate::text::has_chinese(&zh), "{zh}");
         assert_eq!(c.verdict("overlap"), Some(Verdict::Failed));
         assert!(!c.passed());
 

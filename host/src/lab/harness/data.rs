@@ -3,6 +3,8 @@
 use std::ops::Range;
 
 use crate::runtime::{Error, Result};
+use crate::t;
+use crate::text::Text;
 
 /// Deterministic pseudo-random floats in [-π, π) (xorshift64*): the same `seed` gives the
 /// same input on every machine, so a failing check can be rerun exactly.
@@ -38,21 +40,15 @@ pub fn chunk_ranges(n: usize, k: usize) -> Vec<Range<usize>> {
 /// difference and how many elements differ.
 pub fn ensure_bitwise_equal(what: &str, a: &[f32], b: &[f32]) -> Result<()> {
     if a.len() != b.len() {
-        return Err(Error::Verification(
-            format!("{what}: lengths differ ({} vs {})", a.len(), b.len()).into(),
-        ));
+        let (what, a, b) = (Text::label(what), a.len(), b.len());
+        return Err(Error::Verification(t!("error.data.lengths_differ", what, a, b)));
     }
     let mut differing =
         a.iter().zip(b).enumerate().filter(|(_, (x, y))| x.to_bits() != y.to_bits());
     if let Some((i, (x, y))) = differing.next() {
-        let count = 1 + differing.count();
-        return Err(Error::Verification(
-            format!(
-                "{what}: {count} of {} elements differ; first at index {i}: {x:e} vs {y:e}",
-                a.len()
-            )
-            .into(),
-        ));
+        let (count, n, what) = (1 + differing.count(), a.len(), Text::label(what));
+        let (x, y) = (format!("{x:e}"), format!("{y:e}"));
+        return Err(Error::Verification(t!("error.data.bits_differ", what, count, n, i, x, y)));
     }
     Ok(())
 }
@@ -94,9 +90,11 @@ pub fn ensure_close_to_reference(
             max_relative = REL_TOLERANCE
         );
         if !ok {
-            return Err(Error::Verification(format!(
-                "{what}: element {i} is {got:e} on the GPU, {expected:e} on the CPU (tolerance: relative {REL_TOLERANCE:e}, absolute {ABS_TOLERANCE:e})"
-            ).into()));
+            let (got, expected) = (format!("{got:e}"), format!("{expected:e}"));
+            let (rel, abs) = (format!("{REL_TOLERANCE:e}"), format!("{ABS_TOLERANCE:e}"));
+            let what = Text::label(what);
+            let line = t!("error.data.not_close", what, i, got, expected, rel, abs);
+            return Err(Error::Verification(line));
         }
     }
     Ok(indices.len())
@@ -122,6 +120,12 @@ mod tests {
         let err =
             ensure_bitwise_equal("t", &[1.0, 2.0, 3.0], &[1.0, 2.5, 3.5]).unwrap_err().to_string();
         assert!(err.contains("2 of 3") && err.contains("index 1"), "{err}");
+        assert_eq!(
+            err,
+            "verification failed: t: 2 of 3 elements differ; first at index 1: 2e0 vs 2.5e0"
+        );
+        let zh = ensure_bitwise_equal("t", &[1.0], &[2.0]).unwrap_err();
+        assert!(crate::text::has_chinese(&zh.render(crate::text::Lang::Zh)), "{zh}");
         // -0.0 == 0.0 numerically, but not bit for bit.
         assert!(ensure_bitwise_equal("t", &[0.0], &[-0.0]).is_err());
     }

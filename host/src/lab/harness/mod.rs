@@ -194,9 +194,12 @@ pub fn command<L: Lesson>() -> clap::Command {
 
 fn parse<L: Lesson>(matches: &clap::ArgMatches) -> Result<L::Args> {
     L::Args::from_arg_matches(matches).map_err(|e| {
+        // clap checked these flags already: its error here has no context to word it by,
+        // only its English line.
         let text = e.to_string();
         let first = text.lines().next().unwrap_or("invalid arguments");
-        Error::InvalidInput(first.trim_start_matches("error: ").to_string().into())
+        let why = first.trim_start_matches("error: ").to_string();
+        Error::InvalidInput(t!("error.args.not_parsed", why))
     })
 }
 
@@ -224,10 +227,8 @@ pub fn args_from<L: Lesson>(flags: &[&str]) -> Result<L::Args> {
     let matches = command::<L>()
         .try_get_matches_from(std::iter::once(L::NAME).chain(flags.iter().copied()))
         .map_err(|e| {
-            let text = e.to_string();
-            Error::InvalidInput(
-                text.lines().next().unwrap_or("invalid arguments").to_string().into(),
-            )
+            let command = format!("streamlab run {}", L::NAME);
+            Error::InvalidInput(cli_errors::clap_error_line(&e, &command, &[]))
         })?;
     parse::<L>(&matches)
 }

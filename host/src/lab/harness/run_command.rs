@@ -116,7 +116,7 @@ pub fn run(
                     let line = t!("run.not_run_why", why).render(lang);
                     eprintln!("streamlab: {}: {line}", entry.name);
                 } else {
-                    // A label, so the reasons zh::LABELS knows are translated.
+                    // The reason is a sentence of the catalogs, said in `lang` too.
                     let line = t!("run.not_run", lesson = entry.name, why);
                     println!("{}\n", line.render(lang));
                 }
@@ -151,7 +151,8 @@ pub fn run(
     if failed.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        Err((Error::Verification(format!("checks failed in: {}", failed.join(", ")).into()), None))
+        let lessons = failed.join(", ");
+        Err((Error::Verification(t!("error.run.checks_failed", lessons)), None))
     }
 }
 
@@ -261,10 +262,10 @@ pub fn show_recorded(
             Some(run) => run.map_err(|e| (e, Some(entry.name)))?,
             None if single => {
                 let why = match recorded_runs::lessons() {
-                    have if have.is_empty() => format!("{NO_RECORDING} (it embeds none)"),
-                    have => format!("{NO_RECORDING} (it has: {})", have.join(", ")),
+                    have if have.is_empty() => t!("error.run.no_recording_at_all"),
+                    have => t!("error.run.no_recording", have = have.join(", ")),
                 };
-                return Err((Error::NotRun(why.into()), Some(entry.name)));
+                return Err((Error::NotRun(why), Some(entry.name)));
             }
             None => {
                 tally.skipped += 1;
@@ -309,9 +310,6 @@ pub fn show_recorded(
     // The checks are the recorded run's: a recorded failure is shown, not re-raised here.
     Ok(printed)
 }
-
-/// Why a lesson's recorded run is not shown.
-const NO_RECORDING: &str = "this build embeds no recorded run of it";
 
 #[cfg(test)]
 mod tests {

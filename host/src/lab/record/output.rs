@@ -17,7 +17,7 @@ use crate::lab::record::report::Report;
 use crate::lab::record::span::Recording;
 use crate::lab::record::timeline::render;
 use crate::lab::record::trace::{self, Meta};
-use crate::runtime::error::{echoed, io_words};
+use crate::runtime::error::{echoed, io_text};
 use crate::runtime::{Error, Result};
 use crate::t;
 use crate::text::{fixed, Lang, Text};
@@ -114,14 +114,17 @@ pub struct OutputFile {
     path: PathBuf,
 }
 
-/// What each flag that names a file writes, and the extension its file must have: a file
+/// What a flag that names a file writes, and the extension its file must have: a file
 /// named otherwise (`--svg pic.png`) would hold a format its name denies, so it is refused
 /// rather than written.
-const WRITES: [(&str, &str, &str); 3] = [
-    ("--svg", "an SVG picture", "svg"),
-    ("--trace", "a JSON trace", "json"),
-    ("--json", "a JSON report", "json"),
-];
+fn writes(flag: &str) -> Option<(Text, &'static str)> {
+    match flag {
+        "--svg" => Some((t!("error.output.an_svg_picture"), "svg")),
+        "--trace" => Some((t!("error.output.a_json_trace"), "json")),
+        "--json" => Some((t!("error.output.a_json_report"), "json")),
+        _ => None,
+    }
+}
 
 impl OutputFile {
     /// `path` as `flag` names it, if it can be written: not a folder, in a folder that
@@ -129,34 +132,32 @@ impl OutputFile {
     /// (`.svg` for `--svg`, `.json` for `--trace` and `--json`). A path that exists and is
     /// not a regular file (a pipe, `/dev/stdout`) is written as it is named.
     pub fn checked(flag: &'static str, path: &Path) -> Result<OutputFile> {
+        let (f, p) = (flag.to_string(), shown(path));
         if path.is_dir() {
-            let why = format!("{flag} {}: a folder, not a file: name the file", shown(path));
-            return Err(Error::InvalidInput(why.into()));
+            let why = t!("error.output.a_folder", flag = f, path = p);
+            return Err(Error::InvalidInput(why));
         }
         if let Some(folder) = path.parent() {
             if !folder.as_os_str().is_empty() && !folder.is_dir() {
-                return Err(Error::InvalidInput(
-                    format!(
-                        "{flag} {}: cannot write it: the folder {} does not exist",
-                        shown(path),
-                        shown(folder)
-                    )
-                    .into(),
-                ));
+                let folder = shown(folder);
+                let why = t!("error.output.no_folder", flag = f, path = p, folder);
+                return Err(Error::InvalidInput(why));
             }
         }
         let special = path.metadata().is_ok_and(|m| !m.is_file());
-        if let Some((_, what, ext)) = WRITES.iter().find(|(f, ..)| *f == flag) {
+        if let Some((what, ext)) = writes(flag) {
             let named = path.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext));
             if !named && !special {
-                return Err(Error::InvalidInput(
-                    format!(
-                    "{flag} {}: {flag} writes {what}, so its file must end in .{ext}: name it {}",
-                    shown(path),
-                    shown(&path.with_extension(ext))
-                )
-                    .into(),
-                ));
+                let renamed = shown(&path.with_extension(ext));
+                let why = t!(
+                    "error.output.wrong_extension",
+                    flag = f,
+                    path = p,
+                    what,
+                    ext = ext.to_string(),
+                    named = renamed
+                );
+                return Err(Error::InvalidInput(why));
             }
         }
         Ok(OutputFile { flag, path: path.to_path_buf() })
@@ -169,13 +170,10 @@ impl OutputFile {
         let files: Vec<&OutputFile> = files.iter().flatten().copied().collect();
         for (i, a) in files.iter().enumerate() {
             if let Some(b) = files[i + 1..].iter().find(|b| a.same_file(b)) {
-                return Err(Error::InvalidInput(format!(
-                    "{} {} and {} {} name one file: the second would replace the first: give each its own",
-                    a.flag,
-                    shown(&a.path),
-                    b.flag,
-                    shown(&b.path)
-                ).into()));
+                let (flag, path) = (a.flag.to_string(), shown(&a.path));
+                let (other_flag, other_path) = (b.flag.to_string(), shown(&b.path));
+                let why = t!("error.output.one_file", flag, path, other_flag, other_path);
+                return Err(Error::InvalidInput(why));
             }
         }
         Ok(())
@@ -204,11 +202,11 @@ impl OutputFile {
     }
 
     /// Writes `text` to the file; an error names the flag and the file, and says what went
-    /// wrong in words ([`io_words`]).
+    /// wrong in words ([`io_text`]).
     pub fn write(&self, text: &str) -> Result<()> {
         std::fs::write(&self.path, text).map_err(|e| {
-            let (flag, path, why) = (self.flag, shown(&self.path), io_words(&e));
-            Error::InvalidInput(format!("{flag} {path}: cannot write it: {why}").into())
+            let (flag, path, why) = (self.flag.to_string(), shown(&self.path), io_text(&e));
+            Error::InvalidInput(t!("error.output.cannot_write", flag, path, why))
         })
     }
 }

@@ -37,6 +37,8 @@ use crate::lab::record::span::{Recording, Source};
 use crate::lab::record::timeline::{deferred, events_source, observing, OpNote, Timeline};
 use crate::runtime::cupti::{self, Cupti};
 use crate::runtime::{DeviceBuffer, Error, Gpu, HostBuffer, Observer, Op, Result, Stream};
+use crate::t;
+use crate::text::Text;
 
 /// The recorder this process will use: CUPTI, or why not.
 pub fn cupti_or_why_not() -> std::result::Result<&'static Cupti, String> {
@@ -56,21 +58,22 @@ fn host_calls_or_why_not() -> std::result::Result<bool, String> {
     if std::env::var_os(TRACED_BY).is_some() {
         return Err("CUPTI is recording this process for streamlab trace".into());
     }
-    host_calls_for(std::env::var("STREAMLAB_RECORDER").ok().as_deref())
+    // The reason is kept in the recording's source, read by tools: English.
+    host_calls_for(std::env::var("STREAMLAB_RECORDER").ok().as_deref()).map_err(|why| why.en())
 }
 
 /// Set in a process that `streamlab trace` records (the injected recorder's trace folder).
 const TRACED_BY: &str = "STREAMLAB_TRACE_DIR";
 
-fn host_calls_for(value: Option<&str>) -> std::result::Result<bool, String> {
+fn host_calls_for(value: Option<&str>) -> std::result::Result<bool, Text> {
     match value.unwrap_or("") {
         "" | "cupti" => Ok(true),
         "cupti-gpu" => Ok(false),
-        "events" => Err("STREAMLAB_RECORDER=events".into()),
-        other => Err(format!(
-            "STREAMLAB_RECORDER={other} names no recorder (one of: {})",
-            RECORDERS.join(", ")
-        )),
+        "events" => Err(Text::Plain("STREAMLAB_RECORDER=events".into())),
+        other => {
+            let (value, names) = (other.to_string(), RECORDERS.join(", "));
+            Err(t!("error.record.no_recorder", value, names))
+        }
     }
 }
 
@@ -81,7 +84,7 @@ pub fn check_recorder_setting() -> Result<()> {
 
 fn check_recorder(value: Option<&str>) -> Result<()> {
     match host_calls_for(value) {
-        Err(why) if value != Some("events") => Err(Error::InvalidInput(why.into())),
+        Err(why) if value != Some("events") => Err(Error::InvalidInput(why)),
         _ => Ok(()),
     }
 }

@@ -59,7 +59,7 @@ pub struct Check {
     /// The detail, in English.
     pub detail: String,
     /// The detail as a message, from which `--lang` renders it (absent where the detail is
-    /// an error's text, or in runs recorded before).
+    /// plain text, or in runs recorded before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<Text>,
     /// A claim about the technique's speed on this GPU (made with `Checks::concurrency`: a
