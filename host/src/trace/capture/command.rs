@@ -9,7 +9,7 @@ use crate::runtime::context::driver_library_present;
 use crate::runtime::cupti::trace_file::{Keep, WhenFull};
 use crate::runtime::Error;
 use crate::t;
-use crate::text::flag_values::{number, whole};
+use crate::text::flag_values::{number, whole, BadValue};
 use crate::trace::capture::flags::{OutputFlags, ThresholdFlags};
 use crate::trace::capture::injection::Recording;
 use crate::trace::capture::session::{self, check_keep, Settings};
@@ -193,10 +193,10 @@ pub struct TraceFlags {
 }
 
 /// `--capture-range`'s NAME: any text but an empty one.
-fn range_name(name: &str) -> Result<String, String> {
+fn range_name(name: &str) -> Result<String, BadValue> {
     if name.trim().is_empty() {
-        // clap takes the English line (a value parser's error is a string inside clap's).
-        return Err(t!("error.trace.range_name_empty").en());
+        // The error line finds the sentence by its type, in --lang's language.
+        return Err(BadValue(t!("error.trace.range_name_empty")));
     }
     Ok(name.to_string())
 }

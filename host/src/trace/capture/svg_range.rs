@@ -14,6 +14,7 @@ use std::collections::HashSet;
 
 use crate::runtime::{Error, Result};
 use crate::t;
+use crate::text::flag_values::BadValue;
 use crate::text::Text;
 use crate::trace::read::model::{Capture, Ns, Process};
 
@@ -37,10 +38,10 @@ fn forms() -> Text {
 }
 
 impl SvgRange {
-    /// `--svg-range`'s value parser. clap takes the English line: a value parser's error is
-    /// a string inside clap's own error (see [`SvgRange::read`] for the sentence).
-    pub fn parse(text: &str) -> std::result::Result<SvgRange, String> {
-        SvgRange::read(text).map_err(|why| why.en())
+    /// `--svg-range`'s value parser: the error line finds its sentence by its type
+    /// ([`BadValue`]) and says it in `--lang`'s language.
+    pub fn parse(text: &str) -> std::result::Result<SvgRange, BadValue> {
+        SvgRange::read(text).map_err(BadValue)
     }
 
     /// The flag's value read, or why not. A colon followed by anything but digits and `-` is
