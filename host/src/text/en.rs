@@ -628,6 +628,12 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("error.runtime.gpu_too_old", "this GPU (compute capability {cc}) is older than every PTX this build carries ({set}): streamlab needs compute capability 7.5 or newer"),
 
     // Errors of the lab (lab/).
+    ("error.kit.too_many_elements", "--batches {batches} x --elements {elements} is more than the {max} {kept} this lesson keeps"),
+    ("error.kit.bad_stamps", "kernel {i}'s stamps {stamp} are not a start and an end: did it run?"),
+    ("error.kit.no_event", "no event \"{name}\" was recorded"),
+    ("error.kit.batch_out_of_order", "batch {i}: prepared {p}, enqueued {e}, callback {c}, consumed {u} ms are out of order"),
+    ("error.kit.callback_out_of_order", "callback {i} at {c} ms came before the previous batch's at {last} ms"),
+    ("error.kit.needs_gpus", "needs {n} GPUs, found {found}"),
 
     // Errors of the lessons (lessons/), under each lesson's prefix.
 

@@ -625,6 +625,12 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("error.runtime.gpu_too_old", "这块 GPU（计算能力 {cc}）比这个构建所带的每一份 PTX（{set}）都旧：streamlab 需要计算能力 7.5 或更新"),
 
     // Errors of the lab (lab/).
+    ("error.kit.too_many_elements", "--batches {batches} x --elements {elements} 超过了这节课最多保存的 {max} 个{kept}"),
+    ("error.kit.bad_stamps", "内核 {i} 的时间戳 {stamp} 不是一个开始加一个结束：它运行了吗？"),
+    ("error.kit.no_event", "没有记录到事件 \"{name}\""),
+    ("error.kit.batch_out_of_order", "第 {i} 批：准备 {p}、入队 {e}、回调 {c}、消费 {u} ms，顺序不对"),
+    ("error.kit.callback_out_of_order", "回调 {i}（{c} ms）早于上一批的回调（{last} ms）"),
+    ("error.kit.needs_gpus", "需要 {n} 块 GPU，只找到 {found} 块"),
 
     // Errors of the lessons (lessons/), under each lesson's prefix.
 
@@ -676,6 +682,11 @@ pub const LABELS: &[(&str, &str)] = &[
     ("recording cost ({name}), {name2}", "记录开销（{name}），{name2}"),
     ("units", "个单位"),
     ("needs {n} GPUs, found {found}", "需要 {n} 块 GPU，只找到 {found} 块"),
+    // What a batch lesson keeps, in lab::kit::total_elements's refusal.
+    ("floats of results", "结果浮点数"),
+    ("floats of input pinned", "固定内存中的输入浮点数"),
+    ("floats on the device", "设备上的浮点数"),
+    ("floats of batches on the device", "设备上各批的浮点数"),
     ("GPU vs CPU reference (approx)", "GPU 与 CPU 参考值对比（近似）"),
     ("H: copy-in, whole array", "H：拷贝入，整个数组"),
     ("C: compute, whole array", "C：计算，整个数组"),
