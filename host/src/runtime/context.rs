@@ -27,7 +27,8 @@ fn init_driver() -> Result<()> {
         return Err(Error::NoDevice(t!("error.runtime.no_libcuda")));
     }
     driver::init().map_err(|status| {
-        Error::NoDevice(t!("error.runtime.cu_init", code = DriverCode::from_status(status).to_string()))
+        let code = DriverCode::from_status(status).to_string();
+        Error::NoDevice(t!("error.runtime.cu_init", code))
     })
 }
 
@@ -91,7 +92,12 @@ impl Context {
         }
         if ordinal >= count {
             let last = count - 1;
-            return Err(Error::InvalidInput(t!("error.runtime.no_such_device", ordinal, count, last)));
+            return Err(Error::InvalidInput(t!(
+                "error.runtime.no_such_device",
+                ordinal,
+                count,
+                last
+            )));
         }
         let device = driver::device_get(ordinal as i32).named("cuDeviceGet")?;
         // Released in `Primary::drop`.

@@ -45,7 +45,8 @@ impl UniqueId {
     /// Reads [`UniqueId::to_hex`]'s text back.
     pub fn from_hex(text: &str) -> Result<UniqueId> {
         let text = text.trim();
-        let bad = || Error::InvalidInput(t!("error.runtime.nccl_bad_id", text = format!("{text:.40}")));
+        let bad =
+            || Error::InvalidInput(t!("error.runtime.nccl_bad_id", text = format!("{text:.40}")));
         if text.len() != 256 || !text.is_ascii() {
             return Err(bad());
         }
@@ -133,7 +134,8 @@ fn api() -> Result<&'static Api> {
         Err(t!("error.runtime.nccl_not_found"))
     })
     .as_ref()
-    .map_err(|why| Error::NotRun(why.clone()))
+    .map_err(Text::clone)
+    .map_err(Error::NotRun)
 }
 
 /// Turns an NCCL status into a `Result`, with NCCL's words for it (and the communicator's

@@ -40,6 +40,7 @@ use crate::lab::record::recorded_runs;
 use crate::runtime::context::device_count;
 use crate::runtime::{nccl, Error, Result};
 use crate::t;
+use crate::text::Text;
 
 /// The lessons that run as one rank per process.
 pub const LESSONS: [&str; 1] = ["allreduce-overlap"];
@@ -57,7 +58,7 @@ pub const RANK_PROGRAM: &str = "STREAMLAB_LAUNCH_RANK_PROGRAM";
 
 /// Checks `run_args` (what follows `launch --gpus N`) and returns the lesson's name.
 pub fn check_args(run_args: &[String]) -> Result<&str> {
-    let bad = |why: String| Err(Error::InvalidInput(why.into()));
+    let bad = |why: Text| Err(Error::InvalidInput(why));
     // A recorded run is shown, not measured: nothing for a process per GPU to do.
     if run_args.iter().any(|a| a == "--recorded") {
         // The lesson the user named, where there is one after `run`.
@@ -65,19 +66,20 @@ pub fn check_args(run_args: &[String]) -> Result<&str> {
             [run, lesson, ..] if run == "run" && !lesson.starts_with('-') => lesson.as_str(),
             _ => "allreduce-overlap",
         };
-        return bad(format!("launch measures, one process per GPU; --recorded shows a run recorded on a real GPU, which needs no launch: `streamlab run {lesson} --recorded`"));
+        return bad(t!("error.ddp.launch_recorded", lesson = lesson.to_string()));
     }
     match run_args {
         [run, lesson, rest @ ..] if run == "run" => {
             if !LESSONS.contains(&lesson.as_str()) {
-                return bad(format!("launch runs one process per GPU for {}; `{lesson}` is not one of them (run it with `streamlab run {lesson}`)", LESSONS.join(", ")));
+                let (lessons, lesson) = (LESSONS.join(", "), lesson.to_string());
+                return bad(t!("error.ddp.launch_not_ddp", lessons, lesson));
             }
             if rest.iter().any(|a| a == "--device" || a.starts_with("--device=")) {
-                return bad("launch sets --device for each rank (rank i uses GPU i): leave it out".into());
+                return bad(t!("error.ddp.launch_sets_device"));
             }
             Ok(lesson)
         }
-        _ => bad("launch takes `run LESSON [flags]` after --gpus N, e.g. `streamlab launch --gpus 2 run allreduce-overlap`".into()),
+        _ => bad(t!("error.ddp.launch_usage")),
     }
 }
 
@@ -98,7 +100,10 @@ impl Scratch {
             }
             other => other,
         };
-        made.map_err(|e| Error::InvalidInput(format!("creating {}: {e}", path.display()).into()))?;
+        made.map_err(|e| {
+            let (path, why) = (path.display().to_string(), e.to_string());
+            Error::InvalidInput(t!("error.ddp.creating", path, why))
+        })?;
         Ok(Scratch(path))
     }
 }
@@ -132,13 +137,8 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
                 other => other,
             })? as usize;
             if found < gpus {
-                return Err(Error::NotRun(
-                    format!(
-                        "launch --gpus {gpus} needs {gpus} GPUs, found {found}; {}",
-                        recorded()
-                    )
-                    .into(),
-                ));
+                let why = t!("error.ddp.launch_needs_gpus", gpus, found);
+                return Err(Error::NotRun(t!("error.then", why, then = recorded())));
             }
             nccl::version()?;
             std::env::current_exe().map_err(|e| {

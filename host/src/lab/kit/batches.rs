@@ -13,13 +13,10 @@ pub const MAX_TOTAL_ELEMENTS: usize = 1 << 28;
 /// [`MAX_TOTAL_ELEMENTS`]; `kept` says what the lesson keeps of them ("floats of results": a
 /// label, or a sentence of the catalogs).
 pub fn total_elements(batches: usize, elements: usize, kept: impl Into<Text>) -> Result<usize> {
-    batches
-        .checked_mul(elements)
-        .filter(|&t| t <= MAX_TOTAL_ELEMENTS)
-        .ok_or_else(|| {
-            let (kept, max) = (kept.into(), MAX_TOTAL_ELEMENTS);
-            Error::InvalidInput(t!("error.kit.too_many_elements", batches, elements, max, kept))
-        })
+    batches.checked_mul(elements).filter(|&t| t <= MAX_TOTAL_ELEMENTS).ok_or_else(|| {
+        let (kept, max) = (kept.into(), MAX_TOTAL_ELEMENTS);
+        Error::InvalidInput(t!("error.kit.too_many_elements", batches, elements, max, kept))
+    })
 }
 
 /// The time a perfect two-stage pipeline takes for `b` batches when the first stage takes

@@ -59,15 +59,14 @@ pub fn ms_since(start: Instant) -> f64 {
 /// called back and consumed in that order, and the callbacks came in batch order (a stream
 /// runs its host functions in the order they were enqueued).
 pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<Text> {
-    let at =
-        |what: &str, i: usize| -> Result<f64> {
-            let name = format!("{what} {i}");
-            events
-                .iter()
-                .find(|e| e.what == name)
-                .map(|e| e.ms)
-                .ok_or_else(|| Error::Verification(t!("error.kit.no_event", name)))
-        };
+    let at = |what: &str, i: usize| -> Result<f64> {
+        let name = format!("{what} {i}");
+        events
+            .iter()
+            .find(|e| e.what == name)
+            .map(|e| e.ms)
+            .ok_or_else(|| Error::Verification(t!("error.kit.no_event", name)))
+    };
     let mut last_callback = f64::NEG_INFINITY;
     for i in 0..batches {
         let (p, e, c, u) =
