@@ -681,6 +681,23 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("error.ddp.launch_usage", "launch takes `run LESSON [flags]` after --gpus N, e.g. `streamlab launch --gpus 2 run allreduce-overlap`"),
     ("error.ddp.creating", "creating {path}: {why}"),
     ("error.ddp.launch_needs_gpus", "launch --gpus {gpus} needs {gpus} GPUs, found {found}"),
+    ("error.ddp.rank_name", "rank {rank} (GPU {gpu})"),
+    ("error.ddp.launch_interrupted", "got {signal}: stopping the ranks"),
+    ("error.ddp.rank_still_running", "{name} is still running"),
+    ("error.ddp.rank_exited_said", "{name} exited {code}: {line}"),
+    ("error.ddp.rank_also_exited_said", "{name} also exited {code}: {line}"),
+    ("error.ddp.rank_exited_silent", "{name} exited {code} without an error message"),
+    ("error.ddp.rank_also_exited_silent", "{name} also exited {code} without an error message"),
+    ("error.ddp.rank_killed", "{name} was killed by signal {n} ({signal})"),
+    ("error.ddp.rank_also_killed", "{name} also was killed by signal {n} ({signal})"),
+    ("error.ddp.same_exited", "{ranks} also exited {code}"),
+    ("error.ddp.same_killed_one", "{ranks} also was killed by signal {n} ({signal})"),
+    ("error.ddp.same_killed", "{ranks} also were killed by signal {n} ({signal})"),
+    ("error.ddp.after_rank_failed", "rank {f} failed"),
+    ("error.ddp.after_interrupt", "the launcher got {signal}"),
+    ("error.ddp.rank_stopped", "{name} stopped ({signal}) after {after}"),
+    ("error.ddp.this_rank", "this rank"),
+    ("error.ddp.launcher_gone", "{who}: the launcher (pid {pid}) is gone: stopping"),
 
     // Errors of the lessons (lessons/), under each lesson's prefix.
 

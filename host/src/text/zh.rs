@@ -678,6 +678,23 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("error.ddp.launch_usage", "launch 在 --gpus N 之后接 `run LESSON [flags]`，例如 `streamlab launch --gpus 2 run allreduce-overlap`"),
     ("error.ddp.creating", "创建 {path} 失败：{why}"),
     ("error.ddp.launch_needs_gpus", "launch --gpus {gpus} 需要 {gpus} 块 GPU，只找到 {found} 块"),
+    ("error.ddp.rank_name", "rank {rank}（GPU {gpu}）"),
+    ("error.ddp.launch_interrupted", "收到 {signal}：正在停止各 rank"),
+    ("error.ddp.rank_still_running", "{name} 仍在运行"),
+    ("error.ddp.rank_exited_said", "{name} 退出，退出码 {code}：{line}"),
+    ("error.ddp.rank_also_exited_said", "{name} 也退出了，退出码 {code}：{line}"),
+    ("error.ddp.rank_exited_silent", "{name} 退出，退出码 {code}，没有错误信息"),
+    ("error.ddp.rank_also_exited_silent", "{name} 也退出了，退出码 {code}，没有错误信息"),
+    ("error.ddp.rank_killed", "{name} 被信号 {n}（{signal}）终止"),
+    ("error.ddp.rank_also_killed", "{name} 也被信号 {n}（{signal}）终止"),
+    ("error.ddp.same_exited", "{ranks} 也退出了，退出码 {code}"),
+    ("error.ddp.same_killed_one", "{ranks} 也被信号 {n}（{signal}）终止"),
+    ("error.ddp.same_killed", "{ranks} 也都被信号 {n}（{signal}）终止"),
+    ("error.ddp.after_rank_failed", "rank {f} 失败"),
+    ("error.ddp.after_interrupt", "启动器收到 {signal}"),
+    ("error.ddp.rank_stopped", "{name} 在 {after} 之后被停止（{signal}）"),
+    ("error.ddp.this_rank", "这个 rank"),
+    ("error.ddp.launcher_gone", "{who}：启动器（pid {pid}）已不在：正在停止"),
 
     // Errors of the lessons (lessons/), under each lesson's prefix.
 

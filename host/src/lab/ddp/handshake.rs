@@ -196,7 +196,7 @@ pub(super) fn who(env: &RankEnv) -> Text {
 }
 
 /// `rank 3` or `ranks 1, 3-5`.
-fn ranks_named(ranks: &[usize]) -> Text {
+pub(super) fn ranks_named(ranks: &[usize]) -> Text {
     let list = ranges(ranks);
     match ranks.len() {
         1 => t!("error.ddp.rank_list_one", list),

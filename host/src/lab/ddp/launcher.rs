@@ -34,13 +34,14 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 // Re-exported from the files they moved to, so that `launcher::...` paths keep working.
+use crate::lab::ddp::handshake::ranks_named;
 pub use crate::lab::ddp::rank_endings::{wait_for, Timing, GRACE, SETTLE};
 pub use crate::lab::ddp::rank_process::{RankProcess, Say};
 use crate::lab::record::recorded_runs;
 use crate::runtime::context::device_count;
 use crate::runtime::{nccl, Error, Result};
 use crate::t;
-use crate::text::Text;
+use crate::text::{Lang, Text};
 
 /// The lessons that run as one rank per process.
 pub const LESSONS: [&str; 1] = ["allreduce-overlap"];
@@ -181,7 +182,19 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
             }
         }
     }
-    Ok(wait_for(ranks, Timing::LAUNCH, &interrupt, &say))
+    Ok(wait_for(ranks, Timing::LAUNCH, &interrupt, &say, lang_in(run_args)))
+}
+
+/// The language `--lang` names among `args` (before `--`, as `--lang zh` or `--lang=zh`),
+/// else the locale's: the launcher's lines are said in the language of its ranks' reports.
+fn lang_in(args: &[String]) -> Lang {
+    let own: Vec<&str> = args.iter().take_while(|a| *a != "--").map(String::as_str).collect();
+    let named = own.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--lang=") {
+        Some(value) => Some(value),
+        None if *a == "--lang" => own.get(i + 1).copied(),
+        None => None,
+    });
+    Lang::or_locale(named)
 }
 
 /// In a rank started by `streamlab launch` ([`LAUNCHER_PID`] set): a thread that ends this
@@ -192,15 +205,17 @@ pub fn watch_launcher(rank: Option<usize>) {
     else {
         return;
     };
-    let who = rank.map(|r| format!("rank {r}")).unwrap_or_else(|| "this rank".into());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let who = match rank {
+        Some(r) => ranks_named(&[r]),
+        None => t!("error.ddp.this_rank"),
+    };
+    let line = t!("error.ddp.launcher_gone", who, pid).render(lang_in(&args));
     std::thread::spawn(move || loop {
         // An orphan is adopted by another process (init, or a subreaper): its parent changes.
         if std::os::unix::process::parent_id() != pid {
             // Not eprintln: stderr is the dead launcher's pipe, and writing to it fails.
-            let _ = writeln!(
-                std::io::stderr(),
-                "streamlab: {who}: the launcher (pid {pid}) is gone: stopping"
-            );
+            let _ = writeln!(std::io::stderr(), "streamlab: {line}");
             // A signal, not exit(): the atexit handlers of CUDA and NCCL can wait for a
             // collective whose partners are gone, and the rank would never end (seen on four
             // H200s: one rank in four stayed after the launcher was killed). SIGHUP ends it
