@@ -12,17 +12,23 @@ use serde::Serialize;
 
 use crate::runtime::driver;
 use crate::runtime::error::{DriverCode, Error, Named, Result};
+use crate::t;
+use crate::text::Text;
+
+/// `bytes` in MiB with one decimal, as an error line says it.
+fn mib(bytes: usize) -> String {
+    format!("{:.1}", bytes as f64 / 1048576.0)
+}
 
 /// Loads the driver library and initialises it. The library is opened at run time, so a
 /// machine without the NVIDIA driver gets this one-line error instead of a loader failure.
 fn init_driver() -> Result<()> {
     if !driver::library_present() {
-        return Err(Error::NoDevice(
-            "libcuda.so.1, the NVIDIA driver's library, is not installed on this machine".into(),
-        ));
+        return Err(Error::NoDevice(t!("error.runtime.no_libcuda")));
     }
     driver::init().map_err(|status| {
-        Error::NoDevice(format!("cuInit: {}", DriverCode::from_status(status)).into())
+        let code = DriverCode::from_status(status).to_string();
+        Error::NoDevice(t!("error.runtime.cu_init", code))
     })
 }
 
@@ -82,13 +88,16 @@ impl Context {
     pub fn new(ordinal: u32) -> Result<Context> {
         let count = device_count()?;
         if count == 0 {
-            return Err(Error::NoDevice("the driver reports 0 devices".into()));
+            return Err(Error::NoDevice(t!("error.runtime.zero_devices")));
         }
         if ordinal >= count {
-            return Err(Error::InvalidInput(format!(
-                "--device {ordinal} does not exist: this machine has {count} CUDA device(s), 0 to {}",
-                count - 1
-            ).into()));
+            let last = count - 1;
+            return Err(Error::InvalidInput(t!(
+                "error.runtime.no_such_device",
+                ordinal,
+                count,
+                last
+            )));
         }
         let device = driver::device_get(ordinal as i32).named("cuDeviceGet")?;
         // Released in `Primary::drop`.
@@ -159,19 +168,14 @@ impl Context {
     }
 
     /// Fails with a one-line explanation when `bytes` of device memory are not free.
-    pub fn ensure_device_memory(&self, bytes: usize, what: &str) -> Result<()> {
+    /// `what` names what needs them: a label, or a sentence of the catalogs.
+    pub fn ensure_device_memory(&self, bytes: usize, what: impl Into<Text>) -> Result<()> {
         let (free, _) = self.memory()?;
         // Leave room for the context, the module and the driver's own allocations.
         let usable = free.saturating_sub(256 << 20);
         if bytes > usable {
-            return Err(Error::InvalidInput(
-                format!(
-                    "{what} needs {:.1} MiB of device memory but only {:.1} MiB is free",
-                    bytes as f64 / 1048576.0,
-                    usable as f64 / 1048576.0
-                )
-                .into(),
-            ));
+            let (what, need, free) = (what.into(), mib(bytes), mib(usable));
+            return Err(Error::InvalidInput(t!("error.runtime.device_memory", what, need, free)));
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use crate::runtime::context::{AsContext, Context, DeviceInfo, KernelSource};
 use crate::runtime::error::Result;
 use crate::runtime::kernels::Kernels;
 use crate::runtime::ptx;
+use crate::text::Text;
 
 pub struct Gpu {
     pub info: DeviceInfo,
@@ -57,7 +58,7 @@ impl Gpu {
     }
 
     /// Fails with a one-line explanation when `bytes` of device memory are not free.
-    pub fn ensure_device_memory(&self, bytes: usize, what: &str) -> Result<()> {
+    pub fn ensure_device_memory(&self, bytes: usize, what: impl Into<Text>) -> Result<()> {
         self.context.ensure_device_memory(bytes, what)
     }
 }

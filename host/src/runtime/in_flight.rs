@@ -16,6 +16,7 @@ use std::rc::Rc;
 
 use crate::runtime::error::{Error, Result};
 use crate::runtime::event::Event;
+use crate::t;
 
 /// A point in a stream the host can wait for: an event recorded after a copy.
 pub(crate) trait Marker {
@@ -181,10 +182,7 @@ pub(crate) fn begin_capture() -> Result<()> {
     CAPTURE.with(|c| {
         let mut c = c.borrow_mut();
         if c.is_some() {
-            return Err(Error::InvalidInput(
-                "a graph capture is already in progress on this thread: captures do not nest"
-                    .into(),
-            ));
+            return Err(Error::InvalidInput(t!("error.runtime.nested_capture")));
         }
         *c = Some(Vec::new());
         Ok(())

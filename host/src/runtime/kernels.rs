@@ -25,6 +25,7 @@ use crate::runtime::kernel_launch::{launch, KernelArgs, LaunchConfig};
 use crate::runtime::memory::{DeviceView, HostView};
 use crate::runtime::ptx::Ptx;
 use crate::runtime::stream::Stream;
+use crate::t;
 
 /// A loaded module and its kernels' function handles, looked up once.
 pub struct Kernels {
@@ -56,12 +57,11 @@ impl Kernels {
     /// of its declaration (`cuFuncGetParamInfo`), so the launchers can trust it.
     pub fn from_file(on: &impl AsContext, path: &Path) -> Result<Kernels> {
         if !path.is_file() {
-            return Err(Error::InvalidInput(
-                format!("kernel module {} does not exist", path.display()).into(),
-            ));
+            let path = path.display().to_string();
+            return Err(Error::InvalidInput(t!("error.runtime.no_module_file", path)));
         }
         let name = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::InvalidInput("the module path contains a NUL byte".into()))?;
+            .map_err(|_| Error::InvalidInput(t!("error.runtime.module_path_nul")))?;
         let module =
             driver::module_load(&name).named(format!("cuModuleLoad({})", path.display()))?;
         Self::look_up(on, module, true)
@@ -118,25 +118,20 @@ fn check_params(function: cu::CUfunction, name: &str, sizes: &[usize]) -> Result
     for (i, &want) in sizes.iter().enumerate() {
         let size = param(i).named(format!("cuFuncGetParamInfo({name}, {i})"))?;
         if size != want {
-            return Err(Error::InvalidInput(format!(
-                "kernel {name} in the loaded module takes a {size}-byte parameter {i}, but its declaration in kernels-gpu says {want} bytes"
-            ).into()));
+            let name = name.to_string();
+            return Err(Error::InvalidInput(t!("error.runtime.param_size", name, size, i, want)));
         }
     }
     if param(sizes.len()).is_ok() {
-        return Err(Error::InvalidInput(format!(
-            "kernel {name} in the loaded module takes more than the {} parameters of its declaration",
-            sizes.len()
-        ).into()));
+        let (name, count) = (name.to_string(), sizes.len());
+        return Err(Error::InvalidInput(t!("error.runtime.too_many_params", name, count)));
     }
     Ok(())
 }
 
 fn element_count(n: usize, what: &str) -> Result<u32> {
     u32::try_from(n).map_err(|_| {
-        Error::InvalidInput(
-            format!("{what}: {n} elements is more than a kernel's u32 index allows").into(),
-        )
+        Error::InvalidInput(t!("error.runtime.too_many_elements", what = what.to_string(), n))
     })
 }
 

@@ -32,6 +32,7 @@ use crate::runtime::error::{Error, Named, Result};
 use crate::runtime::memory::{bytes_of, DeviceBuffer, DeviceView, Release};
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::Stream;
+use crate::t;
 
 /// The first driver (12.2) with `cuMemPrefetchAsync_v2` and `cuMemAdvise_v2`, which name a
 /// location instead of a device; older drivers get the first versions.
@@ -89,10 +90,10 @@ impl<T: Pod> ManagedBuffer<T> {
         let context = on.context();
         let attr = A::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS;
         if !supported(context, attr, "CONCURRENT_MANAGED_ACCESS")? {
-            return Err(Error::NotRun("needs managed memory migrated on demand, which this device or system lacks (concurrentManagedAccess is 0: it takes a Pascal or newer GPU on Linux)".into()));
+            return Err(Error::NotRun(t!("error.runtime.no_managed_on_demand")));
         }
         let bytes = bytes_of::<T>(n, "cuMemAllocManaged")?;
-        context.ensure_device_memory(bytes, &format!("cuMemAllocManaged of {n} elements"))?;
+        context.ensure_device_memory(bytes, t!("error.runtime.managed_alloc", n))?;
         let mut ptr = 0;
         if bytes > 0 {
             let flags = cu::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32;

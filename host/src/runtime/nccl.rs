@@ -26,6 +26,8 @@ use crate::runtime::error::{Error, Result};
 use crate::runtime::memory::DeviceView;
 use crate::runtime::op::{Op, OpKind};
 use crate::runtime::stream::{Observer, Stream};
+use crate::t;
+use crate::text::Text;
 
 /// `ncclUniqueId`: what every rank needs to find the others (128 opaque bytes).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,11 +45,8 @@ impl UniqueId {
     /// Reads [`UniqueId::to_hex`]'s text back.
     pub fn from_hex(text: &str) -> Result<UniqueId> {
         let text = text.trim();
-        let bad = || {
-            Error::InvalidInput(
-                format!("not an NCCL unique id (256 hex digits): {:.40}", text).into(),
-            )
-        };
+        let bad =
+            || Error::InvalidInput(t!("error.runtime.nccl_bad_id", text = format!("{text:.40}")));
         if text.len() != 256 || !text.is_ascii() {
             return Err(bad());
         }
@@ -101,11 +100,8 @@ pub fn candidates() -> Vec<PathBuf> {
     out
 }
 
-/// What to do when NCCL is missing, in one line.
-pub const INSTALL_HINT: &str = "NCCL not found: install it (Debian/Ubuntu: `apt install libnccl2`; pip: `pip install nvidia-nccl-cu13`), or point STREAMLAB_NCCL at libnccl.so.2";
-
 fn api() -> Result<&'static Api> {
-    static API: OnceLock<std::result::Result<Api, String>> = OnceLock::new();
+    static API: OnceLock<std::result::Result<Api, Text>> = OnceLock::new();
     API.get_or_init(|| {
         // Before the library reads its settings: never NVLink multicast (see the module doc).
         std::env::set_var("NCCL_NVLS_ENABLE", "0");
@@ -131,12 +127,15 @@ fn api() -> Result<&'static Api> {
                     })
                 })()
             };
-            return api.map_err(|e| format!("{} is not a usable NCCL: {e}", path.display()));
+            let path = path.display().to_string();
+            return api.map_err(|e| t!("error.runtime.nccl_unusable", path, why = e.to_string()));
         }
-        Err(INSTALL_HINT.to_string())
+        // What to do when NCCL is missing, in one line.
+        Err(t!("error.runtime.nccl_not_found"))
     })
     .as_ref()
-    .map_err(|why| Error::NotRun(why.clone().into()))
+    .map_err(Text::clone)
+    .map_err(Error::NotRun)
 }
 
 /// Turns an NCCL status into a `Result`, with NCCL's words for it (and the communicator's

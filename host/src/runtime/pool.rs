@@ -122,10 +122,7 @@ impl Context {
         let supported = driver::device_get_attribute(attr, self.device())
             .named("cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)")?;
         if supported == 0 {
-            return Err(Error::NotRun(
-                "needs memory pools, which this device or driver lacks (cuMemAllocAsync needs CUDA 11.2+)"
-                    .into(),
-            ));
+            return Err(Error::NotRun(t!("error.runtime.no_mem_pools")));
         }
         // The default pool is never destroyed: this handle stays valid with the context.
         let raw = driver::device_get_default_mem_pool(self.device())

@@ -8,6 +8,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::runtime::error::{Error, Result};
+use crate::t;
 
 include!(concat!(env!("OUT_DIR"), "/kernels_ptx.rs"));
 
@@ -107,15 +108,12 @@ pub fn forced(set: &[Ptx], forced: Option<&str>) -> Result<Option<Ptx>> {
     match set.iter().find(|p| p.arch == name) {
         Some(&ptx) => Ok(Some(ptx)),
         None => {
-            let what = if sm_of(name).is_some() {
-                "is not embedded in"
+            let (var, name, set) = (ARCH_ENV.to_string(), name.to_string(), listed(set));
+            Err(Error::InvalidInput(if sm_of(&name).is_some() {
+                t!("error.runtime.arch_not_embedded", var, name, set)
             } else {
-                "is not an architecture of"
-            };
-            Err(Error::InvalidInput(format!(
-                "{ARCH_ENV}={name} {what} this build, which carries {} (unset it to let streamlab choose)",
-                listed(set)
-            ).into()))
+                t!("error.runtime.arch_unknown", var, name, set)
+            }))
         }
     }
 }
@@ -130,21 +128,23 @@ fn listed(set: &[Ptx]) -> String {
 pub fn choose(set: &[Ptx], cc: (i32, i32), forced_arch: Option<&str>) -> Result<Choice> {
     let cc = capability(cc);
     let listed = listed(set);
-    let device = format!("compute capability {}.{}", cc / 10, cc % 10);
+    let (var, shown) = (ARCH_ENV.to_string(), format!("{}.{}", cc / 10, cc % 10));
     if let Some(ptx) = forced(set, forced_arch)? {
         if !runs_on(ptx.arch, cc) {
-            return Err(Error::InvalidInput(format!(
-                "{ARCH_ENV}={} is newer than this GPU ({device}), which cannot run its PTX: name one of {listed} up to it, or unset it",
-                ptx.arch
-            ).into()));
+            let arch = ptx.arch.to_string();
+            return Err(Error::InvalidInput(t!(
+                "error.runtime.arch_too_new",
+                var,
+                arch,
+                cc = shown,
+                set = listed
+            )));
         }
         return Ok(Choice { ptx, why: Why::Forced, cc, embedded: listed });
     }
     match set.iter().rev().find(|p| runs_on(p.arch, cc)) {
         Some(&ptx) => Ok(Choice { ptx, why: Why::Newest, cc, embedded: listed }),
-        None => Err(Error::NoDevice(format!(
-            "this GPU ({device}) is older than every PTX this build carries ({listed}): streamlab needs compute capability 7.5 or newer"
-        ).into())),
+        None => Err(Error::NoDevice(t!("error.runtime.gpu_too_old", cc = shown, set = listed))),
     }
 }
 

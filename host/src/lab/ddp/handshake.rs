@@ -11,6 +11,8 @@
 use crate::lab::ddp::ranks::{RankEnv, RunToken, TOKEN_VAR};
 use crate::runtime::nccl::UniqueId;
 use crate::runtime::{Error, Result};
+use crate::t;
+use crate::text::Text;
 
 /// The greeting's first word, and the version of this exchange.
 const HELLO: &str = "streamlab-rendezvous";
@@ -125,19 +127,25 @@ impl Strangers {
     }
 
     /// `turned away 3 strangers: 1 silent, 1 garbled, 1 with a wrong run token`.
-    pub(super) fn said(&self) -> String {
+    pub(super) fn said(&self) -> Text {
         let kinds = [
-            (self.silent, "silent"),
-            (self.garbled, "garbled"),
-            (self.token, "with a wrong run token"),
-            (self.world, "with another world size"),
-            (self.answered, "for a rank answered already"),
+            (self.silent, "error.ddp.strangers_silent"),
+            (self.garbled, "error.ddp.strangers_garbled"),
+            (self.token, "error.ddp.strangers_token"),
+            (self.world, "error.ddp.strangers_world"),
+            (self.answered, "error.ddp.strangers_answered"),
         ];
-        let parts: Vec<String> =
-            kinds.iter().filter(|(n, _)| *n > 0).map(|(n, kind)| format!("{n} {kind}")).collect();
-        let total = self.total();
-        let noun = if total == 1 { "stranger" } else { "strangers" };
-        format!("turned away {total} {noun}: {}", parts.join(", "))
+        let kinds = Text::List(
+            kinds
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|&(n, key)| Text::message(key, vec![("n", n.into())]))
+                .collect(),
+        );
+        match self.total() {
+            1 => t!("error.ddp.turned_away_one", kinds),
+            total => t!("error.ddp.turned_away", total, kinds),
+        }
     }
 }
 
@@ -183,8 +191,22 @@ fn ranges(ranks: &[usize]) -> String {
 }
 
 /// `rank 2 of 4 (Slurm)`.
-pub(super) fn who(env: &RankEnv) -> String {
-    format!("rank {} of {} ({})", env.rank, env.world, env.source)
+pub(super) fn who(env: &RankEnv) -> Text {
+    t!("error.ddp.who", rank = env.rank, world = env.world, source = env.source.to_string())
+}
+
+/// `rank 3` or `ranks 1, 3-5`.
+pub(super) fn ranks_named(ranks: &[usize]) -> Text {
+    let list = ranges(ranks);
+    match ranks.len() {
+        1 => t!("error.ddp.rank_list_one", list),
+        _ => t!("error.ddp.rank_list", list),
+    }
+}
+
+/// A wait in seconds, as an error line says it (`120`, `0.5`).
+pub(super) fn seconds(wait: std::time::Duration) -> String {
+    wait.as_secs_f64().to_string()
 }
 
 pub(super) fn rank_0_gave_up(
@@ -193,15 +215,14 @@ pub(super) fn rank_0_gave_up(
     waiting: &[usize],
     strangers: &Strangers,
 ) -> Error {
-    let ranks = if waiting.len() == 1 { "rank" } else { "ranks" };
-    let turned =
-        if strangers.total() == 0 { String::new() } else { format!("; {}", strangers.said()) };
-    Error::NotRun(format!(
-        "{} waited {} s at {addr} for {ranks} {} to ask for the NCCL id{turned} (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
-        who(env),
-        env.timeout.as_secs_f64(),
-        ranges(waiting)
-    ).into())
+    let (who, s, addr, ranks) =
+        (who(env), seconds(env.timeout), addr.to_string(), ranks_named(waiting));
+    Error::NotRun(match strangers.total() {
+        0 => t!("error.ddp.rank_0_gave_up", who, s, addr, ranks),
+        _ => {
+            t!("error.ddp.rank_0_gave_up_strangers", who, s, addr, ranks, turned = strangers.said())
+        }
+    })
 }
 
 /// At most `n` characters of what a peer said, for an error line.
@@ -210,59 +231,41 @@ fn clip(text: &str, n: usize) -> String {
 }
 
 /// What a refusal means, and what to do about it.
-fn why_refused(env: &RankEnv, word: &str) -> String {
-    let same = format!("set {TOKEN_VAR} to the same value on every rank");
-    let from = env.token.as_ref().map_or("nowhere", |t| t.from);
+fn why_refused(env: &RankEnv, word: &str) -> Text {
+    let same = t!("error.ddp.same_token", var = TOKEN_VAR.to_string());
+    let from = match &env.token {
+        Some(token) => Text::Plain(token.from.to_string()),
+        None => t!("error.ddp.token_from_nowhere"),
+    };
+    let (rank, mine) = (env.rank, env.world);
     match Refusal::from_word(word) {
-        Some(Refusal::WrongToken) => format!("wrong run token (this rank's is from {from}; {same})"),
-        Some(Refusal::NoToken) => format!("rank 0 has a run token and this rank none ({same})"),
-        Some(Refusal::UnexpectedToken) => {
-            format!("this rank has a run token (from {from}) and rank 0 none ({same})")
+        Some(Refusal::WrongToken) => t!("error.ddp.refused_wrong_token", from, same),
+        Some(Refusal::NoToken) => t!("error.ddp.refused_no_token", same),
+        Some(Refusal::UnexpectedToken) => t!("error.ddp.refused_unexpected_token", from, same),
+        Some(Refusal::World(world)) => t!("error.ddp.refused_world", world, mine),
+        Some(Refusal::Answered) if env.token.is_some() => {
+            t!("error.ddp.refused_answered_same_run", rank)
         }
-        Some(Refusal::World(world)) => format!(
-            "rank 0's world size is {world}, this rank's {} (it must be the same on every rank)",
-            env.world
-        ),
-        Some(Refusal::Answered) if env.token.is_some() => format!(
-            "rank 0 has answered a rank {} already: two processes of this run say they are rank {}",
-            env.rank, env.rank
-        ),
-        Some(Refusal::Answered) => format!(
-            "rank 0 has answered a rank {} already (of another run? {same}, a value of this run's own, to keep other runs out)",
-            env.rank
-        ),
-        Some(Refusal::Garbled) => {
-            "it could not read the greeting (a streamlab of another version?)".into()
-        }
-        Some(Refusal::Silent) | None => format!("{:?}", clip(word, 40)),
+        Some(Refusal::Answered) => t!("error.ddp.refused_answered", rank, same),
+        Some(Refusal::Garbled) => t!("error.ddp.refused_garbled"),
+        Some(Refusal::Silent) | None => Text::Plain(format!("{:?}", clip(word, 40))),
     }
 }
 
 /// The id in rank 0's answer, or the error its refusal (or a stranger's answer) makes.
 pub(super) fn answer(env: &RankEnv, addr: &str, line: &str) -> Result<UniqueId> {
     let line = line.trim_end_matches(['\r', '\n']);
+    let (who, addr) = (who(env), addr.to_string());
     if let Some(hex) = line.strip_prefix("id ") {
-        return UniqueId::from_hex(hex).map_err(|_| {
-            Error::NotRun(
-                format!("{}: rank 0 at {addr} answered with a damaged NCCL id", who(env)).into(),
-            )
-        });
+        return UniqueId::from_hex(hex)
+            .map_err(|_| Error::NotRun(t!("error.ddp.damaged_id", who, addr)));
     }
     if let Some(word) = line.strip_prefix("refused ") {
-        return Err(Error::NotRun(
-            format!(
-                "{}: rank 0 at {addr} refused the greeting: {}",
-                who(env),
-                why_refused(env, word)
-            )
-            .into(),
-        ));
+        let why = why_refused(env, word);
+        return Err(Error::NotRun(t!("error.ddp.refused", who, addr, why)));
     }
-    Err(Error::NotRun(format!(
-        "{}: what answers at {addr} is not a streamlab rank 0 (it said {:?}): is the rendezvous address right?",
-        who(env),
-        clip(line, 40)
-    ).into()))
+    let said = format!("{:?}", clip(line, 40));
+    Err(Error::NotRun(t!("error.ddp.not_rank_0", who, addr, said)))
 }
 
 #[cfg(test)]
@@ -352,13 +355,13 @@ mod tests {
         let mut strangers = Strangers::default();
         assert_eq!(strangers.total(), 0);
         strangers.note(Refusal::Answered);
-        assert_eq!(strangers.said(), "turned away 1 stranger: 1 for a rank answered already");
+        assert_eq!(strangers.said().en(), "turned away 1 stranger: 1 for a rank answered already");
         for why in [Refusal::Silent, Refusal::Garbled, Refusal::Garbled, Refusal::NoToken] {
             strangers.note(why);
         }
         strangers.note(Refusal::World(2));
         assert_eq!(
-            strangers.said(),
+            strangers.said().en(),
             "turned away 6 strangers: 1 silent, 2 garbled, 1 with a wrong run token, 1 with another world size, 1 for a rank answered already"
         );
         assert_eq!(ranges(&[7]), "7");

@@ -34,12 +34,14 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 // Re-exported from the files they moved to, so that `launcher::...` paths keep working.
+use crate::lab::ddp::handshake::ranks_named;
 pub use crate::lab::ddp::rank_endings::{wait_for, Timing, GRACE, SETTLE};
 pub use crate::lab::ddp::rank_process::{RankProcess, Say};
 use crate::lab::record::recorded_runs;
 use crate::runtime::context::device_count;
 use crate::runtime::{nccl, Error, Result};
 use crate::t;
+use crate::text::{Lang, Text};
 
 /// The lessons that run as one rank per process.
 pub const LESSONS: [&str; 1] = ["allreduce-overlap"];
@@ -57,7 +59,7 @@ pub const RANK_PROGRAM: &str = "STREAMLAB_LAUNCH_RANK_PROGRAM";
 
 /// Checks `run_args` (what follows `launch --gpus N`) and returns the lesson's name.
 pub fn check_args(run_args: &[String]) -> Result<&str> {
-    let bad = |why: String| Err(Error::InvalidInput(why.into()));
+    let bad = |why: Text| Err(Error::InvalidInput(why));
     // A recorded run is shown, not measured: nothing for a process per GPU to do.
     if run_args.iter().any(|a| a == "--recorded") {
         // The lesson the user named, where there is one after `run`.
@@ -65,19 +67,20 @@ pub fn check_args(run_args: &[String]) -> Result<&str> {
             [run, lesson, ..] if run == "run" && !lesson.starts_with('-') => lesson.as_str(),
             _ => "allreduce-overlap",
         };
-        return bad(format!("launch measures, one process per GPU; --recorded shows a run recorded on a real GPU, which needs no launch: `streamlab run {lesson} --recorded`"));
+        return bad(t!("error.ddp.launch_recorded", lesson = lesson.to_string()));
     }
     match run_args {
         [run, lesson, rest @ ..] if run == "run" => {
             if !LESSONS.contains(&lesson.as_str()) {
-                return bad(format!("launch runs one process per GPU for {}; `{lesson}` is not one of them (run it with `streamlab run {lesson}`)", LESSONS.join(", ")));
+                let (lessons, lesson) = (LESSONS.join(", "), lesson.to_string());
+                return bad(t!("error.ddp.launch_not_ddp", lessons, lesson));
             }
             if rest.iter().any(|a| a == "--device" || a.starts_with("--device=")) {
-                return bad("launch sets --device for each rank (rank i uses GPU i): leave it out".into());
+                return bad(t!("error.ddp.launch_sets_device"));
             }
             Ok(lesson)
         }
-        _ => bad("launch takes `run LESSON [flags]` after --gpus N, e.g. `streamlab launch --gpus 2 run allreduce-overlap`".into()),
+        _ => bad(t!("error.ddp.launch_usage")),
     }
 }
 
@@ -98,7 +101,10 @@ impl Scratch {
             }
             other => other,
         };
-        made.map_err(|e| Error::InvalidInput(format!("creating {}: {e}", path.display()).into()))?;
+        made.map_err(|e| {
+            let (path, why) = (path.display().to_string(), e.to_string());
+            Error::InvalidInput(t!("error.ddp.creating", path, why))
+        })?;
         Ok(Scratch(path))
     }
 }
@@ -132,13 +138,8 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
                 other => other,
             })? as usize;
             if found < gpus {
-                return Err(Error::NotRun(
-                    format!(
-                        "launch --gpus {gpus} needs {gpus} GPUs, found {found}; {}",
-                        recorded()
-                    )
-                    .into(),
-                ));
+                let why = t!("error.ddp.launch_needs_gpus", gpus, found);
+                return Err(Error::NotRun(t!("error.then", why, then = recorded())));
             }
             nccl::version()?;
             std::env::current_exe().map_err(|e| {
@@ -181,7 +182,19 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
             }
         }
     }
-    Ok(wait_for(ranks, Timing::LAUNCH, &interrupt, &say))
+    Ok(wait_for(ranks, Timing::LAUNCH, &interrupt, &say, lang_in(run_args)))
+}
+
+/// The language `--lang` names among `args` (before `--`, as `--lang zh` or `--lang=zh`),
+/// else the locale's: the launcher's lines are said in the language of its ranks' reports.
+fn lang_in(args: &[String]) -> Lang {
+    let own: Vec<&str> = args.iter().take_while(|a| *a != "--").map(String::as_str).collect();
+    let named = own.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--lang=") {
+        Some(value) => Some(value),
+        None if *a == "--lang" => own.get(i + 1).copied(),
+        None => None,
+    });
+    Lang::or_locale(named)
 }
 
 /// In a rank started by `streamlab launch` ([`LAUNCHER_PID`] set): a thread that ends this
@@ -192,15 +205,17 @@ pub fn watch_launcher(rank: Option<usize>) {
     else {
         return;
     };
-    let who = rank.map(|r| format!("rank {r}")).unwrap_or_else(|| "this rank".into());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let who = match rank {
+        Some(r) => ranks_named(&[r]),
+        None => t!("error.ddp.this_rank"),
+    };
+    let line = t!("error.ddp.launcher_gone", who, pid).render(lang_in(&args));
     std::thread::spawn(move || loop {
         // An orphan is adopted by another process (init, or a subreaper): its parent changes.
         if std::os::unix::process::parent_id() != pid {
             // Not eprintln: stderr is the dead launcher's pipe, and writing to it fails.
-            let _ = writeln!(
-                std::io::stderr(),
-                "streamlab: {who}: the launcher (pid {pid}) is gone: stopping"
-            );
+            let _ = writeln!(std::io::stderr(), "streamlab: {line}");
             // A signal, not exit(): the atexit handlers of CUDA and NCCL can wait for a
             // collective whose partners are gone, and the rank would never end (seen on four
             // H200s: one rank in four stayed after the launcher was killed). SIGHUP ends it

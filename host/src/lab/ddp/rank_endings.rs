@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use crate::lab::ddp::handshake::ranks_named;
 use crate::lab::ddp::rank_process::{RankProcess, Say};
+use crate::t;
+use crate::text::{Lang, Text};
 
 /// How long the other ranks may go on after one has failed, before they are sent SIGTERM:
 /// they may be finishing their own report, or failing for the same reason.
@@ -46,16 +49,18 @@ impl End {
         }
     }
 
-    /// `exited 5`, `was killed by signal 9 (SIGKILL)` (`were` for several ranks).
-    fn how(self, several: bool) -> String {
+    /// `ranks 1, 2 also exited 5`, `rank 1 also was killed by signal 9 (SIGKILL)`: the
+    /// ranks that ended as the first failing one did.
+    fn same_for(self, numbers: &[usize]) -> Text {
+        let ranks = ranks_named(numbers);
         match self {
-            End::Code(c) => format!("exited {c}"),
+            End::Code(code) => t!("error.ddp.same_exited", ranks, code),
             End::Signal(n) => {
-                format!(
-                    "{} killed by signal {n} ({})",
-                    if several { "were" } else { "was" },
-                    signal_name(n)
-                )
+                let signal = signal_name(n).to_string();
+                match numbers.len() {
+                    1 => t!("error.ddp.same_killed_one", ranks, n, signal),
+                    _ => t!("error.ddp.same_killed", ranks, n, signal),
+                }
             }
         }
     }
@@ -85,7 +90,21 @@ enum Stop {
     Interrupted(i32),
 }
 
-/// Waits for every rank and says what happened, in the lines the module doc describes.
+/// Where the launcher's lines go, and the language of its own.
+struct Voice<'a> {
+    say: &'a Say,
+    lang: Lang,
+}
+
+impl Voice<'_> {
+    /// A line of the launcher's own.
+    fn line(&self, line: Text) {
+        (self.say)(&format!("streamlab launch: {}", line.render(self.lang)));
+    }
+}
+
+/// Waits for every rank and says what happened, in the lines the module doc describes, in
+/// `lang`.
 /// `interrupt` holds the signal the launcher got, 0 for none. Returns the exit code: the
 /// first failing rank's (first in time, not by number: a rank stopped because another failed
 /// has not told what went wrong), 128 + the launcher's signal, or 0.
@@ -94,7 +113,9 @@ pub fn wait_for(
     timing: Timing,
     interrupt: &AtomicUsize,
     say: &Say,
+    lang: Lang,
 ) -> i32 {
+    let voice = Voice { say, lang };
     let n = ranks.len();
     let mut ends: Vec<Option<(End, Instant)>> = vec![None; n];
     // The ranks in the order they ended, and the last signal the launcher sent each.
@@ -107,7 +128,8 @@ pub fn wait_for(
     loop {
         let got = interrupt.load(Ordering::SeqCst) as i32;
         if got != 0 && !matches!(stop, Some((Stop::Interrupted(_), _))) {
-            say(&format!("streamlab launch: got {}: stopping the ranks", signal_name(got)));
+            let signal = signal_name(got).to_string();
+            voice.line(t!("error.ddp.launch_interrupted", signal));
             stop = Some((Stop::Interrupted(got), Instant::now()));
         }
         for (r, rank) in ranks.iter_mut().enumerate() {
@@ -121,11 +143,7 @@ pub fn wait_for(
         if stop.is_none() {
             let failed = order.iter().copied().find(|&r| ends[r].is_some_and(|(e, _)| e.failed()));
             if let Some(r) = failed.filter(|&r| !maybe_interrupted(ends[r])) {
-                say(&format!(
-                    "streamlab launch: {} {}",
-                    ranks[r].name(),
-                    cause(&ranks[r], ends[r])
-                ));
+                voice.line(cause(&ranks[r], ends[r], false));
                 stop = Some((Stop::Failed(r), Instant::now()));
                 first = Some(r);
             }
@@ -160,7 +178,7 @@ pub fn wait_for(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    report(&ranks, &ends, &order, &sent, first, stop.map(|(why, _)| why), say)
+    report(&ranks, &ends, &order, &sent, first, stop.map(|(why, _)| why), &voice)
 }
 
 /// A rank killed by SIGINT, SIGTERM or SIGHUP a moment ago: the same signal may have reached
@@ -170,15 +188,29 @@ fn maybe_interrupted(end: Option<(End, Instant)>) -> bool {
     end.is_some_and(|(e, at)| outside.contains(&e) && at.elapsed() < Duration::from_millis(100))
 }
 
-/// `exited 4: <its error line>`, `exited 4 without an error message`, `was killed by ...`.
-fn cause(rank: &RankProcess, end: Option<(End, Instant)>) -> String {
-    let Some((end, _)) = end else { return "is still running".into() };
-    match (end, rank.kept_line()) {
-        (End::Code(c), Some(line)) => {
-            format!("exited {c}: {}", line.strip_prefix("streamlab: ").unwrap_or(&line))
+/// `rank 1 (GPU 1) exited 4: <its error line>`, `... exited 4 without an error message`,
+/// `... was killed by ...`; `also` after the rank's name where another failed first.
+fn cause(rank: &RankProcess, end: Option<(End, Instant)>, also: bool) -> Text {
+    let name = rank.name();
+    let Some((end, _)) = end else { return t!("error.ddp.rank_still_running", name) };
+    match (end, rank.kept_line(), also) {
+        (End::Code(code), Some(line), _) => {
+            // The rank's own error line, as it said it (in the language it was given).
+            let line = line.strip_prefix("streamlab: ").unwrap_or(&line).to_string();
+            match also {
+                false => t!("error.ddp.rank_exited_said", name, code, line),
+                true => t!("error.ddp.rank_also_exited_said", name, code, line),
+            }
         }
-        (End::Code(c), None) => format!("exited {c} without an error message"),
-        (signal, _) => signal.how(false),
+        (End::Code(code), None, false) => t!("error.ddp.rank_exited_silent", name, code),
+        (End::Code(code), None, true) => t!("error.ddp.rank_also_exited_silent", name, code),
+        (End::Signal(n), _, also) => {
+            let signal = signal_name(n).to_string();
+            match also {
+                false => t!("error.ddp.rank_killed", name, n, signal),
+                true => t!("error.ddp.rank_also_killed", name, n, signal),
+            }
+        }
     }
 }
 
@@ -190,7 +222,7 @@ fn report(
     sent: &[Option<Signal>],
     first: Option<usize>,
     stop: Option<Stop>,
-    say: &Say,
+    voice: &Voice,
 ) -> i32 {
     let end = |r: usize| ends[r].map(|(e, _)| e).unwrap_or(End::Code(0));
     let prefix = |r: usize| if r == 0 { String::new() } else { format!("rank {r}: ") };
@@ -208,30 +240,22 @@ fn report(
     if let (Some(f), false) = (first, same.is_empty()) {
         let mut numbers: Vec<usize> = same.clone();
         numbers.sort_unstable();
-        let list: Vec<String> = numbers.iter().map(usize::to_string).collect();
-        let who = if numbers.len() == 1 { "rank" } else { "ranks" };
-        say(&format!(
-            "streamlab launch: {who} {} also {}",
-            list.join(", "),
-            end(f).how(numbers.len() > 1)
-        ));
+        voice.line(end(f).same_for(&numbers));
     }
     for &r in own.iter().filter(|r| !same.contains(r)) {
-        let also = if first.is_some() { "also " } else { "" };
-        say(&format!("streamlab launch: {} {also}{}", ranks[r].name(), cause(&ranks[r], ends[r])));
+        voice.line(cause(&ranks[r], ends[r], first.is_some()));
     }
     let after = match stop {
-        Some(Stop::Failed(f)) => format!("rank {f} failed"),
-        Some(Stop::Interrupted(s)) => format!("the launcher got {}", signal_name(s)),
-        None => String::new(),
+        Some(Stop::Failed(f)) => t!("error.ddp.after_rank_failed", f),
+        Some(Stop::Interrupted(s)) => {
+            t!("error.ddp.after_interrupt", signal = signal_name(s).to_string())
+        }
+        None => Text::Plain(String::new()),
     };
     for (r, signal) in sent.iter().enumerate() {
         if let Some(signal) = signal {
-            say(&format!(
-                "streamlab launch: {} stopped ({}) after {after}",
-                ranks[r].name(),
-                signal.as_str()
-            ));
+            let (name, signal) = (ranks[r].name(), signal.as_str().to_string());
+            voice.line(t!("error.ddp.rank_stopped", name, signal, after));
         }
     }
     // A `streamlab: ` line that did not say why a rank failed was an ordinary message.
@@ -240,7 +264,7 @@ fn report(
     };
     for r in (0..ranks.len()).filter(|&r| !told(r)) {
         if let Some(line) = ranks[r].kept_line() {
-            say(&format!("{}{line}", prefix(r)));
+            (voice.say)(&format!("{}{line}", prefix(r)));
         }
     }
     match stop {
@@ -295,7 +319,7 @@ mod tests {
                 flag.store(n as usize, Ordering::SeqCst);
             });
         }
-        let code = wait_for(ranks, timing, &interrupt, &say);
+        let code = wait_for(ranks, timing, &interrupt, &say, Lang::En);
         let said = lines.lock().unwrap().clone();
         (code, said, start.elapsed())
     }

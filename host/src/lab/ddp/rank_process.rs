@@ -8,6 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::t;
+use crate::text::Text;
+
 /// Where the launcher's lines and the ranks' forwarded lines go: stderr, or a test's list.
 pub type Say = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -66,8 +69,8 @@ impl RankProcess {
     }
 
     /// `rank 2 (GPU 2)`.
-    pub(super) fn name(&self) -> String {
-        format!("rank {} (GPU {})", self.rank, self.gpu)
+    pub(super) fn name(&self) -> Text {
+        t!("error.ddp.rank_name", rank = self.rank, gpu = self.gpu)
     }
 }
 

@@ -41,6 +41,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::runtime::{Error, Result};
+use crate::t;
+use crate::text::Text;
 
 /// How long a rank waits for rank 0's id when `STREAMLAB_RENDEZVOUS_TIMEOUT` is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -108,10 +110,10 @@ fn run_token(vars: &impl Fn(&str) -> Option<String>, source: &str) -> Result<Opt
         return match RunToken::new(set.trim(), TOKEN_VAR) {
             Some(token) => Ok(Some(token)),
             // The value is not repeated: it is meant to be a secret.
-            None => Err(Error::InvalidInput(
-                format!("{TOKEN_VAR} must be 1 to 256 visible ASCII characters, without spaces")
-                    .into(),
-            )),
+            None => {
+                let var = TOKEN_VAR.to_string();
+                Err(Error::InvalidInput(t!("error.ddp.bad_token", var)))
+            }
         };
     }
     let var = |name: &str| vars(name).map(|v| v.trim().to_string());
@@ -144,12 +146,15 @@ const SOURCES: [(&str, &str, &str, &str); 3] = [
 /// The rank this process is, from `vars` (the environment: see [`from_env`]); None when it
 /// runs alone.
 pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
-    let bad = |why: String| Err(Error::InvalidInput(why.into()));
+    let bad = |why: Text| Err(Error::InvalidInput(why));
+    // A variable's value as an error line quotes it.
+    let quoted = |v: &String| format!("{v:?}");
     let number = |name: &str| -> Result<Option<usize>> {
         match vars(name) {
             None => Ok(None),
             Some(v) => v.trim().parse().map(Some).map_err(|_| {
-                Error::InvalidInput(format!("{name}={v:?} is not a whole number").into())
+                let (name, value) = (name.to_string(), quoted(&v));
+                Error::InvalidInput(t!("error.ddp.not_whole", name, value))
             }),
         }
     };
@@ -161,11 +166,13 @@ pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
             (Some(_), None) if source == "Slurm" => continue,
             (Some(r), Some(w)) => (r, w),
             _ => {
-                return bad(format!("{rank_var} and {world_var} go together: set both, or neither"))
+                let (rank_var, world_var) = (rank_var.to_string(), world_var.to_string());
+                return bad(t!("error.ddp.set_both", rank_var, world_var));
             }
         };
         if world == 0 || rank >= world {
-            return bad(format!("{rank_var}={rank} must be below {world_var}={world}"));
+            let (rank_var, world_var) = (rank_var.to_string(), world_var.to_string());
+            return bad(t!("error.ddp.rank_not_below", rank_var, rank, world_var, world));
         }
         // One task of mpirun or srun has no one to meet: it runs as a process alone would.
         if world == 1 && source != "torchrun/launch" {
@@ -175,30 +182,27 @@ pub fn parse(vars: impl Fn(&str) -> Option<String>) -> Result<Option<RankEnv>> {
         break;
     }
     let Some((source, rank, world, local_rank)) = found else { return Ok(None) };
-    let rendezvous = match (vars("STREAMLAB_RENDEZVOUS"), vars("MASTER_ADDR"), vars("MASTER_PORT")) {
+    let rendezvous = match (vars("STREAMLAB_RENDEZVOUS"), vars("MASTER_ADDR"), vars("MASTER_PORT"))
+    {
         (Some(r), _, _) => match r.split_once(':') {
             Some(("file", path)) if !path.is_empty() => Rendezvous::File(path.into()),
             Some(("tcp", addr)) if addr.contains(':') => Rendezvous::Tcp(addr.into()),
-            _ => return bad(format!("STREAMLAB_RENDEZVOUS={r:?}: use file:/path or tcp:host:port")),
+            _ => return bad(t!("error.ddp.bad_rendezvous", value = quoted(&r))),
         },
         (None, Some(host), Some(port)) => {
             let above = port.trim().parse::<u16>().ok().and_then(|p| p.checked_add(1));
             let Some(above) = above else {
-                return bad(format!("MASTER_PORT={port:?} must be a port from 0 to 65534 (streamlab listens on the one above it)"));
+                return bad(t!("error.ddp.bad_master_port", value = quoted(&port)));
             };
             Rendezvous::Tcp(format!("{host}:{above}"))
         }
-        _ => {
-            return bad(format!("this is rank {rank} of {world} ({source}) but not how the ranks meet: set STREAMLAB_RENDEZVOUS=file:/shared/path (or tcp:host:port), or MASTER_ADDR and MASTER_PORT (under mpirun or srun, export them in the job script)"))
-        }
+        _ => return bad(t!("error.ddp.no_rendezvous", rank, world, source = source.to_string())),
     };
     let timeout = match vars("STREAMLAB_RENDEZVOUS_TIMEOUT") {
         None => DEFAULT_TIMEOUT,
         Some(v) => match v.trim().parse::<f64>().ok().filter(|s| *s > 0.0 && *s <= 86_400.0) {
             Some(seconds) => Duration::from_secs_f64(seconds),
-            None => {
-                return bad(format!("STREAMLAB_RENDEZVOUS_TIMEOUT={v:?} must be a number of seconds above 0 and at most 86400 (default 120)"))
-            }
+            None => return bad(t!("error.ddp.bad_timeout", value = quoted(&v))),
         },
     };
     let token = run_token(&vars, source)?;

@@ -21,12 +21,14 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::lab::ddp::handshake::{
-    answer, judge, rank_0_gave_up, who, Greeting, Refusal, Strangers,
+    answer, judge, rank_0_gave_up, seconds, who, Greeting, Refusal, Strangers,
 };
 use crate::lab::ddp::ranks::{RankEnv, Rendezvous};
-use crate::runtime::error::io_words;
+use crate::runtime::error::io_text;
 use crate::runtime::nccl::UniqueId;
 use crate::runtime::{Error, Result};
+use crate::t;
+use crate::text::Text;
 
 /// How long rank 0 waits for a connection's greeting before closing it as silent: a rank
 /// sends its greeting as soon as it has connected.
@@ -46,31 +48,25 @@ const ANSWER_CAP: u64 = 1024;
 impl RankEnv {
     /// The error when rank 0's id did not come through the file `path` within the timeout.
     fn waited_too_long(&self, path: &str) -> Error {
-        Error::NotRun(format!(
-            "rank {} of {} ({}): rank 0's NCCL id did not arrive through {path} within {} s (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
-            self.rank,
-            self.world,
-            self.source,
-            self.timeout.as_secs_f64()
-        ).into())
+        let (who, path, s) = (who(self), path.to_string(), seconds(self.timeout));
+        Error::NotRun(t!("error.ddp.file_id_late", who, path, s))
     }
 
     /// The id all ranks share: rank 0 makes it with `make` and publishes it (over TCP it
     /// returns once every rank has it); the others wait for it, [`RankEnv::timeout`] at most.
     pub fn share_id(&self, make: impl FnOnce() -> Result<UniqueId>) -> Result<UniqueId> {
         let wait = self.timeout;
-        let io = |what: &str, e: std::io::Error| {
-            Error::InvalidInput(format!("{what}: {}", io_words(&e)).into())
+        let writing = |path: &std::path::Path, e: std::io::Error| {
+            let (path, why) = (path.display().to_string(), io_text(&e));
+            Error::InvalidInput(t!("error.ddp.writing", path, why))
         };
         match (&self.rendezvous, self.rank) {
             (Rendezvous::File(path), 0) => {
                 let id = make()?;
                 let partial = path.with_extension("partial");
-                std::fs::write(&partial, id.to_hex())
-                    .map_err(|e| io(&format!("writing {}", partial.display()), e))?;
+                std::fs::write(&partial, id.to_hex()).map_err(|e| writing(&partial, e))?;
                 // A rename is atomic: a reader never sees half an id.
-                std::fs::rename(&partial, path)
-                    .map_err(|e| io(&format!("writing {}", path.display()), e))?;
+                std::fs::rename(&partial, path).map_err(|e| writing(path, e))?;
                 Ok(id)
             }
             (Rendezvous::File(path), _) => {
@@ -86,8 +82,10 @@ impl RankEnv {
                 }
             }
             (Rendezvous::Tcp(addr), 0) => {
-                let listener =
-                    TcpListener::bind(addr).map_err(|e| io(&format!("listening on {addr}"), e))?;
+                let listener = TcpListener::bind(addr).map_err(|e| {
+                    let (addr, why) = (addr.clone(), io_text(&e));
+                    Error::InvalidInput(t!("error.ddp.listening", addr, why))
+                })?;
                 let id = make()?;
                 // Rank 0 joins NCCL's communicator only once every rank has the id: the
                 // others join it meanwhile, and wait there for rank 0.
@@ -163,9 +161,10 @@ impl Caller {
 /// `id`, until every rank has been answered (then the strangers turned away are returned), or
 /// `env.timeout` has passed (an error naming the ranks it waited for and the strangers).
 pub fn serve(env: &RankEnv, listener: TcpListener, addr: &str, id: &UniqueId) -> Result<Strangers> {
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Error::InvalidInput(format!("listening on {addr}: {e}").into()))?;
+    listener.set_nonblocking(true).map_err(|e| {
+        let (addr, why) = (addr.to_string(), e.to_string());
+        Error::InvalidInput(t!("error.ddp.listening", addr, why))
+    })?;
     let deadline = Instant::now() + env.timeout;
     let answer = format!("id {}\n", id.to_hex());
     let mut waiting: Vec<usize> = (1..env.world).collect();
@@ -229,7 +228,7 @@ fn accept_new(listener: &TcpListener, callers: &mut Vec<Caller>, strangers: &mut
 enum Try {
     Id(UniqueId),
     /// No id yet: what was found, for the error line once the time is up.
-    Again(&'static str),
+    Again(Text),
 }
 
 /// A rank's side: greets rank 0 at `addr` until it answers, `env.timeout` at most. Trying
@@ -244,11 +243,8 @@ pub fn ask(env: &RankEnv, addr: &str) -> Result<UniqueId> {
             Try::Again(found) => found,
         };
         if Instant::now() >= deadline {
-            return Err(Error::NotRun(format!(
-                "{} waited {} s for rank 0's NCCL id at {addr}: {found} (STREAMLAB_RENDEZVOUS_TIMEOUT sets the wait)",
-                who(env),
-                env.timeout.as_secs_f64()
-            ).into()));
+            let (who, s, addr) = (who(env), seconds(env.timeout), addr.to_string());
+            return Err(Error::NotRun(t!("error.ddp.tcp_id_late", who, s, addr, found)));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -258,36 +254,36 @@ pub fn ask(env: &RankEnv, addr: &str) -> Result<UniqueId> {
 /// accepts and never answers (another program, a rank 0 that hung) cannot hold this rank.
 fn try_once(env: &RankEnv, addr: &str, greeting: &str, deadline: Instant) -> Result<Try> {
     let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-    let targets = addr
-        .to_socket_addrs()
-        .map_err(|e| Error::InvalidInput(format!("rendezvous address {addr}: {e}").into()))?;
+    let targets = addr.to_socket_addrs().map_err(|e| {
+        let (addr, why) = (addr.to_string(), e.to_string());
+        Error::InvalidInput(t!("error.ddp.bad_address", addr, why))
+    })?;
     for target in targets {
         let Ok(mut peer) = TcpStream::connect_timeout(&target, left().min(Duration::from_secs(5)))
         else {
             continue;
         };
         let io = |e: std::io::Error| {
-            Error::InvalidInput(format!("talking to {addr}: {}", io_words(&e)).into())
+            let (addr, why) = (addr.to_string(), io_text(&e));
+            Error::InvalidInput(t!("error.ddp.talking", addr, why))
         };
         peer.set_read_timeout(Some(left())).map_err(io)?;
         peer.set_write_timeout(Some(left())).map_err(io)?;
         if peer.write_all(greeting.as_bytes()).is_err() {
-            return Ok(Try::Again("what listened there closed without an answer"));
+            return Ok(Try::Again(t!("error.ddp.closed_without_answer")));
         }
         let mut line = Vec::new();
         let read = BufReader::new((&peer).take(ANSWER_CAP)).read_until(b'\n', &mut line);
         return match read {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                Ok(Try::Again("what listened there said nothing"))
+                Ok(Try::Again(t!("error.ddp.said_nothing")))
             }
-            Err(_) => Ok(Try::Again("what listened there closed without an answer")),
-            Ok(_) if line.is_empty() => {
-                Ok(Try::Again("what listened there closed without an answer"))
-            }
+            Err(_) => Ok(Try::Again(t!("error.ddp.closed_without_answer"))),
+            Ok(_) if line.is_empty() => Ok(Try::Again(t!("error.ddp.closed_without_answer"))),
             Ok(_) => answer(env, addr, &String::from_utf8_lossy(&line)).map(Try::Id),
         };
     }
-    Ok(Try::Again("nothing listened there"))
+    Ok(Try::Again(t!("error.ddp.nothing_listened")))
 }
 
 #[cfg(test)]

@@ -2,22 +2,21 @@
 //! `prefetch`): how many elements all batches together may hold, the check that `--batches` x
 //! `--elements` fits, and the estimate of a perfect two-stage pipeline.
 use crate::runtime::{Error, Result};
+use crate::t;
+use crate::text::Text;
 
 /// The most elements over all batches (1 GiB of floats): what a batch lesson keeps at once,
 /// on the host or the device, stays well inside a GPU's and a machine's memory.
 pub const MAX_TOTAL_ELEMENTS: usize = 1 << 28;
 
 /// `batches` x `elements`, or a one-line refusal naming both flags when the product is over
-/// [`MAX_TOTAL_ELEMENTS`]; `kept` says what the lesson keeps of them ("floats of results").
-pub fn total_elements(batches: usize, elements: usize, kept: &str) -> Result<usize> {
-    batches
-        .checked_mul(elements)
-        .filter(|&t| t <= MAX_TOTAL_ELEMENTS)
-        .ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "--batches {batches} x --elements {elements} is more than the {MAX_TOTAL_ELEMENTS} {kept} this lesson keeps"
-            ).into())
-        })
+/// [`MAX_TOTAL_ELEMENTS`]; `kept` says what the lesson keeps of them ("floats of results": a
+/// label, or a sentence of the catalogs).
+pub fn total_elements(batches: usize, elements: usize, kept: impl Into<Text>) -> Result<usize> {
+    batches.checked_mul(elements).filter(|&t| t <= MAX_TOTAL_ELEMENTS).ok_or_else(|| {
+        let (kept, max) = (kept.into(), MAX_TOTAL_ELEMENTS);
+        Error::InvalidInput(t!("error.kit.too_many_elements", batches, elements, max, kept))
+    })
 }
 
 /// The time a perfect two-stage pipeline takes for `b` batches when the first stage takes

@@ -3,13 +3,15 @@
 //! that there are enough.
 use crate::runtime::context::device_count;
 use crate::runtime::{Error, Gpu, Result};
+use crate::t;
 
 /// `n` GPUs other than `gpu`, lowest ordinal first, each with its kernels loaded.
 pub fn others(gpu: &Gpu, n: usize) -> Result<Vec<Gpu>> {
     let count = device_count()?;
     let ordinals: Vec<u32> = (0..count).filter(|&o| o != gpu.info.ordinal).take(n).collect();
     if ordinals.len() < n {
-        return Err(Error::NotRun(format!("needs {} GPUs, found {count}", n + 1).into()));
+        let (n, found) = (n + 1, count);
+        return Err(Error::NotRun(t!("error.kit.needs_gpus", n, found)));
     }
     ordinals.into_iter().map(Gpu::new).collect()
 }

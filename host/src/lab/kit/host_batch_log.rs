@@ -59,26 +59,25 @@ pub fn ms_since(start: Instant) -> f64 {
 /// called back and consumed in that order, and the callbacks came in batch order (a stream
 /// runs its host functions in the order they were enqueued).
 pub fn check_event_order(events: &[HostEvent], batches: usize) -> Result<Text> {
-    let at =
-        |what: &str, i: usize| -> Result<f64> {
-            let name = format!("{what} {i}");
-            events.iter().find(|e| e.what == name).map(|e| e.ms).ok_or_else(|| {
-                Error::Verification(format!("no event \"{name}\" was recorded").into())
-            })
-        };
+    let at = |what: &str, i: usize| -> Result<f64> {
+        let name = format!("{what} {i}");
+        events
+            .iter()
+            .find(|e| e.what == name)
+            .map(|e| e.ms)
+            .ok_or_else(|| Error::Verification(t!("error.kit.no_event", name)))
+    };
     let mut last_callback = f64::NEG_INFINITY;
     for i in 0..batches {
         let (p, e, c, u) =
             (at("prepared", i)?, at("enqueued", i)?, at("callback", i)?, at("consumed", i)?);
         if !(p <= e && e <= c && c <= u) {
-            return Err(Error::Verification(format!(
-                "batch {i}: prepared {p:.3}, enqueued {e:.3}, callback {c:.3}, consumed {u:.3} ms are out of order"
-            ).into()));
+            let [p, e, c, u] = [p, e, c, u].map(|ms| fixed(ms, 3));
+            return Err(Error::Verification(t!("error.kit.batch_out_of_order", i, p, e, c, u)));
         }
         if c < last_callback {
-            return Err(Error::Verification(format!(
-                "callback {i} at {c:.3} ms came before the previous batch's at {last_callback:.3} ms"
-            ).into()));
+            let (c, last) = (fixed(c, 3), fixed(last_callback, 3));
+            return Err(Error::Verification(t!("error.kit.callback_out_of_order", i, c, last)));
         }
         last_callback = c;
     }

@@ -7,6 +7,7 @@
 //! (`blocks_per_wave`, `waves`); sleep ticks are `gpu.info.cycles_for_micros(us)`.
 use crate::runtime::memory::{copy_to_device_sync, copy_to_host_sync, DeviceView};
 use crate::runtime::{DeviceBuffer, Error, Gpu, Result};
+use crate::t;
 
 /// The shortest sleep, µs, of a lesson that asks whether one kernel started before another
 /// ended: the second is issued a few µs after the first, so a shorter kernel could end
@@ -97,10 +98,10 @@ impl Stamps {
 pub fn checked(stamps: Vec<Stamp>) -> Result<Vec<Stamp>> {
     match stamps.iter().position(|s| s[0] == 0 || s[1] < s[0]) {
         None => Ok(stamps),
-        Some(i) => Err(Error::Verification(
-            format!("kernel {i}'s stamps {:?} are not a start and an end: did it run?", stamps[i])
-                .into(),
-        )),
+        Some(i) => {
+            let stamp = format!("{:?}", stamps[i]);
+            Err(Error::Verification(t!("error.kit.bad_stamps", i, stamp)))
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use crate::runtime::driver;
 use crate::runtime::error::{Error, Named, Result};
 use crate::runtime::event::Event;
 use crate::runtime::in_flight::{self, Access, HostUse, InFlight, Kept, Queue, Tracked};
+use crate::t;
 
 enum Storage<T> {
     /// Page-locked memory from `cuMemHostAlloc`, freed with `cuMemFreeHost`.
@@ -260,9 +261,7 @@ impl<T: Pod> HostView<'_, T> {
     /// and is refused.
     pub(crate) fn mapped(&self, access: Access) -> Result<cu::CUdeviceptr> {
         if !self.is_pinned() {
-            return Err(Error::InvalidInput(
-                "a kernel can reach pinned host memory only, and this buffer is pageable".into(),
-            ));
+            return Err(Error::InvalidInput(t!("error.runtime.pageable_mapped")));
         }
         let host = self.admit(access)?;
         // SAFETY: `host` points into live page-locked memory: a cuMemHostAlloc allocation, or

@@ -31,13 +31,14 @@ use crate::runtime::context::{AsContext, Context};
 use crate::runtime::driver::{self, DriverResult};
 use crate::runtime::error::{Error, Named, Result};
 use crate::runtime::in_flight::{self, Kept};
+use crate::t;
 
 mod host;
 pub use host::{HostBuffer, HostMut, HostRef, HostView};
 
 pub(crate) fn bytes_of<T>(n: usize, what: &str) -> Result<usize> {
     n.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-        Error::InvalidInput(format!("{what}: {n} elements do not fit in memory").into())
+        Error::InvalidInput(t!("error.runtime.too_many_bytes", what = what.to_string(), n))
     })
 }
 
