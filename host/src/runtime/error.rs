@@ -79,8 +79,8 @@ pub enum Error {
     /// A driver call failed. `op` names the call and what it was for; `stream` the stream.
     Cuda { op: String, stream: Option<String>, code: DriverCode },
     /// Stream capture went wrong: the call that failed (and its stream), the capture status,
-    /// and why.
-    Capture { op: String, stream: Option<String>, status: String, cause: Text },
+    /// and why (boxed: the rarest error need not make every `Result` larger).
+    Capture { op: String, stream: Option<String>, status: String, cause: Box<Text> },
     /// An NCCL call failed: the call, the stream, and NCCL's own words.
     Nccl { op: String, stream: Option<String>, message: String },
     /// The lesson needs what this machine lacks (a second GPU, NCCL): the one line says what.
@@ -130,7 +130,12 @@ impl Error {
                 t!("error.failed", call = call(op, stream), why = code.to_string())
             }
             Error::Capture { op, stream, status, cause } => {
-                t!("error.capture", call = call(op, stream), status = plain(status), cause)
+                t!(
+                    "error.capture",
+                    call = call(op, stream),
+                    status = plain(status),
+                    cause = cause.as_ref()
+                )
             }
             Error::Nccl { op, stream, message } => {
                 t!("error.failed", call = call(op, stream), why = plain(message))

@@ -35,7 +35,7 @@ fn refuse_in_capture(op: &str, stream: &Stream) -> Result<()> {
             op: op.to_string(),
             stream: Some(stream.name().to_string()),
             status: "active".into(),
-            cause: t!("error.capture.no_allocations"),
+            cause: Box::new(t!("error.capture.no_allocations")),
         });
     }
     Ok(())

@@ -306,7 +306,7 @@ impl Stream {
                 op: "cuLaunchHostFunc".into(),
                 stream: Some(self.name().to_string()),
                 status: "active".into(),
-                cause: t!("error.capture.no_host_functions"),
+                cause: Box::new(t!("error.capture.no_host_functions")),
             });
         }
         let op = Op { kind: OpKind::HostFn, label: "host function", bytes: 0, launch: None };

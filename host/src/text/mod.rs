@@ -447,7 +447,7 @@ mod tests {
     /// `run all --lang zh` printed "未运行：needs 2 GPUs, found 1" on a one-GPU H200.
     #[test]
     fn why_a_lesson_did_not_run_is_translated() {
-        let why = Text::label(String::from("needs 2 GPUs, found 1"));
+        let why = t!("error.kit.needs_gpus", n = 2usize, found = 1u32);
         assert_eq!(why.render(Lang::Zh), "需要 2 块 GPU，只找到 1 块");
         assert_eq!(why.render(Lang::En), "needs 2 GPUs, found 1");
         let unknown = Text::label(String::from("NCCL could not be loaded"));

@@ -3,6 +3,7 @@
 //! repeat may take. Estimates are never reported as measurements.
 use crate::runtime::{DeviceInfo, Error, Gpu, Result};
 use crate::t;
+use crate::text::Text;
 
 /// The longest one repeat of a lesson (all its versions once) may be estimated to take.
 pub const MAX_SECONDS_PER_REPEAT: f64 = 60.0;
@@ -21,7 +22,7 @@ pub struct Plan {
     /// Estimated GPU (or host-waiting) time of one repeat of every version, ms.
     pub ms_per_repeat: f64,
     /// The flags that set the work, for the refusal message.
-    pub work_flags: String,
+    pub work_flags: Vec<Text>,
     /// GPUs the lesson drives from this process (0 and 1 both mean one).
     pub gpus: u32,
     /// Whether the lesson calls NCCL.
@@ -58,13 +59,11 @@ impl Plan {
         self
     }
 
-    /// One repeat is estimated at `ms`, set by `flags` (e.g. "--elements x --iters").
-    pub fn work(mut self, ms: f64, flags: &str) -> Plan {
+    /// One repeat is estimated at `ms`, set by `flags` (e.g. "--elements x --iters", or a
+    /// sentence of the catalogs where the flags need words).
+    pub fn work(mut self, ms: f64, flags: impl Into<Text>) -> Plan {
         self.ms_per_repeat += ms;
-        if !self.work_flags.is_empty() {
-            self.work_flags.push_str(", ");
-        }
-        self.work_flags.push_str(flags);
+        self.work_flags.push(flags.into());
         self
     }
 
@@ -73,7 +72,7 @@ impl Plan {
     pub fn admit(&self, gpu: Option<&Gpu>) -> Result<()> {
         // NaN is refused too: it is not within the cap.
         if self.ms_per_repeat.is_nan() || self.ms_per_repeat > MAX_SECONDS_PER_REPEAT * 1e3 {
-            let flags = self.work_flags.clone();
+            let flags = Text::List(self.work_flags.clone());
             let s = format!("{:.0}", self.ms_per_repeat / 1e3);
             let cap = format!("{MAX_SECONDS_PER_REPEAT:.0}");
             return Err(Error::InvalidInput(t!("error.budget.too_long", flags, s, cap)));
@@ -84,13 +83,13 @@ impl Plan {
                 let found = crate::runtime::context::device_count()?;
                 if found < self.gpus {
                     let n = self.gpus;
-                    return Err(Error::NotRun(t!("error.budget.needs_gpus", n, found)));
+                    return Err(Error::NotRun(t!("error.kit.needs_gpus", n, found)));
                 }
             }
             if self.nccl {
                 crate::runtime::nccl::version()?;
             }
-            gpu.ensure_device_memory(self.device_bytes, "these flags")?;
+            gpu.ensure_device_memory(self.device_bytes, t!("error.budget.these_flags"))?;
         }
         Ok(())
     }

@@ -48,7 +48,7 @@ pub fn print(flags: &InfoFlags) -> Result<()> {
             Error::NoDevice(t!(
                 "error.then",
                 why,
-                then = format!("this is {}; {recorded}", build())
+                then = t!("error.run.this_build", build = build(), recorded)
             ))
         }
         other => other,

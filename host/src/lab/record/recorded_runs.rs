@@ -115,29 +115,23 @@ pub fn find(lesson: &str) -> Option<Result<RecordedRun>> {
 /// What the no-GPU error line adds for `lesson` (`all` for every lesson): the flag to add,
 /// and the command as this process was started with it added, so the user can paste it
 /// (`target/release/streamlab run overlap --recorded` after `cargo run`).
-pub fn hint(lesson: &str) -> String {
+pub fn hint(lesson: &str) -> Text {
     hint_for(lesson, &std::env::args().collect::<Vec<_>>())
 }
 
 /// [`hint`] for a process started otherwise: `argv` is the `streamlab run …` command that
 /// `--recorded` is added to (`streamlab info` and `streamlab launch` offer `run` commands).
-pub fn hint_for(lesson: &str, argv: &[String]) -> String {
+pub fn hint_for(lesson: &str, argv: &[String]) -> Text {
     let again = with_recorded(argv);
     if lesson == "all" {
         return match lessons().len() {
-            0 => {
-                "this build embeds no recorded runs (`--recorded` shows them where it does)".into()
-            }
-            n => {
-                format!("add --recorded to see the {n} recorded runs this build embeds: `{again}`")
-            }
+            0 => t!("error.record.hint_none"),
+            n => t!("error.record.hint_all", n, again),
         };
     }
     match find(lesson) {
-        Some(Ok(run)) => format!("add --recorded to see a run {}: `{again}`", run.label()),
-        _ => format!(
-            "this build embeds no recorded run of {lesson} (`--recorded` shows one where it does)"
-        ),
+        Some(Ok(run)) => t!("error.record.hint_one", label = run.label_text(), again),
+        _ => t!("error.record.hint_none_of", lesson = lesson.to_string()),
     }
 }
 
@@ -170,7 +164,7 @@ mod hint_tests {
             ["target/release/streamlab", "run", "overlap", "--elements", "1000", "--lang", "a b"]
                 .map(String::from)
                 .to_vec();
-        let hint = hint_for("overlap", &argv);
+        let hint = hint_for("overlap", &argv).en();
         assert!(hint.starts_with("add --recorded to see a run recorded on "), "{hint}");
         assert!(
             hint.ends_with(
@@ -178,7 +172,7 @@ mod hint_tests {
             ),
             "{hint}"
         );
-        let all = hint_for("all", &["streamlab".into(), "run".into(), "all".into()]);
+        let all = hint_for("all", &["streamlab".into(), "run".into(), "all".into()]).en();
         assert!(all.starts_with("add --recorded to see the "), "{all}");
         assert!(all.ends_with("`streamlab run all --recorded`"), "{all}");
     }

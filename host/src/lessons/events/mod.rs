@@ -156,10 +156,10 @@ impl Lesson for Events {
         let ms = 2.0 * waves as f64 * us / 1e3
             + model.compute_ms(n, iters)
             + 6.0 * model.elementwise_ms(n);
-        Ok(Plan::new().host::<f32>(n, 4)?.device::<f32>(n, 3)?.work(
-            ms,
-            &format!("--elements {n} (a producer of {waves} waves, each spinning --sleep-us {us}) with --iters {iters}"),
-        ))
+        Ok(Plan::new()
+            .host::<f32>(n, 4)?
+            .device::<f32>(n, 3)?
+            .work(ms, t!("error.events.work_flags", n, waves, us = us.to_string(), iters)))
     }
 
     fn setup(gpu: &Gpu, a: &Args, seed: u64) -> Result<Events> {

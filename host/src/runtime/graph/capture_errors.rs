@@ -118,7 +118,7 @@ pub fn to_capture_error(error: Error, status: CaptureStatus) -> Error {
                 let call = op.split_whitespace().next().unwrap_or(&op).to_string();
                 t!("error.capture.failed_inside", call, code = code.code())
             };
-            Error::Capture { op, stream, status: status.to_string(), cause }
+            Error::Capture { op, stream, status: status.to_string(), cause: Box::new(cause) }
         }
         other => other,
     }

@@ -88,7 +88,11 @@ pub fn capture(
     if stream.kind() == StreamKind::LegacyDefault {
         let op = "cuStreamBeginCapture";
         return Err(Error::Capture {
-            cause: capture_cause(op, Some(stream.name()), DriverCode::STREAM_CAPTURE_UNSUPPORTED),
+            cause: Box::new(capture_cause(
+                op,
+                Some(stream.name()),
+                DriverCode::STREAM_CAPTURE_UNSUPPORTED,
+            )),
             status: CaptureStatus::None.to_string(),
             op: op.into(),
             stream: Some(stream.name().to_string()),
@@ -132,7 +136,7 @@ pub fn capture(
             op: "cuStreamEndCapture".into(),
             stream: Some(stream.name().to_string()),
             status: status_before_end.to_string(),
-            cause: t!("error.capture.no_graph"),
+            cause: Box::new(t!("error.capture.no_graph")),
         }),
     }
 }

@@ -379,7 +379,7 @@ pub(crate) mod tests {
             (":3", "around the colon"),
         ] {
             let e = SvgRange::read(bad).unwrap_err();
-            assert_eq!(SvgRange::parse(bad), Err(e.en()));
+            assert_eq!(SvgRange::parse(bad).map_err(|b| b.0.en()), Err(e.en()));
             let (e, zh) = (e.en(), e.render(crate::text::Lang::Zh));
             assert!(e.contains(why), "{bad}: {e}");
             assert!(crate::text::has_chinese(&zh), "{bad}: {zh}");
