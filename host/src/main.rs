@@ -170,17 +170,15 @@ fn errors_as_json(argv: &[String]) -> bool {
     !writes_a_file && own.into_iter().any(|a| a == "--json")
 }
 
-/// The language of the error line: `--lang` among streamlab's own arguments (before `--`,
-/// as `--lang zh` or `--lang=zh`), else the locale's.
+/// The language of the error line: `--lang` among streamlab's own arguments (before `--`),
+/// else the locale's. `launch`'s own arguments go on past its `--`: the command its ranks run.
 fn error_lang(argv: &[String]) -> Lang {
-    let own: Vec<&str> =
-        argv.iter().skip(1).take_while(|a| *a != "--").map(String::as_str).collect();
-    let named = own.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--lang=") {
-        Some(value) => Some(value),
-        None if *a == "--lang" => own.get(i + 1).copied(),
-        None => None,
-    });
-    Lang::or_locale(named)
+    let args = &argv[argv.len().min(1)..];
+    if args.iter().find(|a| !a.starts_with('-')).is_some_and(|c| c == "launch") {
+        let past_the_dashes: Vec<String> = args.iter().filter(|a| *a != "--").cloned().collect();
+        return Lang::named_in(&past_the_dashes);
+    }
+    Lang::named_in(args)
 }
 
 /// Prints `e` as streamlab's one error line, in the language `--lang` or the locale picks

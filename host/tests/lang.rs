@@ -192,3 +192,31 @@ fn one_line(o: &std::process::Output, args: &[&str]) -> String {
     assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     err.trim_end().to_string()
 }
+
+/// Errors past the command line are said in the language too: a missing GPU (every GPU
+/// hidden from the driver, so this runs the same on a GPU machine), for a lesson run here and
+/// for `launch`, whose `--lang` comes after the `--` that starts its ranks' command; and a
+/// report folder that does not exist.
+#[test]
+fn errors_of_the_run_are_said_in_chinese_with_lang_zh() {
+    let hidden = [("CUDA_VISIBLE_DEVICES", "-1"), ("LANG", "C")];
+    let runs: [&[&str]; 3] = [
+        &["run", "overlap", "--lang", "zh"],
+        &["launch", "--gpus", "2", "--", "run", "allreduce-overlap", "--lang", "zh"],
+        &["report", "/no/such/streamlab/folder", "--lang", "zh"],
+    ];
+    for args in runs {
+        let o = streamlab(args, &hidden);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(matches!(o.status.code(), Some(2 | 3)), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(has_chinese(&err), "{args:?}: not Chinese: {err}");
+        assert!(english_sentence(&err).is_none(), "{args:?}: English left: {err}");
+        // The same without --lang, under LANG=C: English, the words of before.
+        let english: Vec<&str> =
+            args.iter().copied().filter(|a| *a != "--lang" && *a != "zh").collect();
+        let o = streamlab(&english, &hidden);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!has_chinese(&err), "{args:?}: {err}");
+    }
+}

@@ -182,19 +182,8 @@ pub fn launch(gpus: usize, run_args: &[String]) -> Result<i32> {
             }
         }
     }
-    Ok(wait_for(ranks, Timing::LAUNCH, &interrupt, &say, lang_in(run_args)))
-}
-
-/// The language `--lang` names among `args` (before `--`, as `--lang zh` or `--lang=zh`),
-/// else the locale's: the launcher's lines are said in the language of its ranks' reports.
-fn lang_in(args: &[String]) -> Lang {
-    let own: Vec<&str> = args.iter().take_while(|a| *a != "--").map(String::as_str).collect();
-    let named = own.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--lang=") {
-        Some(value) => Some(value),
-        None if *a == "--lang" => own.get(i + 1).copied(),
-        None => None,
-    });
-    Lang::or_locale(named)
+    // The launcher's lines are said in the language of its ranks' reports.
+    Ok(wait_for(ranks, Timing::LAUNCH, &interrupt, &say, Lang::named_in(run_args)))
 }
 
 /// In a rank started by `streamlab launch` ([`LAUNCHER_PID`] set): a thread that ends this
@@ -210,7 +199,7 @@ pub fn watch_launcher(rank: Option<usize>) {
         Some(r) => ranks_named(&[r]),
         None => t!("error.ddp.this_rank"),
     };
-    let line = t!("error.ddp.launcher_gone", who, pid).render(lang_in(&args));
+    let line = t!("error.ddp.launcher_gone", who, pid).render(Lang::named_in(&args));
     std::thread::spawn(move || loop {
         // An orphan is adopted by another process (init, or a subreaper): its parent changes.
         if std::os::unix::process::parent_id() != pid {
