@@ -41,7 +41,7 @@ cargo bench --workspace --no-run --message-format=json 2>/dev/null | pick bench 
 done
 cp -r cuda-reference scripts/gpu-run.sh scripts/gpu-arch-check.sh scripts/gpu-mp-check.sh scripts/multi-gpu-run.sh scripts/sanitizer_findings.py scripts/pictures.sh scripts/edge-cases.txt scripts/small-runs.txt \
   scripts/perf-check.sh scripts/perf_check.py scripts/perf-targets.tsv \
-  scripts/trace-check.sh scripts/trace_compare.py scripts/trace-examples scripts/trace-examples.sh scripts/trace_examples_check.py \
+  scripts/trace-check.sh scripts/trace_compare.py scripts/trace-examples scripts/trace-examples.sh scripts/trace-examples-run.sh scripts/trace_examples_check.py \
   scripts/trace-examples-ddp.sh scripts/trace_ddp_check.py \
   scripts/inject-check.sh scripts/inject_check.py .gpu/
 du -sh .gpu

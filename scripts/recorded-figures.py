@@ -26,6 +26,7 @@ RUN_OF = {
     "allreduce-overlap": "28-D",
     "mixed-precision": "28-D",
     "implicit-sync": "28-A",
+    "pinned-vs-pageable": "28-F",
 }
 DEFAULT_RUN = "28-C"
 # The graph lesson's sweep: 120 shapes, printed as tables instead of 360 lines.

@@ -26,6 +26,8 @@
 # run's `streamlab trace --late-rank-ms` (default: streamlab's own).
 set -euo pipefail
 G=$(cd "${G:-$(dirname "$0")}" && pwd)
+# run NAME CMD...: see trace-examples-run.sh, beside this script (in the bundle too).
+. "$(dirname "${BASH_SOURCE[0]}")/trace-examples-run.sh"
 S=${STREAMLAB:-$G/streamlab}
 PYTHON=${PYTHON:-/opt/torch/.venv/bin/python}
 TORCHRUN=${TORCHRUN:-$(dirname "$PYTHON")/torchrun}
@@ -69,19 +71,7 @@ out=$(cd "$out" && pwd)
 cd "$out"
 
 wants() { [[ -z $only || ,$only, == *,$1,* ]]; }
-# Runs "${@:2}" as run $1 (stopped after $limit_s seconds): its stdout, stderr, exit code and
-# wall time (ns) into $1.*.
-run() {
-  local name=$1 rc=0 start end
-  shift
-  echo "== $name: $*"
-  start=$(date +%s%N)
-  timeout --kill-after=10 "$limit_s" "$@" >"$name.stdout" 2>"$name.stderr" || rc=$?
-  end=$(date +%s%N)
-  echo "$rc" >"$name.exit"
-  echo $((end - start)) >"$name.wall_ns"
-  echo "   exit $rc, $(((end - start) / 1000000)) ms"
-}
+RUN_LIMIT_S=$limit_s
 # Run $1: ddp_late_rank.py under torchrun under `streamlab trace`, with the trace's flags
 # "${trace_flags[@]}" and the program's "${@:2}".
 trace_flags=()

@@ -21,6 +21,8 @@
 # Defaults: --long-seconds 300, --cost-steps 500, --repeats 3.
 set -euo pipefail
 G=$(cd "${G:-$(dirname "$0")}" && pwd)
+# run NAME CMD...: see trace-examples-run.sh, beside this script (in the bundle too).
+. "$(dirname "${BASH_SOURCE[0]}")/trace-examples-run.sh"
 S=${STREAMLAB:-$G/streamlab}
 PYTHON=${PYTHON:-/opt/torch/.venv/bin/python}
 P=$G/trace-examples
@@ -60,18 +62,6 @@ out=$(cd "$out" && pwd)
 cd "$out"
 
 wants() { [[ -z $only || ,$only, == *,$1,* ]]; }
-# Runs "${@:2}" as run $1: its stdout, stderr, exit code and wall time (ns) into $1.*.
-run() {
-  local name=$1 rc=0 start end
-  shift
-  echo "== $name: $*"
-  start=$(date +%s%N)
-  "$@" >"$name.stdout" 2>"$name.stderr" || rc=$?
-  end=$(date +%s%N)
-  echo "$rc" >"$name.exit"
-  echo $((end - start)) >"$name.wall_ns"
-  echo "   exit $rc, $(((end - start) / 1000000)) ms"
-}
 
 if wants small; then
   run small "$S" trace "${small_trace[@]}" --json small.json -- \
