@@ -49,7 +49,7 @@ impl End {
         }
     }
 
-    /// `ranks 1, 2 also exited 5`, `rank 1 also was killed by signal 9 (SIGKILL)`: the
+    /// `ranks 1, 2 also exited 5`, `rank 1 was also killed by signal 9 (SIGKILL)`: the
     /// ranks that ended as the first failing one did.
     fn same_for(self, numbers: &[usize]) -> Text {
         let ranks = ranks_named(numbers);
