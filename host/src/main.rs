@@ -4,7 +4,7 @@
 //! (`launch`), `trace::capture` (`trace`, `report`, `diff`).
 use std::process::ExitCode;
 
-use clap::{Arg, ArgMatches, Command};
+use clap::{ArgMatches, Command};
 use streamlab::lab::ddp::launcher;
 use streamlab::lab::ddp::ranks;
 use streamlab::lab::harness::cli_errors::{clap_error_line, command_path, lesson_named};
@@ -56,54 +56,7 @@ Exit codes:
 Errors are one line on stderr: `streamlab: <lesson>: <what>` where it concerns one lesson,
 else `streamlab: <what>`; with --json also a JSON object on stdout.";
 
-const LAUNCH_ABOUT: &str = "\
-Starts one `streamlab run` per GPU with RANK, LOCAL_RANK and WORLD_SIZE set (torchrun's names) \
-and a rendezvous file in a folder this launcher owns and only its user can read, through which \
-rank 0 hands NCCL's unique id to the others. Rank 0's report is printed.
-
-To run across machines, start `streamlab run allreduce-overlap --device <LOCAL_RANK>` on each \
-with RANK, WORLD_SIZE and either MASTER_ADDR/MASTER_PORT (rank 0 listens on MASTER_PORT + 1: \
-torchrun's own store holds MASTER_PORT) or STREAMLAB_RENDEZVOUS=tcp:host:port, and \
-STREAMLAB_RENDEZVOUS_TOKEN set to one value of the run's own on every rank: rank 0 hands the id \
-only to ranks that greet it with that token, and turns away any other connection without \
-waiting on it. Under torchrun, mpirun or srun the token is the job's id when the variable is \
-not set. With no token at all, rank 0 still answers only greetings of its world size, once per \
-rank, but any process that reaches the port and greets as a rank gets the id. Under mpirun or \
-srun the ranks come from Open MPI's or Slurm's variables (docs/ARCHITECTURE.md, \"Running \
-across GPUs\").
-
-Every rank's stderr comes through the launcher: rank 0's lines as they are, rank N's after \
-`rank N: `. When a rank fails, one line names it and its cause (its error line, or the signal \
-that killed it); ranks that fail the same way on their own get one more line. The others get \
-2 s to finish, then SIGTERM, then SIGKILL 5 s later, one line each. Ctrl-C or SIGTERM on the \
-launcher stops every rank the same way. A rank whose launcher is gone (killed with SIGKILL) \
-notices within 0.2 s and ends by SIGHUP (129 in a shell).
-
-Exit code: the first failing rank's own code, or 128+N when signal N killed it (137 for \
-SIGKILL), as shells report it; 130 after Ctrl-C (SIGINT), 143 after SIGTERM; 0 when every \
-rank succeeded.";
-
 fn cli() -> Command {
-    let launch = Command::new("launch")
-        .about("Run a lesson as one process per GPU, as DDP jobs do (allreduce-overlap)")
-        .long_about(LAUNCH_ABOUT)
-        .arg(
-            Arg::new("gpus")
-                .long("gpus")
-                .value_name("N")
-                .required(true)
-                .value_parser(streamlab::lab::harness::args::whole(1usize..=64))
-                .help("Processes to start, one per GPU: rank i uses GPU i [1..=64]"),
-        )
-        .arg(
-            Arg::new("command")
-                .num_args(1..)
-                .trailing_var_arg(true)
-                .allow_hyphen_values(true)
-                .value_name("run LESSON [FLAGS]")
-                .required(true)
-                .help("What each rank runs: `run allreduce-overlap` and its flags"),
-        );
     Command::new("streamlab")
         .version(env!("CARGO_PKG_VERSION"))
         .about("CUDA streams and concurrency, taught and measured from Rust")
@@ -117,7 +70,7 @@ against the CPU, timed with CUDA events (medians over --reps), and explained.",
         .subcommand(info_command::command())
         .subcommand(list_command::command())
         .subcommand(run_command::command(LESSONS))
-        .subcommand(launch)
+        .subcommand(launcher::command())
         .subcommand(trace_command::command())
         .subcommand(report_command::command())
         .subcommand(diff_command::command())

@@ -312,30 +312,14 @@ mod tests {
     use crate::lessons::LESSONS;
     use crate::text::{english_sentence, has_chinese, Lang};
 
-    /// streamlab's commands as main.rs puts them together (`launch` as it declares it).
+    /// streamlab's commands as main.rs puts them together.
     fn cli() -> Command {
-        let launch = Command::new("launch")
-            .arg(
-                Arg::new("gpus")
-                    .long("gpus")
-                    .value_name("N")
-                    .required(true)
-                    .value_parser(crate::lab::harness::args::whole(1usize..=64)),
-            )
-            .arg(
-                Arg::new("command")
-                    .num_args(1..)
-                    .trailing_var_arg(true)
-                    .allow_hyphen_values(true)
-                    .value_name("run LESSON [FLAGS]")
-                    .required(true),
-            );
         Command::new("streamlab")
             .subcommand_required(true)
             .subcommand(info_command::command())
             .subcommand(list_command::command())
             .subcommand(run_command::command(LESSONS))
-            .subcommand(launch)
+            .subcommand(crate::lab::ddp::launcher::command())
             .subcommand(crate::trace::capture::command::command())
     }
 
