@@ -561,7 +561,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("diff.finding_count", "finding {rule}: count"),
     ("diff.finding_cost", "finding {rule}: cost (ms)"),
     ("diff.wrote_json", "diff (JSON) written to {path}"),
-    // Errors (runtime::error): the frame of every error line. Names stay as they are: the
+    // Errors (the Error type of the runtime): the frame of every error line. Names stay as they are: the
     // driver call, the stream, the driver's name and words for its code, NCCL's words.
     ("error.no_device", "no CUDA device available: {why}"),
     ("error.call_on_stream", "{op} on stream \"{stream}\""),

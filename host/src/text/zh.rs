@@ -558,7 +558,7 @@ pub const MESSAGES: &[(&str, &str)] = &[
     ("diff.finding_count", "发现 {rule}：次数"),
     ("diff.finding_cost", "发现 {rule}：代价 (ms)"),
     ("diff.wrote_json", "差异（JSON）已写入 {path}"),
-    // Errors (runtime::error): the frame of every error line. Names stay as they are: the
+    // Errors (the Error type of the runtime): the frame of every error line. Names stay as they are: the
     // driver call, the stream, the driver's name and words for its code, NCCL's words.
     ("error.no_device", "没有可用的 CUDA 设备：{why}"),
     ("error.call_on_stream", "流 \"{stream}\" 上的 {op}"),
