@@ -2,11 +2,10 @@
 //! `cargo test --release -- --include-ignored` on a GPU machine); the flag checks at the end
 //! run everywhere.
 use streamlab::lab::harness::data::ensure_close_to_reference;
-use streamlab::lab::record::span::Work;
 use streamlab::lab::Lesson;
 use streamlab::lessons::compute_transfer::{ComputeTransfer, THREE_STREAMS, TWO_STREAMS};
 use streamlab::math::compute_element;
-use testkit::spans::{copy_beside_kernel, streams};
+use testkit::spans::{copy_beside_kernel, off_its_direction_stream, streams};
 use testkit::{
     accepted, assert_bit_for_bit_checks, assert_nothing_to_overlap, gpu, refuses, run_lesson,
     run_recorded, run_refuses, set_up, BATCHES_REFUSED_BY_PLAN,
@@ -57,14 +56,7 @@ fn compute_transfer_lesson_passes_and_overlaps() {
     // The third version: uploads only on "upload", downloads only on "download", kernels only
     // on "compute".
     assert_eq!(streams(three).len(), 3, "{text}");
-    for s in &three.spans {
-        let expected = match s.kind {
-            Work::CopyToDevice => "upload",
-            Work::CopyToHost => "download",
-            _ => "compute",
-        };
-        assert_eq!(s.stream, expected, "{s:?}\n{text}");
-    }
+    assert_eq!(off_its_direction_stream(three), None, "{text}");
     assert!(copy_beside_kernel(three), "{:?}\n{text}", three.spans);
 }
 

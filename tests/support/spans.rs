@@ -65,6 +65,18 @@ pub fn copy_beside_kernel(r: &Recording) -> bool {
     ran_at_once(r, is_copy, is_kernel)
 }
 
+/// The first span of `r` not on the stream its kind belongs to when each direction has a stream
+/// of its own (compute-transfer's third version): uploads on "upload", downloads on
+/// "download", the rest on "compute". None when every span is where it belongs.
+pub fn off_its_direction_stream(r: &Recording) -> Option<&Span> {
+    let belongs = |s: &Span| match s.kind {
+        Work::CopyToDevice => "upload",
+        Work::CopyToHost => "download",
+        _ => "compute",
+    };
+    r.spans.iter().find(|s| s.stream != belongs(s))
+}
+
 /// The end of the last span on `stream`, or a panic naming the streams there are.
 pub fn stream_end(r: &Recording, stream: &str) -> f64 {
     let ends = r.spans.iter().filter(|s| s.stream == stream).map(|s| s.end_ms);
