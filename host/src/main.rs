@@ -97,19 +97,19 @@ fn main() -> ExitCode {
         std::process::exit(70);
     }));
     let argv: Vec<String> = std::env::args().collect();
-    let json = errors_as_json(&argv);
+    let (json, lang) = (errors_as_json(&argv), error_lang(&argv));
     let matches = match cli().try_get_matches_from(&argv) {
         Ok(m) => m,
         // --help and --version are not errors: clap prints them as usual.
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
             let line = clap_error_line(&e, &command_path(&argv, LESSONS), LESSONS);
-            return fail(&Error::InvalidInput(line), lesson_named(&argv, LESSONS), json);
+            return fail(&Error::InvalidInput(line), lesson_named(&argv, LESSONS), json, lang);
         }
     };
     match execute(&matches, json) {
         Ok(code) => code,
-        Err((e, lesson)) => fail(&e, lesson, json),
+        Err((e, lesson)) => fail(&e, lesson, json, lang),
     }
 }
 
@@ -134,15 +134,14 @@ fn error_lang(argv: &[String]) -> Lang {
     Lang::named_in(args)
 }
 
-/// Prints `e` as streamlab's one error line, in the language `--lang` or the locale picks
-/// (and in English as JSON on stdout with `--json`, for scripts), and returns its exit code.
-fn fail(e: &Error, lesson: Option<&str>, json: bool) -> ExitCode {
-    let argv: Vec<String> = std::env::args().collect();
+/// Prints `e` as streamlab's one error line, in `lang` (and in English as JSON on stdout
+/// with `--json`, for scripts), and returns its exit code.
+fn fail(e: &Error, lesson: Option<&str>, json: bool, lang: Lang) -> ExitCode {
     let said = |line: String| match lesson {
         Some(name) => format!("streamlab: {name}: {line}"),
         None => format!("streamlab: {line}"),
     };
-    eprintln!("{}", said(e.render(error_lang(&argv))));
+    eprintln!("{}", said(e.render(lang)));
     if json {
         let line = said(e.to_string());
         let value = serde_json::json!({

@@ -254,7 +254,7 @@ pub fn io_text(e: &std::io::Error) -> Text {
 /// What went wrong with a file, a folder or a pipe, in words: "no such file or folder" for
 /// `NotFound`, rather than the system's "No such file or directory (os error 2)". An error of
 /// a kind not named here keeps the system's words, without the "(os error N)" after them.
-pub fn io_words(e: &std::io::Error) -> String {
+fn io_words(e: &std::io::Error) -> String {
     use std::io::ErrorKind as K;
     let said = match e.kind() {
         K::NotFound => "no such file or folder",

@@ -158,7 +158,7 @@ fn escaped(value: &str) -> String {
 /// The line in English from clap's own rendering: its first line without "error: ", the
 /// names of missing arguments, the possible values, its tips, and where to look. What a
 /// kind [`said`] does not word says; the others read the same.
-pub fn english_line(e: &clap::Error, command: &str) -> String {
+fn english_line(e: &clap::Error, command: &str) -> String {
     let text = e.render().to_string();
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     let first = lines.next().unwrap_or("invalid arguments");
